@@ -1,0 +1,344 @@
+//! Planning: list the inputs, bind the spec's stages to the input schema (every
+//! schema error at once, by field path), derive phase fingerprints and split the
+//! inputs into tasks with deterministic ids. Reads only listings and file headers
+//! (a JSONL sample, a Parquet footer), never record data, and writes nothing.
+use crate::ops;
+use crate::protocol::records::{InputSlice, PhasePlan, TaskManifest, VERSION, phase_name};
+use crate::records::with_id_column;
+use crate::spec::reader::{FieldError, SpecErrors};
+use crate::spec::{Format, Spec};
+use crate::store::{self, Registry};
+use crate::worker::readers::{self, ReadCtx, parquet as pq};
+use arrow_schema::{DataType, Schema, SchemaRef};
+use serde_json::json;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Spec(#[from] SpecErrors),
+    #[error("{0}")]
+    Storage(String),
+}
+
+fn spec_err(path: impl Into<String>, message: impl Into<String>) -> PlanError {
+    PlanError::Spec(SpecErrors(vec![FieldError {
+        path: path.into(),
+        message: message.into(),
+    }]))
+}
+
+/// A listed input file.
+#[derive(Debug, Clone)]
+pub struct InputFile {
+    pub uri: String,
+    pub size: u64,
+    pub etag: Option<String>,
+}
+
+/// A planned job, before anything is written.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub phases: Vec<PhasePlan>,
+    /// Task manifests per phase (without `job_id`, filled in by submit).
+    pub tasks: Vec<Vec<TaskManifest>>,
+    pub files: Vec<InputFile>,
+}
+
+impl Plan {
+    pub fn input_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+/// Lists every input pattern; a pattern that matches nothing is a spec error.
+pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, PlanError> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for (i, pat) in spec.input.uris.iter().enumerate() {
+        match store::list_matching(reg, pat).await {
+            Ok(v) if v.is_empty() => errors.push(FieldError {
+                path: format!("input.uris[{i}]"),
+                message: format!("no input files match {pat:?}"),
+            }),
+            Ok(v) => files.extend(v.into_iter().map(|(u, m)| InputFile {
+                uri: u.to_uri_string(),
+                size: m.size,
+                etag: m.e_tag,
+            })),
+            Err(store::StoreError::BadUri { reason, .. }) => errors.push(FieldError {
+                path: format!("input.uris[{i}]"),
+                message: reason,
+            }),
+            Err(e) => return Err(PlanError::Storage(format!("listing {pat}: {e}"))),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(PlanError::Spec(SpecErrors(errors)));
+    }
+    files.sort_by(|a, b| a.uri.cmp(&b.uri));
+    files.dedup_by(|a, b| a.uri == b.uri);
+    Ok(files)
+}
+
+/// The phase-0 input columns: declared, inferred from a JSONL sample, or a Parquet footer.
+pub async fn input_columns(spec: &Spec, reg: &Registry, first: &InputFile) -> Result<Vec<(String, DataType)>, PlanError> {
+    if let Some(cols) = &spec.input.schema {
+        return Ok(cols.clone());
+    }
+    match spec.input.format {
+        Format::Jsonl => {
+            let ctx = ReadCtx {
+                registry: reg.clone(),
+                handle: tokio::runtime::Handle::current(),
+                batch_rows: 1,
+                max_record_bytes: 1 << 24,
+                cancel: Default::default(),
+                assign_ids: true,
+            };
+            let uri = first.uri.clone();
+            let rows = tokio::task::spawn_blocking(move || readers::jsonl::sample_rows(&ctx, &uri, 1000, 4 << 20))
+                .await
+                .map_err(|e| PlanError::Storage(e.to_string()))?
+                .map_err(|e| PlanError::Storage(e.to_string()))?;
+            if rows.is_empty() {
+                return Err(spec_err(
+                    "input.schema",
+                    format!(
+                        "cannot infer columns: {} has no JSON object in its first lines; declare input.schema",
+                        first.uri
+                    ),
+                ));
+            }
+            Ok(crate::records::infer_schema(rows.iter()))
+        }
+        Format::Parquet => {
+            let (store, u) = reg.resolve(&first.uri).map_err(|e| PlanError::Storage(e.to_string()))?;
+            pq::read_columns(store, &u.path).await.map_err(|e| {
+                spec_err("input.uris", format!("cannot read the Parquet footer of {}: {e}", first.uri))
+            })
+        }
+    }
+}
+
+/// Binds stages to schemas phase by phase; returns (input, output) schema per phase.
+pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>, SpecErrors> {
+    let mut errors = Vec::new();
+    let mut out = Vec::new();
+    let mut schema = input;
+    let phases = spec.phases();
+    for (pi, idxs) in phases.iter().enumerate() {
+        let phase_in = schema.clone();
+        for &i in idxs {
+            let st = &spec.stages[i];
+            match ops::output_schema(&st.name, &st.operator, &schema) {
+                Ok(s) => schema = s,
+                Err(m) => {
+                    let (sub, msg) = match m.split_once(": ") {
+                        Some((p, rest)) if p.starts_with("params") => (format!(".{p}"), rest.to_string()),
+                        _ => (String::new(), m),
+                    };
+                    errors.push(FieldError {
+                        path: format!("stages[{i}]{sub}"),
+                        message: msg,
+                    });
+                }
+            }
+        }
+        let mut phase_out = schema.clone();
+        if pi + 1 == phases.len() {
+            let mut fields: Vec<_> = phase_out.fields().iter().cloned().collect();
+            for (j, c) in spec.output.drop_columns.iter().enumerate() {
+                if c == crate::records::ID {
+                    errors.push(FieldError {
+                        path: format!("output.drop_columns[{j}]"),
+                        message: "the id column cannot be dropped".into(),
+                    });
+                } else if let Some(pos) = fields.iter().position(|f| f.name() == c) {
+                    fields.remove(pos);
+                } else {
+                    errors.push(FieldError {
+                        path: format!("output.drop_columns[{j}]"),
+                        message: format!("no column {c:?} in the output"),
+                    });
+                }
+            }
+            phase_out = Arc::new(Schema::new(fields));
+        }
+        out.push((phase_in, phase_out));
+    }
+    if errors.is_empty() { Ok(out) } else { Err(SpecErrors(errors)) }
+}
+
+fn hash16(parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+/// Phase fingerprints: what the phase computes, chained through earlier phases.
+pub fn fingerprints(spec: &Spec, input_schema: &Schema) -> Vec<String> {
+    let phases = spec.phases();
+    let mut prev = serde_json::to_string(&json!({
+        "format": spec.input.format,
+        "schema": input_schema,
+        "max_record_bytes": spec.input.max_record_bytes,
+    }))
+    .expect("json");
+    let mut out = Vec::new();
+    for (pi, idxs) in phases.iter().enumerate() {
+        let stages: Vec<_> = idxs
+            .iter()
+            .map(|&i| json!({"name": spec.stages[i].name, "op": spec.stages[i].op, "params": spec.stages[i].params}))
+            .collect();
+        let mut what = json!({"stages": stages, "protocol": VERSION, "batch_rows": spec.job.batch_rows});
+        if pi + 1 == phases.len() {
+            let o = &spec.output;
+            what["output"] = json!({
+                "uri": o.uri, "compression": o.compression, "zstd_level": o.zstd_level,
+                "target_file_bytes": o.target_file_bytes, "row_group_rows": o.row_group_rows,
+                "drop_columns": o.drop_columns, "rejects": spec.rejects.uri,
+                "include_record": spec.rejects.include_record,
+            });
+        } else {
+            what["include_record"] = json!(spec.rejects.include_record);
+        }
+        let fp = hash16(&[&prev, &what.to_string()]);
+        out.push(fp.clone());
+        prev = fp;
+    }
+    out
+}
+
+/// Packs small files and cuts large splittable ones into byte ranges.
+pub fn split(files: &[InputFile], format: Format, task_bytes: u64, max_files: usize) -> Vec<Vec<InputSlice>> {
+    let slice = |f: &InputFile, start: u64, end: u64| InputSlice {
+        uri: f.uri.clone(),
+        size: f.size,
+        etag: f.etag.clone(),
+        format,
+        start,
+        end,
+    };
+    let mut groups = Vec::new();
+    let mut cur: Vec<InputSlice> = Vec::new();
+    let mut cur_bytes = 0u64;
+    for f in files {
+        if f.size > task_bytes && readers::splittable(format, &f.uri) {
+            if !cur.is_empty() {
+                groups.push(std::mem::take(&mut cur));
+                cur_bytes = 0;
+            }
+            let mut start = 0;
+            while start < f.size {
+                let end = (start + task_bytes).min(f.size);
+                groups.push(vec![slice(f, start, end)]);
+                start = end;
+            }
+            continue;
+        }
+        if !cur.is_empty() && (cur_bytes + f.size > task_bytes || cur.len() >= max_files) {
+            groups.push(std::mem::take(&mut cur));
+            cur_bytes = 0;
+        }
+        cur_bytes += f.size;
+        cur.push(slice(f, 0, f.size.max(1)));
+    }
+    if !cur.is_empty() {
+        groups.push(cur);
+    }
+    groups
+}
+
+/// Plans a job: inputs, schemas, phases and tasks.
+pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
+    let files = list_inputs(spec, reg).await?;
+    let cols = input_columns(spec, reg, &files[0]).await?;
+    let input_schema = with_id_column(&cols);
+    let bound = bind(spec, input_schema.clone())?;
+    let fps = fingerprints(spec, &input_schema);
+    let phases_idx = spec.phases();
+    let groups = split(&files, spec.input.format, spec.job.task_bytes, spec.job.max_files_per_task);
+    let mut tasks: Vec<Vec<TaskManifest>> = Vec::new();
+    let mut phases = Vec::new();
+    for (pi, idxs) in phases_idx.iter().enumerate() {
+        let name = phase_name(pi);
+        let fp = &fps[pi];
+        let list: Vec<TaskManifest> = if pi == 0 {
+            groups
+                .iter()
+                .map(|g| TaskManifest {
+                    version: VERSION,
+                    job_id: String::new(),
+                    phase: name.clone(),
+                    task_id: hash16(&[fp, &serde_json::to_string(g).expect("json")]),
+                    inputs: g.clone(),
+                    upstream: vec![],
+                })
+                .collect()
+        } else {
+            tasks[pi - 1]
+                .iter()
+                .map(|up| TaskManifest {
+                    version: VERSION,
+                    job_id: String::new(),
+                    phase: name.clone(),
+                    task_id: hash16(&[fp, &up.task_id]),
+                    inputs: vec![],
+                    upstream: vec![up.task_id.clone()],
+                })
+                .collect()
+        };
+        phases.push(PhasePlan {
+            name,
+            fingerprint: fp.clone(),
+            stages: idxs.clone(),
+            input_schema: bound[pi].0.as_ref().clone(),
+            output_schema: bound[pi].1.as_ref().clone(),
+            last: pi + 1 == phases_idx.len(),
+            gpu: idxs.iter().any(|&i| spec.stages[i].resources.gpu > 0),
+            tasks: list.len() as u64,
+        });
+        tasks.push(list);
+    }
+    Ok(Plan { phases, tasks, files })
+}
+
+/// The id of a job's finalize task.
+pub fn finalize_task_id(job_id: &str, last_fp: &str) -> String {
+    hash16(&["finalize", job_id, last_fp])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(uri: &str, size: u64) -> InputFile {
+        InputFile { uri: uri.into(), size, etag: None }
+    }
+
+    #[test]
+    fn split_packs_small_and_cuts_large_plain_files() {
+        let files = [f("a.jsonl", 10), f("b.jsonl", 10), f("c.jsonl", 25), f("d.jsonl.gz", 100), f("e.jsonl", 5)];
+        let g = split(&files, Format::Jsonl, 20, 1000);
+        let shape: Vec<Vec<(String, u64, u64)>> = g
+            .iter()
+            .map(|t| t.iter().map(|s| (s.uri.clone(), s.start, s.end)).collect())
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                vec![("a.jsonl".into(), 0, 10), ("b.jsonl".into(), 0, 10)],
+                vec![("c.jsonl".into(), 0, 20)],
+                vec![("c.jsonl".into(), 20, 25)],
+                vec![("d.jsonl.gz".into(), 0, 100)],
+                vec![("e.jsonl".into(), 0, 5)],
+            ]
+        );
+        let g = split(&files[..2], Format::Jsonl, 1000, 1);
+        assert_eq!(g.len(), 2, "max_files_per_task caps packing");
+    }
+}

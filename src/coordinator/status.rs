@@ -1,0 +1,205 @@
+//! `mdf status`: per phase, tasks total / pending / leased / committed / failed,
+//! records in / out / rejected and object-store requests, computed from commit
+//! records (never from listings of data) plus the workers' own request counters.
+//! The JSON form is stable: fields are only ever added.
+use super::{JobError, load_job};
+use crate::clock::Clock;
+use crate::protocol::io::{Retry, get_json, list_all, list_dirs};
+use crate::protocol::lease::LeaseCtx;
+use crate::protocol::records::{CommitRecord, FINALIZE, FailedTask, LeaseKind, TaskStats, TaskStatus, WorkerStats};
+use crate::protocol::task_of;
+use crate::store::{Registry, RequestSnapshot};
+use futures::{StreamExt, TryStreamExt};
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskCounts {
+    pub total: u64,
+    pub pending: u64,
+    pub leased: u64,
+    pub committed: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseStatus {
+    pub name: String,
+    pub tasks: TaskCounts,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub rejected: u64,
+    pub stats: TaskStats,
+    /// Requests made by this phase's committed tasks.
+    pub requests: RequestSnapshot,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobStatus {
+    pub version: u32,
+    pub job: String,
+    pub job_id: String,
+    pub output: String,
+    /// Every task (finalize included) is committed or failed.
+    pub complete: bool,
+    /// Complete with no failed task.
+    pub succeeded: bool,
+    pub phases: Vec<PhaseStatus>,
+    pub failed_tasks: Vec<FailedTask>,
+    /// Requests outside tasks (listing, claims), from the workers' counters.
+    pub worker_requests: RequestSnapshot,
+    pub requests_total: u64,
+    pub tasks_committed: u64,
+    pub tasks_total: u64,
+}
+
+pub async fn status(reg: &Registry, job_uri: &str, clock: &dyn Clock, retry: &Retry) -> Result<JobStatus, JobError> {
+    let job = load_job(reg, job_uri, retry).await?;
+    let store = reg.open(&job.uri)?;
+    let mut names: Vec<(String, u64)> = job.manifest.phases.iter().map(|p| (p.name.clone(), p.tasks)).collect();
+    names.push((FINALIZE.to_string(), 1));
+    let mut phases = Vec::new();
+    let mut failed_tasks = Vec::new();
+    let entropy = crate::clock::Entropy::seeded(0);
+    let ctx = LeaseCtx {
+        store: store.as_ref(),
+        clock,
+        entropy: &entropy,
+        worker: "status",
+        ttl_ms: 0,
+        retry,
+    };
+    for (name, total) in names {
+        let commits = list_all(store.as_ref(), &job.paths.commits(&name), retry).await?;
+        let records: Vec<CommitRecord> = futures::stream::iter(commits.iter().map(|m| {
+            let store = store.clone();
+            let loc = m.location.clone();
+            async move { get_json::<CommitRecord>(store.as_ref(), &loc, retry).await }
+        }))
+        .buffer_unordered(32)
+        .try_filter_map(|r| async move { Ok(r) })
+        .try_collect()
+        .await?;
+        let done: BTreeSet<String> = commits.iter().filter_map(|m| task_of(&m.location)).collect();
+        let mut p = PhaseStatus {
+            name: name.clone(),
+            tasks: TaskCounts {
+                total,
+                pending: 0,
+                leased: 0,
+                committed: 0,
+                failed: 0,
+            },
+            records_in: 0,
+            records_out: 0,
+            rejected: 0,
+            stats: TaskStats::default(),
+            requests: RequestSnapshot::default(),
+        };
+        for r in &records {
+            match r.status {
+                TaskStatus::Committed => p.tasks.committed += 1,
+                TaskStatus::Failed => {
+                    p.tasks.failed += 1;
+                    failed_tasks.push(FailedTask {
+                        phase: name.clone(),
+                        task: r.task_id.clone(),
+                        error: r.error.clone().unwrap_or_default(),
+                    });
+                }
+            }
+            p.stats.add(&r.stats);
+            p.requests.add(&r.requests);
+        }
+        p.records_in = p.stats.records_in;
+        p.records_out = p.stats.records_out;
+        p.rejected = p.stats.rejected;
+        for task in list_dirs(store.as_ref(), &job.paths.leases(&name), retry).await? {
+            if done.contains(&task) {
+                continue;
+            }
+            let live = ctx
+                .latest(&job.paths.lease_dir(&name, &task))
+                .await?
+                .is_some_and(|l| l.kind == LeaseKind::Lease && clock.now_ms() < l.expires_at_ms);
+            if live {
+                p.tasks.leased += 1;
+            }
+        }
+        p.tasks.pending = total.saturating_sub(p.tasks.committed + p.tasks.failed + p.tasks.leased);
+        phases.push(p);
+    }
+    let mut worker_requests = RequestSnapshot::default();
+    for m in list_all(store.as_ref(), &job.paths.workers(), retry).await? {
+        if let Some(w) = get_json::<WorkerStats>(store.as_ref(), &m.location, retry).await? {
+            worker_requests.add(&w.requests);
+        }
+    }
+    let complete = phases.iter().all(|p| p.tasks.committed + p.tasks.failed >= p.tasks.total);
+    let requests_total = worker_requests.total() + phases.iter().map(|p| p.requests.total()).sum::<u64>();
+    Ok(JobStatus {
+        version: 1,
+        job: job.uri.to_uri_string(),
+        job_id: job.manifest.job_id.clone(),
+        output: job.manifest.output_uri.clone(),
+        complete,
+        succeeded: complete && failed_tasks.is_empty(),
+        tasks_committed: phases.iter().map(|p| p.tasks.committed).sum(),
+        tasks_total: phases.iter().map(|p| p.tasks.total).sum(),
+        phases,
+        failed_tasks,
+        worker_requests,
+        requests_total,
+    })
+}
+
+/// A terminal table of a status.
+pub fn render(s: &JobStatus) -> String {
+    let mut out = format!(
+        "job {}  ({})\noutput {}\n\n{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}\n",
+        s.job_id,
+        if s.succeeded {
+            "complete"
+        } else if s.complete {
+            "complete with failures"
+        } else {
+            "running"
+        },
+        s.output,
+        "phase", "tasks", "pending", "leased", "committed", "failed", "records in", "records out", "rejected", "requests"
+    );
+    for p in &s.phases {
+        out += &format!(
+            "{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}\n",
+            p.name,
+            p.tasks.total,
+            p.tasks.pending,
+            p.tasks.leased,
+            p.tasks.committed,
+            p.tasks.failed,
+            p.records_in,
+            p.records_out,
+            p.rejected,
+            p.requests.total()
+        );
+    }
+    let reasons: Vec<String> = s
+        .phases
+        .iter()
+        .flat_map(|p| p.stats.rejects_by_reason.iter().map(move |(k, v)| format!("{}:{k}={v}", p.name)))
+        .collect();
+    if !reasons.is_empty() {
+        out += &format!("\nrejects by reason: {}\n", reasons.join(", "));
+    }
+    out += &format!(
+        "\nrequests: {} in tasks + {} by workers outside tasks = {} ({:.1} per task)\n",
+        s.requests_total - s.worker_requests.total(),
+        s.worker_requests.total(),
+        s.requests_total,
+        s.requests_total as f64 / s.tasks_total.max(1) as f64
+    );
+    for f in &s.failed_tasks {
+        out += &format!("failed: {}/{}: {}\n", f.phase, f.task, f.error);
+    }
+    out
+}

@@ -1,0 +1,258 @@
+//! `mdf submit`: plan a job and write its manifests (docs/PROTOCOL.md §3). Task
+//! manifests first, reused commits next, `job.json` last, so a crash mid-submit
+//! leaves no half-visible job and a resubmit completes it. Submitting the same job
+//! again writes nothing.
+use super::plan::{self, Plan, PlanError};
+use super::{JobError, load_job};
+use crate::clock::{Clock, Entropy};
+use crate::protocol::JobPaths;
+use crate::protocol::io::{Created, ProtoError, Retry, create_bytes, create_json, decode, get_json, list_all};
+use crate::protocol::records::{CommitRecord, FINALIZE, JobManifest, TaskManifest, TaskStatus, VERSION};
+use crate::protocol::task_of;
+use crate::spec::Spec;
+use crate::spec::reader::{FieldError, SpecErrors};
+use crate::store::{Registry, Uri};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Default)]
+pub struct SubmitOptions {
+    /// Where jobs live (`<root>/jobs/<id>`).
+    pub job_root: String,
+    pub job_id: Option<String>,
+    /// A job whose committed tasks are reused where phases are unchanged.
+    pub reuse: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub job_uri: String,
+    pub job_id: String,
+    /// False when the job already existed (nothing was written).
+    pub created: bool,
+    pub tasks: u64,
+    pub reused: u64,
+    pub input_files: usize,
+    pub input_bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(
+        "job {uri} already exists with a different spec or inputs; choose another --job-id, or --reuse it"
+    )]
+    Conflict { uri: String },
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl From<SpecErrors> for SubmitError {
+    fn from(e: SpecErrors) -> Self {
+        SubmitError::Plan(PlanError::Spec(e))
+    }
+}
+
+/// Hash of what a job computes: the resolved spec and the input files.
+pub fn plan_hash(spec: &Spec, plan: &Plan) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(spec.hash().as_bytes());
+    for f in &plan.files {
+        h.update(format!("\n{}\t{}\t{}", f.uri, f.size, f.etag.as_deref().unwrap_or("")).as_bytes());
+    }
+    h.finalize().to_hex()[..32].to_string()
+}
+
+fn check_job_id(id: &str) -> Result<(), SubmitError> {
+    if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) || id.starts_with('.') {
+        return Err(SpecErrors(vec![FieldError {
+            path: "--job-id".into(),
+            message: "must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'".into(),
+        }])
+        .into());
+    }
+    Ok(())
+}
+
+pub async fn submit(
+    spec: &Spec,
+    reg: &Registry,
+    opts: &SubmitOptions,
+    clock: &dyn Clock,
+    entropy: &Entropy,
+) -> Result<Submitted, SubmitError> {
+    let retry = Retry::new(entropy.clone());
+    let plan = plan::plan(spec, reg).await?;
+    let hash = plan_hash(spec, &plan);
+    let job_id = opts
+        .job_id
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", spec.name, &hash[..12]));
+    check_job_id(&job_id)?;
+    let root = Uri::parse(&opts.job_root).map_err(|e| {
+        SubmitError::from(SpecErrors(vec![FieldError {
+            path: "--job-root".into(),
+            message: e.to_string(),
+        }]))
+    })?;
+    let job = root.child(&format!("jobs/{job_id}"));
+    let job_uri = job.to_uri_string();
+    let store = reg.open(&job)?;
+    let paths = JobPaths::new(job.clone());
+    let tasks: u64 = plan.tasks.iter().map(|t| t.len() as u64).sum::<u64>() + 1;
+    let mut out = Submitted {
+        job_uri: job_uri.clone(),
+        job_id: job_id.clone(),
+        created: false,
+        tasks,
+        reused: 0,
+        input_files: plan.files.len(),
+        input_bytes: plan.input_bytes(),
+    };
+    if let Some(existing) = get_json::<JobManifest>(store.as_ref(), &paths.job_json(), &retry).await? {
+        return if existing.spec_hash == hash {
+            Ok(out)
+        } else {
+            Err(SubmitError::Conflict { uri: job_uri })
+        };
+    }
+    check_output_empty(spec, reg).await?;
+
+    // 1. Task manifests (deterministic content: an identical existing one is fine).
+    let last_fp = plan.phases.last().map(|p| p.fingerprint.clone()).unwrap_or_default();
+    let finalize_task = plan::finalize_task_id(&job_id, &last_fp);
+    let mut all: Vec<TaskManifest> = plan.tasks.iter().flatten().cloned().collect();
+    all.push(TaskManifest {
+        version: VERSION,
+        job_id: String::new(),
+        phase: FINALIZE.into(),
+        task_id: finalize_task.clone(),
+        inputs: vec![],
+        upstream: vec![],
+    });
+    futures::stream::iter(all.into_iter().map(|mut t| {
+        t.job_id = job_id.clone();
+        let path = paths.task(&t.phase, &t.task_id);
+        let store = store.clone();
+        let retry = retry.clone();
+        async move {
+            let body = Bytes::from(serde_json::to_vec_pretty(&t).expect("json"));
+            match create_bytes(store.as_ref(), &path, body, None, &retry).await? {
+                Created::Mine => Ok(()),
+                Created::Theirs(_) => Err(ProtoError::Corrupt {
+                    path: path.to_string(),
+                    message: "a different task manifest already exists here".into(),
+                }),
+            }
+        }
+    }))
+    .buffer_unordered(32)
+    .try_collect::<Vec<()>>()
+    .await?;
+
+    // 2. Reused commits.
+    if let Some(old) = &opts.reuse {
+        out.reused = reuse_commits(reg, &plan, &paths, &job_id, old, &retry, entropy).await?;
+    }
+
+    // 3. job.json, last.
+    let manifest = JobManifest {
+        version: VERSION,
+        job_id: job_id.clone(),
+        spec_hash: hash.clone(),
+        spec: spec.resolved.clone(),
+        mdf_version: env!("CARGO_PKG_VERSION").into(),
+        created_ms: clock.now_ms(),
+        output_uri: crate::store::Uri::parse(&spec.output.uri)?.to_uri_string(),
+        rejects_uri: crate::store::Uri::parse(&spec.rejects.uri)?.to_uri_string(),
+        phases: plan.phases.clone(),
+        finalize_task,
+        reused_from: opts.reuse.clone(),
+    };
+    let body = Bytes::from(serde_json::to_vec_pretty(&manifest).expect("json"));
+    match create_bytes(store.as_ref(), &paths.job_json(), body, None, &retry).await? {
+        Created::Mine => out.created = true,
+        Created::Theirs(b) => {
+            let other: JobManifest = decode(&paths.job_json(), &b)?;
+            if other.spec_hash != hash {
+                return Err(SubmitError::Conflict { uri: job_uri });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A new job may not write into a prefix that already holds objects.
+async fn check_output_empty(spec: &Spec, reg: &Registry) -> Result<(), SubmitError> {
+    if spec.output.overwrite {
+        return Ok(());
+    }
+    let (store, uri) = reg.resolve(&spec.output.uri)?;
+    let first = store.list(Some(&uri.path)).next().await;
+    match first {
+        None => Ok(()),
+        Some(Err(e)) => Err(ProtoError::store(&uri.path, e).into()),
+        Some(Ok(m)) => Err(SpecErrors(vec![FieldError {
+            path: "output.uri".into(),
+            message: format!(
+                "{} is not empty (it holds {}); choose an empty output or set output.overwrite: true",
+                uri.to_uri_string(),
+                m.location
+            ),
+        }])
+        .into()),
+    }
+}
+
+async fn reuse_commits(
+    reg: &Registry,
+    plan: &Plan,
+    paths: &JobPaths,
+    job_id: &str,
+    old_uri: &str,
+    retry: &Retry,
+    entropy: &Entropy,
+) -> Result<u64, SubmitError> {
+    let old = load_job(reg, old_uri, retry).await?;
+    let old_store = reg.open(&old.uri)?;
+    let new_store = reg.open(&paths.job)?;
+    let by_fp: BTreeMap<&str, &str> = old
+        .manifest
+        .phases
+        .iter()
+        .map(|p| (p.fingerprint.as_str(), p.name.as_str()))
+        .collect();
+    let mut reused = 0;
+    for (pi, phase) in plan.phases.iter().enumerate() {
+        let Some(old_phase) = by_fp.get(phase.fingerprint.as_str()) else { continue };
+        let wanted: BTreeSet<&str> = plan.tasks[pi].iter().map(|t| t.task_id.as_str()).collect();
+        for meta in list_all(old_store.as_ref(), &old.paths.commits(old_phase), retry).await? {
+            let Some(task) = task_of(&meta.location) else { continue };
+            if !wanted.contains(task.as_str()) {
+                continue;
+            }
+            let Some(mut rec) = get_json::<CommitRecord>(old_store.as_ref(), &meta.location, retry).await? else {
+                continue;
+            };
+            if rec.status != TaskStatus::Committed {
+                continue;
+            }
+            rec.job_id = job_id.to_string();
+            rec.phase = phase.name.clone();
+            rec.write_id = entropy.hex_id(8);
+            rec.reused_from.get_or_insert_with(|| old.uri.to_uri_string());
+            rec.requests = Default::default();
+            let path = paths.commit(&phase.name, &task);
+            if let Created::Mine = create_json(new_store.as_ref(), &path, &rec, &rec.write_id, retry).await? {
+                reused += 1;
+            }
+        }
+    }
+    Ok(reused)
+}

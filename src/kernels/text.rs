@@ -1,0 +1,96 @@
+//! Text kernels: lengths and normalised content hashes.
+use rayon::prelude::*;
+
+/// Below this many rows a batch is processed on the calling thread.
+const PAR_MIN: usize = 4096;
+
+/// Unicode scalar values and whitespace-separated words of each text (`None` → 0, 0).
+pub fn lengths(texts: &[Option<&str>]) -> Vec<(u64, u64)> {
+    let one = |t: &Option<&str>| match t {
+        Some(s) => (s.chars().count() as u64, s.split_whitespace().count() as u64),
+        None => (0, 0),
+    };
+    if texts.len() < PAR_MIN {
+        texts.iter().map(one).collect()
+    } else {
+        texts.par_iter().map(one).collect()
+    }
+}
+
+/// How text is normalised before hashing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Normalise {
+    pub lowercase: bool,
+    pub collapse_whitespace: bool,
+}
+
+/// 128-bit content hash of each normalised text (`None` stays `None`).
+pub fn content_hashes(texts: &[Option<&str>], norm: Normalise) -> Vec<Option<u128>> {
+    let one = |t: &Option<&str>| t.map(|s| hash_normalised(s, norm));
+    if texts.len() < PAR_MIN {
+        texts.iter().map(one).collect()
+    } else {
+        texts.par_iter().map(one).collect()
+    }
+}
+
+fn hash_normalised(s: &str, norm: Normalise) -> u128 {
+    let mut h = blake3::Hasher::new();
+    if !norm.lowercase && !norm.collapse_whitespace {
+        h.update(s.as_bytes());
+    } else {
+        let mut buf = [0u8; 4];
+        let mut pending_space = false;
+        let mut started = false;
+        for c in s.chars() {
+            if norm.collapse_whitespace && c.is_whitespace() {
+                pending_space = started;
+                continue;
+            }
+            if pending_space {
+                h.update(b" ");
+                pending_space = false;
+            }
+            started = true;
+            if norm.lowercase {
+                for lc in c.to_lowercase() {
+                    h.update(lc.encode_utf8(&mut buf).as_bytes());
+                }
+            } else {
+                h.update(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    let out = h.finalize();
+    u128::from_le_bytes(out.as_bytes()[..16].try_into().expect("16 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_count_chars_not_bytes() {
+        assert_eq!(lengths(&[Some("héllo wörld"), None, Some("")]), vec![(11, 2), (0, 0), (0, 0)]);
+    }
+
+    #[test]
+    fn parallel_path_matches_serial() {
+        let owned: Vec<String> = (0..10_000).map(|i| "ab ".repeat(i % 7)).collect();
+        let texts: Vec<Option<&str>> = owned.iter().map(|s| Some(s.as_str())).collect();
+        let par = lengths(&texts);
+        let ser: Vec<_> = texts.chunks(100).flat_map(lengths).collect();
+        assert_eq!(par, ser);
+    }
+
+    #[test]
+    fn normalisation_equates_case_and_spacing_only_when_asked() {
+        let n = Normalise { lowercase: true, collapse_whitespace: true };
+        let h = content_hashes(&[Some("  Hello   World "), Some("hello world"), Some("hello worlds")], n);
+        assert_eq!(h[0], h[1]);
+        assert_ne!(h[1], h[2]);
+        let raw = Normalise { lowercase: false, collapse_whitespace: false };
+        let h2 = content_hashes(&[Some("Hello"), Some("hello")], raw);
+        assert_ne!(h2[0], h2[1]);
+    }
+}

@@ -1,0 +1,18 @@
+//! mdf: web-scale pretraining data curation with an embedded scheduler on object storage.
+//!
+//! Layers (data flows one way: store → reader → operators → writer → store):
+//! - [`coordinator`] plans jobs and reports status; it never touches record data.
+//! - [`worker`] leases tasks, runs the in-worker pipeline, commits outputs.
+//! - [`ops`] adapts pure [`kernels`] to Arrow batches behind the operator traits.
+//! - [`protocol`] is the persisted job format and the lease protocol (docs/PROTOCOL.md).
+//! - [`store`] resolves URIs to object stores and counts every request.
+pub mod cli;
+pub mod clock;
+pub mod coordinator;
+pub mod kernels;
+pub mod ops;
+pub mod protocol;
+pub mod records;
+pub mod spec;
+pub mod store;
+pub mod worker;

@@ -1,0 +1,269 @@
+//! The operator interface: one trait each for refiners (add columns), filters
+//! (keep or drop with a reason) and dedup-key producers, a registry by name, and
+//! [`run_stage`], which applies one operator to one batch. An operator is one file:
+//! its params (parsed with the spec reader, unknown keys refused), its schema check,
+//! the kernel call, its tests. Operators never do I/O.
+pub mod exact_key;
+pub mod length_filter;
+pub mod text_length;
+pub mod throttle;
+
+use crate::records::Reject;
+use crate::spec::reader::Obj;
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use std::sync::Arc;
+
+/// An error that fails the whole batch (and so the task attempt); per-record problems
+/// are rejects instead.
+#[derive(Debug, thiserror::Error)]
+#[error("operator {operator}: {message}")]
+pub struct OpError {
+    pub operator: String,
+    pub message: String,
+}
+
+/// Why a filter drops a record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drop {
+    pub reason: &'static str,
+    pub detail: Option<String>,
+}
+
+/// Adds columns computed from each record.
+pub trait Refiner: Send + Sync {
+    /// The fields appended, given the input schema; `Err` names the offending param.
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, String>;
+    /// One array per output field, each as long as the batch.
+    fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String>;
+}
+
+/// Keeps or drops each record.
+pub trait Filter: Send + Sync {
+    fn check(&self, input: &Schema) -> Result<(), String>;
+    /// `None` keeps the row; `Some` drops it with a reason.
+    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String>;
+}
+
+/// Produces a 128-bit deduplication key per record (`None`: the record has no key).
+/// The key is added as a `FixedSizeBinary(16)` column named `<stage>_key`, which the
+/// dedup shuffle partitions by.
+pub trait KeyProducer: Send + Sync {
+    fn check(&self, input: &Schema) -> Result<(), String>;
+    fn keys(&self, batch: &RecordBatch) -> Result<Vec<Option<u128>>, String>;
+}
+
+pub enum Operator {
+    Refiner(Box<dyn Refiner>),
+    Filter(Box<dyn Filter>),
+    Keys(Box<dyn KeyProducer>),
+}
+
+impl std::fmt::Debug for Operator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Operator::Refiner(_) => "Refiner",
+            Operator::Filter(_) => "Filter",
+            Operator::Keys(_) => "KeyProducer",
+        })
+    }
+}
+
+/// A registry entry.
+pub struct OpDef {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Parses params; records every error in the reader's sink.
+    pub build: fn(&Obj) -> Option<Operator>,
+}
+
+pub static REGISTRY: &[OpDef] = &[
+    text_length::DEF,
+    length_filter::DEF,
+    exact_key::DEF,
+    throttle::DEF,
+];
+
+pub fn find(name: &str) -> Option<&'static OpDef> {
+    REGISTRY.iter().find(|d| d.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|d| d.name).collect()
+}
+
+/// The schema after a stage, or a message naming what does not fit.
+pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<SchemaRef, String> {
+    let added = match op {
+        Operator::Refiner(r) => r.output_fields(input)?,
+        Operator::Filter(f) => {
+            f.check(input)?;
+            vec![]
+        }
+        Operator::Keys(k) => {
+            k.check(input)?;
+            vec![Field::new(format!("{stage}_key"), DataType::FixedSizeBinary(16), true)]
+        }
+    };
+    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for f in added {
+        if input.field_with_name(f.name()).is_ok() {
+            return Err(format!("adds column {:?}, which already exists", f.name()));
+        }
+        fields.push(f);
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Applies one stage to a batch: the kept rows (with added columns, in `out_schema`)
+/// and the rejects.
+pub fn run_stage(
+    stage: &str,
+    op: &Operator,
+    batch: RecordBatch,
+    out_schema: &SchemaRef,
+    keep_records: bool,
+) -> Result<(RecordBatch, Vec<Reject>), OpError> {
+    let err = |message: String| OpError {
+        operator: stage.to_string(),
+        message,
+    };
+    match op {
+        Operator::Refiner(r) => {
+            let added = r.refine(&batch).map_err(err)?;
+            let mut cols = batch.columns().to_vec();
+            cols.extend(added);
+            let out = RecordBatch::try_new(out_schema.clone(), cols)
+                .map_err(|e| err(format!("produced a bad batch: {e}")))?;
+            Ok((out, vec![]))
+        }
+        Operator::Keys(k) => {
+            let keys = k.keys(&batch).map_err(err)?;
+            let arr = arrow_array::FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                keys.iter().map(|k| k.map(|v| v.to_le_bytes())),
+                16,
+            )
+            .map_err(|e| err(e.to_string()))?;
+            let mut cols = batch.columns().to_vec();
+            cols.push(Arc::new(arr));
+            let out = RecordBatch::try_new(out_schema.clone(), cols)
+                .map_err(|e| err(format!("produced a bad batch: {e}")))?;
+            Ok((out, vec![]))
+        }
+        Operator::Filter(f) => {
+            let verdicts = f.filter(&batch).map_err(err)?;
+            if verdicts.len() != batch.num_rows() {
+                return Err(err("returned the wrong number of verdicts".into()));
+            }
+            if verdicts.iter().all(Option::is_none) {
+                return Ok((batch, vec![]));
+            }
+            let keep = BooleanArray::from(verdicts.iter().map(Option::is_none).collect::<Vec<_>>());
+            let dropped_mask = arrow_array::BooleanArray::from(
+                verdicts.iter().map(Option::is_some).collect::<Vec<_>>(),
+            );
+            let dropped = arrow_select::filter::filter_record_batch(&batch, &dropped_mask)
+                .map_err(|e| err(e.to_string()))?;
+            let records = if keep_records {
+                crate::records::rows_as_json(&dropped)
+            } else {
+                vec![]
+            };
+            let ids = id_column(&dropped).map_err(err)?;
+            let rejects = verdicts
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, d)| Reject {
+                    id: ids.value(i).to_string(),
+                    reason: d.reason.to_string(),
+                    operator: stage.to_string(),
+                    detail: d.detail,
+                    record: records.get(i).cloned(),
+                })
+                .collect();
+            let kept = arrow_select::filter::filter_record_batch(&batch, &keep)
+                .map_err(|e| err(e.to_string()))?;
+            Ok((kept, rejects))
+        }
+    }
+}
+
+fn id_column(batch: &RecordBatch) -> Result<&StringArray, String> {
+    batch
+        .column_by_name(crate::records::ID)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| "batch has no string id column".to_string())
+}
+
+/// Checks that `field` is a string column of `input`.
+pub fn require_text(input: &Schema, field: &str) -> Result<(), String> {
+    match input.field_with_name(field) {
+        Ok(f) if f.data_type() == &DataType::Utf8 => Ok(()),
+        Ok(f) => Err(format!(
+            "params.field: column {field:?} is {}, expected a string",
+            f.data_type()
+        )),
+        Err(_) => {
+            let cols: Vec<&str> = input.fields().iter().map(|f| f.name().as_str()).collect();
+            Err(format!(
+                "params.field: no column {field:?} in the input (columns: {})",
+                cols.join(", ")
+            ))
+        }
+    }
+}
+
+/// The values of a string column as options, for kernels.
+pub fn text_values<'a>(batch: &'a RecordBatch, field: &str) -> Result<Vec<Option<&'a str>>, String> {
+    let col = batch
+        .column_by_name(field)
+        .ok_or_else(|| format!("no column {field:?}"))?;
+    let arr = col
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| format!("column {field:?} is not a string"))?;
+    Ok((0..arr.len())
+        .map(|i| (!arr.is_null(i)).then(|| arr.value(i)))
+        .collect())
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::spec::reader::{Obj, Sink};
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    /// Builds an operator from JSON params; returns it or the error messages.
+    pub fn build(
+        def: &super::OpDef,
+        params: serde_json::Value,
+    ) -> Result<super::Operator, Vec<String>> {
+        let sink = Sink::default();
+        let o = Obj::new(Some(&params), "params", &sink);
+        let op = (def.build)(&o);
+        o.finish();
+        if sink.is_empty() {
+            Ok(op.expect("built"))
+        } else {
+            Err(sink.into_errors().0.iter().map(|e| e.to_string()).collect())
+        }
+    }
+
+    pub fn text_batch(texts: &[Option<&str>]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("text", DataType::Utf8, true),
+        ]));
+        let ids: Vec<String> = (0..texts.len()).map(|i| format!("r{i}")).collect();
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(ids)),
+                Arc::new(StringArray::from(texts.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+}

@@ -1,0 +1,237 @@
+//! Storage primitives of the protocol: create-only writes that recognise their own
+//! earlier (retried) write, reads and listings, all retried with exponential backoff
+//! and jitter on transient errors (5xx, SlowDown, 409, timeouts, lost responses).
+//! "Already exists", "precondition failed" and "not found" are answers, not errors to
+//! retry.
+use super::records::check_version;
+use crate::clock::Entropy;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    #[error("storage error at {path}: {source}")]
+    Store {
+        path: String,
+        source: object_store::Error,
+    },
+    #[error("corrupt record at {path}: {message}")]
+    Corrupt { path: String, message: String },
+}
+
+impl ProtoError {
+    pub fn store(path: &Path, source: object_store::Error) -> Self {
+        ProtoError::Store {
+            path: path.to_string(),
+            source,
+        }
+    }
+}
+
+/// Backoff for transient errors.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    pub attempts: u32,
+    pub base: Duration,
+    pub max: Duration,
+    pub entropy: Entropy,
+}
+
+impl Retry {
+    pub fn new(entropy: Entropy) -> Self {
+        Retry {
+            attempts: 8,
+            base: Duration::from_millis(25),
+            max: Duration::from_secs(5),
+            entropy,
+        }
+    }
+
+    /// Full-jitter exponential backoff before retry number `n` (0-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        let cap = self.base.saturating_mul(1 << n.min(20)).min(self.max);
+        Duration::from_millis(self.entropy.below(cap.as_millis() as u64 + 1))
+    }
+
+    /// Runs `op` until it succeeds, fails permanently, or attempts run out.
+    pub async fn run<T, F, Fut>(&self, mut op: F) -> object_store::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        let mut n = 0;
+        loop {
+            match op().await {
+                Err(e) if is_transient(&e) && n + 1 < self.attempts => {
+                    tracing::debug!(error = %e, attempt = n, "transient storage error, retrying");
+                    tokio::time::sleep(self.delay(n)).await;
+                    n += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// Errors worth retrying: anything that is not a definite answer from the store.
+pub fn is_transient(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    !matches!(
+        e,
+        E::NotFound { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::InvalidPath { .. }
+            | E::NotSupported { .. }
+            | E::NotImplemented { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::UnknownConfigurationKey { .. }
+    )
+}
+
+/// Result of a create-only write.
+#[derive(Debug)]
+pub enum Created {
+    /// This write (possibly an earlier retry of it) created the object.
+    Mine,
+    /// Another writer's object was there first; its bytes.
+    Theirs(Bytes),
+}
+
+/// Creates `path` with `value` only if absent. `write_id` must be unique to this
+/// write and present in `value`: an "already exists" whose object carries our
+/// `write_id` means an earlier retry of this very write landed.
+pub async fn create_json<T: Serialize>(
+    store: &dyn ObjectStore,
+    path: &Path,
+    value: &T,
+    write_id: &str,
+    retry: &Retry,
+) -> Result<Created, ProtoError> {
+    let body = Bytes::from(serde_json::to_vec_pretty(value).expect("records serialize"));
+    create_bytes(store, path, body, Some(write_id), retry).await
+}
+
+/// Create-only write of raw bytes; without a `write_id`, an existing object with
+/// identical bytes counts as ours (deterministic content such as task manifests).
+pub async fn create_bytes(
+    store: &dyn ObjectStore,
+    path: &Path,
+    body: Bytes,
+    write_id: Option<&str>,
+    retry: &Retry,
+) -> Result<Created, ProtoError> {
+    let r = retry
+        .run(|| {
+            let payload = PutPayload::from(body.clone());
+            async move {
+                store
+                    .put_opts(path, payload, PutOptions::from(PutMode::Create))
+                    .await
+            }
+        })
+        .await;
+    match r {
+        Ok(_) => Ok(Created::Mine),
+        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+            let existing = get_bytes(store, path, retry)
+                .await?
+                .ok_or_else(|| ProtoError::Corrupt {
+                    path: path.to_string(),
+                    message: "reported as existing but cannot be read".into(),
+                })?;
+            let mine = match write_id {
+                Some(id) => serde_json::from_slice::<serde_json::Value>(&existing)
+                    .ok()
+                    .and_then(|v| v.get("write_id").and_then(|w| w.as_str().map(str::to_owned)))
+                    .is_some_and(|w| w == id),
+                None => existing == body,
+            };
+            Ok(if mine { Created::Mine } else { Created::Theirs(existing) })
+        }
+        Err(e) => Err(ProtoError::store(path, e)),
+    }
+}
+
+/// Writes `path` unconditionally (objects owned by one writer, or deterministic).
+pub async fn put_json<T: Serialize>(
+    store: &dyn ObjectStore,
+    path: &Path,
+    value: &T,
+    retry: &Retry,
+) -> Result<(), ProtoError> {
+    let body = Bytes::from(serde_json::to_vec_pretty(value).expect("records serialize"));
+    retry
+        .run(|| {
+            let p = PutPayload::from(body.clone());
+            async move { store.put(path, p).await }
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| ProtoError::store(path, e))
+}
+
+/// Reads an object; `None` if it does not exist.
+pub async fn get_bytes(store: &dyn ObjectStore, path: &Path, retry: &Retry) -> Result<Option<Bytes>, ProtoError> {
+    let r = retry
+        .run(|| async move { store.get(path).await?.bytes().await })
+        .await;
+    match r {
+        Ok(b) => Ok(Some(b)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(ProtoError::store(path, e)),
+    }
+}
+
+/// Reads and decodes a versioned record; `None` if it does not exist.
+pub async fn get_json<T: DeserializeOwned>(
+    store: &dyn ObjectStore,
+    path: &Path,
+    retry: &Retry,
+) -> Result<Option<T>, ProtoError> {
+    match get_bytes(store, path, retry).await? {
+        None => Ok(None),
+        Some(b) => decode(path, &b).map(Some),
+    }
+}
+
+pub fn decode<T: DeserializeOwned>(path: &Path, b: &[u8]) -> Result<T, ProtoError> {
+    let corrupt = |message: String| ProtoError::Corrupt {
+        path: path.to_string(),
+        message,
+    };
+    check_version(path.as_ref(), b).map_err(corrupt)?;
+    serde_json::from_slice(b).map_err(|e| corrupt(e.to_string()))
+}
+
+/// Every object under `prefix`, sorted by location.
+pub async fn list_all(store: &dyn ObjectStore, prefix: &Path, retry: &Retry) -> Result<Vec<ObjectMeta>, ProtoError> {
+    let mut v = retry
+        .run(|| async move { store.list(Some(prefix)).try_collect::<Vec<_>>().await })
+        .await
+        .map_err(|e| ProtoError::store(prefix, e))?;
+    v.sort_by(|a, b| a.location.cmp(&b.location));
+    Ok(v)
+}
+
+/// The names of the immediate "directories" under `prefix`, sorted.
+pub async fn list_dirs(store: &dyn ObjectStore, prefix: &Path, retry: &Retry) -> Result<Vec<String>, ProtoError> {
+    let r = retry
+        .run(|| async move { store.list_with_delimiter(Some(prefix)).await })
+        .await
+        .map_err(|e| ProtoError::store(prefix, e))?;
+    let mut v: Vec<String> = r
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename().map(str::to_string))
+        .collect();
+    v.sort();
+    Ok(v)
+}

@@ -1,0 +1,208 @@
+//! The lease state machine (docs/PROTOCOL.md §4) over create-only writes: claim,
+//! renew, release and commit. Works on every object_store backend (no compare-and-swap
+//! needed). Time comes only from the injected [`Clock`], ids only from [`Entropy`], so
+//! every transition is tested on a mock clock (tests/lease_conformance.rs).
+use super::io::{Created, ProtoError, Retry, create_json, decode, get_json, list_all};
+use super::records::{CommitRecord, LeaseKind, LeaseRecord, VERSION};
+use crate::clock::{Clock, Entropy};
+use object_store::ObjectStore;
+use object_store::path::Path;
+
+/// Everything a lease operation needs.
+#[derive(Debug, Clone)]
+pub struct LeaseCtx<'a> {
+    pub store: &'a dyn ObjectStore,
+    pub clock: &'a dyn Clock,
+    pub entropy: &'a Entropy,
+    pub worker: &'a str,
+    pub ttl_ms: u64,
+    pub retry: &'a Retry,
+}
+
+/// A lease this worker holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The lease directory (`leases/<phase>/<task>` or a slot).
+    pub dir: Path,
+    pub seq: u64,
+    pub attempt: String,
+    pub epoch: u64,
+    pub expires_at_ms: u64,
+    pub failures: u32,
+    pub last_error: Option<String>,
+    pub lost: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    Acquired(Held),
+    /// Someone else holds it (until about `until_ms`) or won the race.
+    Busy { until_ms: u64 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("lease {dir} was taken over (seq {seq} written by another attempt)")]
+    Fenced { dir: String, seq: u64 },
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+}
+
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// Our record is the task's commit.
+    Committed,
+    /// Another attempt committed first; its record.
+    AlreadyCommitted(Box<CommitRecord>),
+}
+
+pub fn seq_path(dir: &Path, seq: u64) -> Path {
+    dir.clone().join(format!("{seq:010}.json"))
+}
+
+impl LeaseCtx<'_> {
+    fn record(&self, held_like: &Held, seq: u64, kind: LeaseKind, write_id: &str) -> LeaseRecord {
+        let now = self.clock.now_ms();
+        LeaseRecord {
+            version: VERSION,
+            seq,
+            kind,
+            attempt: held_like.attempt.clone(),
+            worker: self.worker.to_string(),
+            epoch: held_like.epoch,
+            expires_at_ms: if kind == LeaseKind::Lease { now + self.ttl_ms } else { now },
+            written_ms: now,
+            write_id: write_id.to_string(),
+            failures: held_like.failures,
+            last_error: held_like.last_error.clone(),
+            lost: held_like.lost,
+        }
+    }
+
+    /// The highest-numbered lease record in `dir`, if any.
+    pub async fn latest(&self, dir: &Path) -> Result<Option<LeaseRecord>, ProtoError> {
+        let objs = list_all(self.store, dir, self.retry).await?;
+        let Some(last) = objs.iter().rev().find(|m| m.location.as_ref().ends_with(".json")) else {
+            return Ok(None);
+        };
+        get_json(self.store, &last.location, self.retry).await
+    }
+
+    /// Tries to take the lease in `dir`. With `fresh`, first tries `seq 0` (one
+    /// request when nobody ever held it).
+    pub async fn claim(&self, dir: &Path, fresh: bool) -> Result<Claim, ProtoError> {
+        let now = self.clock.now_ms();
+        let new_attempt = |epoch, failures, last_error, lost| Held {
+            dir: dir.clone(),
+            seq: 0,
+            attempt: self.entropy.hex_id(8),
+            epoch,
+            expires_at_ms: 0,
+            failures,
+            last_error,
+            lost,
+        };
+        if fresh {
+            let h = new_attempt(0, 0, None, 0);
+            if let Some(held) = self.try_create(h, 0).await? {
+                return Ok(Claim::Acquired(held));
+            }
+        }
+        let Some(top) = self.latest(dir).await? else {
+            if fresh {
+                // Created between our create and our list: someone holds it now.
+                return Ok(Claim::Busy { until_ms: now });
+            }
+            let h = new_attempt(0, 0, None, 0);
+            return Ok(match self.try_create(h, 0).await? {
+                Some(held) => Claim::Acquired(held),
+                None => Claim::Busy { until_ms: now },
+            });
+        };
+        if top.kind == LeaseKind::Lease && now < top.expires_at_ms {
+            return Ok(Claim::Busy {
+                until_ms: top.expires_at_ms,
+            });
+        }
+        let lost = top.lost + u32::from(top.kind == LeaseKind::Lease);
+        let h = new_attempt(top.epoch + 1, top.failures, top.last_error.clone(), lost);
+        Ok(match self.try_create(h, top.seq + 1).await? {
+            Some(held) => Claim::Acquired(held),
+            None => Claim::Busy { until_ms: now },
+        })
+    }
+
+    async fn try_create(&self, mut h: Held, seq: u64) -> Result<Option<Held>, ProtoError> {
+        let write_id = self.entropy.hex_id(8);
+        let rec = self.record(&h, seq, LeaseKind::Lease, &write_id);
+        match create_json(self.store, &seq_path(&h.dir, seq), &rec, &write_id, self.retry).await? {
+            Created::Mine => {
+                h.seq = seq;
+                h.expires_at_ms = rec.expires_at_ms;
+                Ok(Some(h))
+            }
+            Created::Theirs(_) => Ok(None),
+        }
+    }
+
+    /// Extends the lease by writing `seq + 1`; fenced if another attempt wrote it.
+    pub async fn renew(&self, held: &mut Held) -> Result<(), LeaseError> {
+        let seq = held.seq + 1;
+        let write_id = self.entropy.hex_id(8);
+        let rec = self.record(held, seq, LeaseKind::Lease, &write_id);
+        match create_json(self.store, &seq_path(&held.dir, seq), &rec, &write_id, self.retry).await? {
+            Created::Mine => {
+                held.seq = seq;
+                held.expires_at_ms = rec.expires_at_ms;
+                Ok(())
+            }
+            Created::Theirs(_) => Err(LeaseError::Fenced {
+                dir: held.dir.to_string(),
+                seq,
+            }),
+        }
+    }
+
+    /// Hands the lease back (optionally recording why the attempt gave up), so the
+    /// next claim need not wait for expiry.
+    pub async fn release(&self, held: &Held, error: Option<(String, u32)>) -> Result<(), LeaseError> {
+        let seq = held.seq + 1;
+        let write_id = self.entropy.hex_id(8);
+        let mut h = held.clone();
+        if let Some((e, failures)) = error {
+            h.last_error = Some(e);
+            h.failures = failures;
+        }
+        let rec = self.record(&h, seq, LeaseKind::Release, &write_id);
+        match create_json(self.store, &seq_path(&held.dir, seq), &rec, &write_id, self.retry).await? {
+            Created::Mine => Ok(()),
+            Created::Theirs(_) => Err(LeaseError::Fenced {
+                dir: held.dir.to_string(),
+                seq,
+            }),
+        }
+    }
+
+    /// Whether `held` still has at least `margin_ms` to run on the local clock.
+    pub fn fresh_enough(&self, held: &Held, margin_ms: u64) -> bool {
+        self.clock.now_ms() + margin_ms < held.expires_at_ms
+    }
+
+    /// Commits a task: create-only `path` with `record` (whose `write_id` must be
+    /// fresh). Renews first when less than a quarter of the TTL is left, which
+    /// detects fencing; a commit that finds another attempt's record loses.
+    pub async fn commit(
+        &self,
+        held: &mut Held,
+        path: &Path,
+        record: &CommitRecord,
+    ) -> Result<CommitOutcome, LeaseError> {
+        if !self.fresh_enough(held, self.ttl_ms / 4) {
+            self.renew(held).await?;
+        }
+        match create_json(self.store, path, record, &record.write_id, self.retry).await? {
+            Created::Mine => Ok(CommitOutcome::Committed),
+            Created::Theirs(b) => Ok(CommitOutcome::AlreadyCommitted(Box::new(decode(path, &b)?))),
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Persisted records of the job protocol (docs/PROTOCOL.md §1). Every record carries
+//! `version`; readers accept every version up to [`VERSION`] and refuse newer ones
+//! with a clear error. Fixtures in `tests/fixtures/v1/` pin the format.
+use crate::spec::Format;
+use crate::store::RequestSnapshot;
+use arrow_schema::Schema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The protocol version this build writes.
+pub const VERSION: u32 = 1;
+
+/// Name of the phase that publishes the output manifest.
+pub const FINALIZE: &str = "finalize";
+
+/// `p00`, `p01`, ...
+pub fn phase_name(i: usize) -> String {
+    format!("p{i:02}")
+}
+
+/// One phase of a planned job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhasePlan {
+    pub name: String,
+    pub fingerprint: String,
+    /// Indices into the spec's `stages`.
+    pub stages: Vec<usize>,
+    pub input_schema: Schema,
+    pub output_schema: Schema,
+    /// Whether this phase writes the job's output.
+    pub last: bool,
+    /// Whether its tasks need a GPU worker.
+    pub gpu: bool,
+    pub tasks: u64,
+}
+
+/// `jobs/<id>/job.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobManifest {
+    pub version: u32,
+    pub job_id: String,
+    pub spec_hash: String,
+    /// The resolved spec tree (overrides and interpolation applied).
+    pub spec: serde_json::Value,
+    pub mdf_version: String,
+    pub created_ms: u64,
+    pub output_uri: String,
+    pub rejects_uri: String,
+    pub phases: Vec<PhasePlan>,
+    pub finalize_task: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
+}
+
+/// A contiguous piece of one input file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSlice {
+    pub uri: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    pub format: Format,
+    /// Byte range owned by the task: records that *start* in `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+}
+
+/// `tasks/<phase>/<task>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskManifest {
+    pub version: u32,
+    pub job_id: String,
+    pub phase: String,
+    pub task_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputSlice>,
+    /// Tasks of the previous phase whose committed output this task reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseKind {
+    Lease,
+    Release,
+}
+
+/// `leases/<phase>/<task>/<seq>.json` (and slot leases).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub version: u32,
+    pub seq: u64,
+    pub kind: LeaseKind,
+    pub attempt: String,
+    pub worker: String,
+    /// Number of distinct attempts that held this lease before this one.
+    pub epoch: u64,
+    pub expires_at_ms: u64,
+    pub written_ms: u64,
+    pub write_id: String,
+    /// Consecutive failures with `last_error`.
+    #[serde(default)]
+    pub failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Takeovers of expired leases (workers lost mid-task).
+    #[serde(default)]
+    pub lost: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Committed,
+    Failed,
+}
+
+/// One file a task wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputFile {
+    pub uri: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub blake3: String,
+}
+
+/// Per-stage counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageStats {
+    pub stage: String,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub rejected: u64,
+    pub nanos: u64,
+}
+
+/// What a task did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskStats {
+    pub records_in: u64,
+    pub records_out: u64,
+    pub rejected: u64,
+    pub rejects_by_reason: BTreeMap<String, u64>,
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    pub stages: Vec<StageStats>,
+}
+
+impl TaskStats {
+    pub fn add(&mut self, o: &TaskStats) {
+        self.records_in += o.records_in;
+        self.records_out += o.records_out;
+        self.rejected += o.rejected;
+        self.input_bytes += o.input_bytes;
+        self.output_bytes += o.output_bytes;
+        for (k, v) in &o.rejects_by_reason {
+            *self.rejects_by_reason.entry(k.clone()).or_default() += v;
+        }
+        for s in &o.stages {
+            match self.stages.iter_mut().find(|x| x.stage == s.stage) {
+                Some(x) => {
+                    x.records_in += s.records_in;
+                    x.records_out += s.records_out;
+                    x.rejected += s.rejected;
+                    x.nanos += s.nanos;
+                }
+                None => self.stages.push(s.clone()),
+            }
+        }
+    }
+}
+
+/// `commits/<phase>/<task>.json`: the terminal state of a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    pub version: u32,
+    pub job_id: String,
+    pub phase: String,
+    pub task_id: String,
+    pub status: TaskStatus,
+    pub attempt: String,
+    pub worker: String,
+    pub epoch: u64,
+    pub write_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub outputs: Vec<OutputFile>,
+    #[serde(default)]
+    pub rejects: Vec<OutputFile>,
+    #[serde(default)]
+    pub stats: TaskStats,
+    #[serde(default)]
+    pub requests: RequestSnapshot,
+    pub started_ms: u64,
+    pub finished_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
+}
+
+/// One file listed in the output manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFile {
+    /// Relative to the manifest's directory (data) or the rejects URI (rejects).
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub blake3: String,
+    pub task: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedTask {
+    pub phase: String,
+    pub task: String,
+    pub error: String,
+}
+
+/// `<output>/_manifest.json`: exactly the committed files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputManifest {
+    pub version: u32,
+    pub job_id: String,
+    pub job_uri: String,
+    pub rows: u64,
+    pub rejected: u64,
+    pub files: Vec<ManifestFile>,
+    pub rejects_uri: String,
+    pub rejects: Vec<ManifestFile>,
+    pub failed_tasks: Vec<FailedTask>,
+}
+
+/// `workers/<worker>.json`: requests a worker made outside any task.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    pub version: u32,
+    pub worker: String,
+    pub tasks_committed: u64,
+    pub tasks_failed: u64,
+    pub claims_lost: u64,
+    pub requests: RequestSnapshot,
+    pub updated_ms: u64,
+}
+
+/// Checks the `version` field of a record before full decoding.
+pub fn check_version(what: &str, bytes: &[u8]) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct V {
+        version: Option<u32>,
+    }
+    let v: V = serde_json::from_slice(bytes).map_err(|e| format!("{what}: not valid JSON: {e}"))?;
+    match v.version {
+        None => Err(format!("{what}: missing version")),
+        Some(n) if n > VERSION => Err(format!(
+            "{what}: written by a newer mdf (format version {n}, this build reads up to {VERSION})"
+        )),
+        Some(_) => Ok(()),
+    }
+}

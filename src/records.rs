@@ -1,0 +1,292 @@
+//! Records as Arrow batches: column types a spec can declare, stable record ids,
+//! JSONL rows → Arrow with per-record rejection, and the rejects schema. Pure code:
+//! no I/O, no async.
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Name of the record id column every batch carries first.
+pub const ID: &str = "id";
+/// An input column that was already named `id` is carried under this name.
+pub const SOURCE_ID: &str = "source_id";
+
+/// Column types a spec can declare (`input.schema`).
+pub fn parse_type(s: &str) -> Option<DataType> {
+    match s {
+        "string" | "str" | "utf8" | "json" => Some(DataType::Utf8),
+        "int" | "int64" | "integer" => Some(DataType::Int64),
+        "float" | "float64" | "double" => Some(DataType::Float64),
+        "bool" | "boolean" => Some(DataType::Boolean),
+        _ => None,
+    }
+}
+
+/// 16 hex digits identifying an input file by its URI.
+pub fn file_key(uri: &str) -> String {
+    blake3::hash(uri.as_bytes()).to_hex()[..16].to_string()
+}
+
+/// A record id: the file key then the offset (byte offset or row number) in 12 hex
+/// digits, so ids sort by file and then by position.
+pub fn record_id(file_key: &str, offset: u64) -> String {
+    format!("{file_key}{offset:012x}")
+}
+
+/// The schema of phase-0 batches: `id` first, then the input columns (an input `id`
+/// column renamed to `source_id`).
+pub fn with_id_column(cols: &[(String, DataType)]) -> SchemaRef {
+    let mut fields = vec![Field::new(ID, DataType::Utf8, false)];
+    for (name, dt) in cols {
+        let name = if name == ID { SOURCE_ID } else { name.as_str() };
+        fields.push(Field::new(name, dt.clone(), true));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// Infers column types from sample JSON objects: the union of keys in first-seen
+/// order; int and float mixed → float64; anything else mixed, nested or null → string.
+pub fn infer_schema<'a>(rows: impl IntoIterator<Item = &'a Map<String, Value>>) -> Vec<(String, DataType)> {
+    let mut cols: Vec<(String, Option<DataType>)> = Vec::new();
+    for row in rows {
+        for (k, v) in row {
+            let t = match v {
+                Value::Null => None,
+                Value::Bool(_) => Some(DataType::Boolean),
+                Value::Number(n) if n.is_i64() => Some(DataType::Int64),
+                Value::Number(_) => Some(DataType::Float64),
+                _ => Some(DataType::Utf8),
+            };
+            match cols.iter_mut().find(|(n, _)| n == k) {
+                None => cols.push((k.clone(), t)),
+                Some((_, cur)) => {
+                    *cur = match (cur.take(), t) {
+                        (None, t) | (t, None) => t,
+                        (Some(a), Some(b)) if a == b => Some(a),
+                        (Some(DataType::Int64), Some(DataType::Float64))
+                        | (Some(DataType::Float64), Some(DataType::Int64)) => Some(DataType::Float64),
+                        _ => Some(DataType::Utf8),
+                    }
+                }
+            }
+        }
+    }
+    cols.into_iter()
+        .map(|(k, t)| (k, t.unwrap_or(DataType::Utf8)))
+        .collect()
+}
+
+enum ColBuilder {
+    Str(StringBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Bool(BooleanBuilder),
+}
+
+/// Builds batches of a fixed schema from JSON objects; a row whose value does not fit
+/// its column's type is refused with a reason naming the column, and nothing of it is
+/// appended.
+pub struct JsonBatchBuilder {
+    schema: SchemaRef,
+    /// (JSON key, builder) for every column after `id`.
+    cols: Vec<(String, ColBuilder)>,
+    ids: StringBuilder,
+    rows: usize,
+}
+
+impl JsonBatchBuilder {
+    pub fn new(schema: SchemaRef) -> Self {
+        let cols = schema
+            .fields()
+            .iter()
+            .skip(1)
+            .map(|f| {
+                let key = if f.name() == SOURCE_ID { ID } else { f.name() }.to_string();
+                let b = match f.data_type() {
+                    DataType::Int64 => ColBuilder::Int(Int64Builder::new()),
+                    DataType::Float64 => ColBuilder::Float(Float64Builder::new()),
+                    DataType::Boolean => ColBuilder::Bool(BooleanBuilder::new()),
+                    _ => ColBuilder::Str(StringBuilder::new()),
+                };
+                (key, b)
+            })
+            .collect();
+        Self {
+            schema,
+            cols,
+            ids: StringBuilder::new(),
+            rows: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Appends one row or explains why it does not fit the schema.
+    pub fn push(&mut self, id: &str, row: &Map<String, Value>) -> Result<(), String> {
+        for (key, b) in &self.cols {
+            let v = row.get(key).unwrap_or(&Value::Null);
+            let fits = match (b, v) {
+                (_, Value::Null) => true,
+                (ColBuilder::Str(_), _) => true,
+                (ColBuilder::Int(_), Value::Number(n)) => n.is_i64(),
+                (ColBuilder::Float(_), Value::Number(_)) => true,
+                (ColBuilder::Bool(_), Value::Bool(_)) => true,
+                _ => false,
+            };
+            if !fits {
+                return Err(format!(
+                    "column {key:?} expects {}, found {}",
+                    match b {
+                        ColBuilder::Int(_) => "an int64",
+                        ColBuilder::Float(_) => "a float64",
+                        ColBuilder::Bool(_) => "a boolean",
+                        ColBuilder::Str(_) => "a string",
+                    },
+                    crate::spec::reader::type_name(v)
+                ));
+            }
+        }
+        for (key, b) in &mut self.cols {
+            let v = row.get(key.as_str()).unwrap_or(&Value::Null);
+            match (b, v) {
+                (ColBuilder::Str(b), Value::Null) => b.append_null(),
+                (ColBuilder::Str(b), Value::String(s)) => b.append_value(s),
+                (ColBuilder::Str(b), other) => b.append_value(other.to_string()),
+                (ColBuilder::Int(b), Value::Number(n)) => b.append_value(n.as_i64().unwrap_or(0)),
+                (ColBuilder::Int(b), _) => b.append_null(),
+                (ColBuilder::Float(b), Value::Number(n)) => b.append_value(n.as_f64().unwrap_or(0.0)),
+                (ColBuilder::Float(b), _) => b.append_null(),
+                (ColBuilder::Bool(b), Value::Bool(x)) => b.append_value(*x),
+                (ColBuilder::Bool(b), _) => b.append_null(),
+            }
+        }
+        self.ids.append_value(id);
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Takes the rows appended so far as one batch.
+    pub fn finish(&mut self) -> RecordBatch {
+        let mut arrays: Vec<ArrayRef> = vec![Arc::new(self.ids.finish())];
+        for (_, b) in &mut self.cols {
+            arrays.push(match b {
+                ColBuilder::Str(b) => Arc::new(b.finish()),
+                ColBuilder::Int(b) => Arc::new(b.finish()),
+                ColBuilder::Float(b) => Arc::new(b.finish()),
+                ColBuilder::Bool(b) => Arc::new(b.finish()),
+            });
+        }
+        self.rows = 0;
+        RecordBatch::try_new(self.schema.clone(), arrays).expect("builders follow the schema")
+    }
+}
+
+/// Schema of the rejects output.
+pub fn rejects_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(ID, DataType::Utf8, false),
+        Field::new("reason", DataType::Utf8, false),
+        Field::new("operator", DataType::Utf8, false),
+        Field::new("detail", DataType::Utf8, true),
+        Field::new("record", DataType::Utf8, true),
+    ]))
+}
+
+/// One rejected record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reject {
+    pub id: String,
+    pub reason: String,
+    pub operator: String,
+    pub detail: Option<String>,
+    pub record: Option<String>,
+}
+
+/// Rejects as a batch of [`rejects_schema`].
+pub fn rejects_batch(rows: &[Reject]) -> RecordBatch {
+    let mut cols: [StringBuilder; 5] = Default::default();
+    for r in rows {
+        cols[0].append_value(&r.id);
+        cols[1].append_value(&r.reason);
+        cols[2].append_value(&r.operator);
+        cols[3].append_option(r.detail.as_deref());
+        cols[4].append_option(r.record.as_deref());
+    }
+    let arrays: Vec<ArrayRef> = cols
+        .iter_mut()
+        .map(|b| Arc::new(b.finish()) as ArrayRef)
+        .collect();
+    RecordBatch::try_new(rejects_schema(), arrays).expect("rejects schema")
+}
+
+/// Each row of `batch` as a JSON object string (for keeping rejected records).
+pub fn rows_as_json(batch: &RecordBatch) -> Vec<String> {
+    let mut buf = Vec::new();
+    {
+        let mut w = arrow_json::LineDelimitedWriter::new(&mut buf);
+        if w.write(batch).is_err() || w.finish().is_err() {
+            return vec![String::new(); batch.num_rows()];
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let mut out: Vec<String> = text.lines().map(str::to_string).collect();
+    out.resize(batch.num_rows(), String::new());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Array, Int64Array, StringArray};
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn inference_widens_and_keeps_first_seen_order() {
+        let rows = [obj(json!({"text": "a", "n": 1, "x": null})), obj(json!({"n": 2.5, "text": "b", "x": {"k": 1}}))];
+        let s = infer_schema(rows.iter());
+        assert_eq!(
+            s,
+            vec![
+                ("text".into(), DataType::Utf8),
+                ("n".into(), DataType::Float64),
+                ("x".into(), DataType::Utf8)
+            ]
+        );
+    }
+
+    #[test]
+    fn builder_refuses_mismatched_rows_without_partial_append() {
+        let schema = with_id_column(&[("id".into(), DataType::Utf8), ("n".into(), DataType::Int64)]);
+        assert_eq!(schema.field(1).name(), SOURCE_ID);
+        let mut b = JsonBatchBuilder::new(schema);
+        b.push("a", &obj(json!({"id": "orig", "n": 3}))).unwrap();
+        let e = b.push("b", &obj(json!({"n": "three"}))).unwrap_err();
+        assert_eq!(e, "column \"n\" expects an int64, found a string");
+        b.push("c", &obj(json!({"n": null}))).unwrap();
+        let batch = b.finish();
+        assert_eq!(batch.num_rows(), 2);
+        let src = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(src.value(0), "orig");
+        let n = batch.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert!(n.is_null(1));
+    }
+
+    #[test]
+    fn ids_sort_by_file_then_offset() {
+        let k = file_key("file:///a.jsonl");
+        assert_eq!(k.len(), 16);
+        assert!(record_id(&k, 9) < record_id(&k, 10));
+        assert_eq!(record_id(&k, 255).len(), 28);
+    }
+}

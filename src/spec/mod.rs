@@ -1,0 +1,511 @@
+//! The pipeline spec: YAML in, a validated [`Spec`] out. Parse → overrides and
+//! interpolation → validate (every error at once, each naming its field path, unknown
+//! keys refused) → build the operators. Nothing here lists inputs or touches storage;
+//! schema-dependent checks happen when the coordinator binds the spec to its inputs.
+pub mod overrides;
+pub mod reader;
+
+use crate::ops::{self, Operator};
+use arrow_schema::DataType;
+use reader::{FieldError, Obj, Sink, SpecErrors};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Input record formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Jsonl,
+    Parquet,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "jsonl" | "json" | "ndjson" => Some(Format::Jsonl),
+            "parquet" => Some(Format::Parquet),
+            _ => None,
+        }
+    }
+    /// Infers the format from a file name or glob (`.jsonl[.gz|.zst]`, `.parquet`).
+    pub fn infer(uri: &str) -> Option<Format> {
+        let name = uri.rsplit('/').next().unwrap_or(uri).to_ascii_lowercase();
+        let base = name
+            .strip_suffix(".gz")
+            .or_else(|| name.strip_suffix(".zst"))
+            .or_else(|| name.strip_suffix(".zstd"))
+            .unwrap_or(&name);
+        if base.ends_with(".jsonl") || base.ends_with(".ndjson") || base.ends_with(".json") {
+            Some(Format::Jsonl)
+        } else if base.ends_with(".parquet") || base.ends_with(".pq") {
+            Some(Format::Parquet)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct InputSpec {
+    pub uris: Vec<String>,
+    pub format: Format,
+    /// Declared JSONL schema (column → type); inferred from a sample when absent.
+    pub schema: Option<Vec<(String, DataType)>>,
+    /// A JSONL line longer than this is rejected (`record_too_large`) without buffering it.
+    pub max_record_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Resources {
+    pub cpu: f64,
+    pub gpu: u32,
+    pub memory_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct StageSpec {
+    pub name: String,
+    pub op: String,
+    pub params: Value,
+    pub resources: Resources,
+    /// The stage's output is materialised and the next stage starts a new phase.
+    pub end_phase: bool,
+    pub operator: Arc<Operator>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    Zstd,
+    Snappy,
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputSpec {
+    pub uri: String,
+    pub compression: Compression,
+    pub zstd_level: i32,
+    pub target_file_bytes: u64,
+    pub row_group_rows: usize,
+    pub drop_columns: Vec<String>,
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RejectsSpec {
+    pub uri: String,
+    /// Keep the rejected record itself (as JSON) beside its reason.
+    pub include_record: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    pub task_bytes: u64,
+    pub max_files_per_task: usize,
+    pub lease_ttl_secs: u64,
+    pub heartbeat_secs: u64,
+    pub max_attempts: u32,
+    pub max_lost_leases: u32,
+    pub lease_caps: BTreeMap<String, u32>,
+    pub max_unconsumed_tasks: Option<u64>,
+    pub batch_rows: usize,
+    pub channel_batches: usize,
+    pub poll_millis: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub anonymous_buckets: Vec<String>,
+    pub allow_http: Option<bool>,
+    pub max_concurrent_requests: usize,
+}
+
+/// A validated, built pipeline spec.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub name: String,
+    pub input: InputSpec,
+    pub stages: Vec<StageSpec>,
+    pub output: OutputSpec,
+    pub rejects: RejectsSpec,
+    pub job: JobSettings,
+    pub s3: S3Settings,
+    /// The resolved configuration tree this spec was built from (stored in job.json).
+    pub resolved: Value,
+}
+
+/// Command-line adjustments applied before validation.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub input: Vec<String>,
+    pub output: Option<String>,
+    pub set: Vec<String>,
+}
+
+impl Spec {
+    /// Loads a spec file, applies overrides and environment interpolation, validates.
+    pub fn load(path: &std::path::Path, ov: &Overrides) -> Result<Spec, SpecErrors> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            SpecErrors(vec![FieldError {
+                path: String::new(),
+                message: format!("cannot read spec {}: {e}", path.display()),
+            }])
+        })?;
+        let env = |k: &str| std::env::var(k).ok();
+        Spec::from_text(&text, &path.display().to_string(), ov, &env)
+    }
+
+    pub fn from_text(
+        text: &str,
+        source: &str,
+        ov: &Overrides,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Spec, SpecErrors> {
+        let mut v = overrides::parse_yaml(text, source)?;
+        let mut errs = Vec::new();
+        if !ov.input.is_empty() {
+            v["input"]["uris"] = Value::from(ov.input.clone());
+            if let Some(m) = v["input"].as_object_mut() {
+                m.remove("uri");
+            }
+        }
+        if let Some(o) = &ov.output {
+            v["output"]["uri"] = Value::from(o.clone());
+        }
+        for s in &ov.set {
+            if let Err(e) = overrides::apply_set(&mut v, s) {
+                errs.push(e);
+            }
+        }
+        if let Err(e) = overrides::interpolate(&mut v, env) {
+            errs.extend(e.0);
+        }
+        if !errs.is_empty() {
+            return Err(SpecErrors(errs));
+        }
+        Spec::from_value(v)
+    }
+
+    /// Validates a resolved tree (as stored in job.json) and builds the spec.
+    pub fn from_value(v: Value) -> Result<Spec, SpecErrors> {
+        let sink = Sink::default();
+        let spec = build(&v, &sink);
+        if !sink.is_empty() {
+            return Err(sink.into_errors());
+        }
+        let mut spec = spec.expect("a spec is built whenever no error was recorded");
+        spec.resolved = v;
+        Ok(spec)
+    }
+
+    /// blake3 of the canonical JSON of the resolved tree (keys sorted).
+    pub fn hash(&self) -> String {
+        blake3::hash(self.resolved.to_string().as_bytes()).to_hex()[..32].to_string()
+    }
+
+    /// Stage indices grouped into phases (a phase ends at `end_phase` or at the end).
+    pub fn phases(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![vec![]];
+        for (i, s) in self.stages.iter().enumerate() {
+            out.last_mut().expect("non-empty").push(i);
+            if s.end_phase && i + 1 < self.stages.len() {
+                out.push(vec![]);
+            }
+        }
+        out
+    }
+}
+
+fn build(v: &Value, sink: &Sink) -> Option<Spec> {
+    let root = Obj::new(Some(v), "", sink);
+    if let Some(ver) = root.opt_u64("version")
+        && ver != 1
+    {
+        sink.error("version", format!("unsupported spec version {ver}, this mdf reads 1"));
+    }
+    let name = root.opt_str("name").unwrap_or_else(|| "job".to_string());
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || name.len() > 64
+    {
+        sink.error("name", "must be 1-64 characters of [A-Za-z0-9_-]");
+    }
+    let input = build_input(&root.obj("input"), sink);
+    let stages = build_stages(&root, sink);
+    let output = build_output(&root.obj("output"), sink);
+    let rejects = {
+        let r = root.obj("rejects");
+        let uri = r.opt_str("uri").unwrap_or_else(|| {
+            output
+                .as_ref()
+                .map(|o| format!("{}/_rejects", o.uri.trim_end_matches('/')))
+                .unwrap_or_default()
+        });
+        let include_record = r.opt_bool("include_record").unwrap_or(true);
+        r.finish();
+        RejectsSpec {
+            uri,
+            include_record,
+        }
+    };
+    let job = build_job(&root.obj("job"), stages.as_deref().unwrap_or(&[]), sink);
+    let s3 = build_s3(&root.obj("storage"), sink);
+    root.finish();
+    Some(Spec {
+        name,
+        input: input?,
+        stages: stages?,
+        output: output?,
+        rejects,
+        job,
+        s3,
+        resolved: Value::Null,
+    })
+}
+
+fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
+    let mut uris = o.opt_str_list("uris").unwrap_or_default();
+    if let Some(u) = o.opt_str("uri") {
+        uris.push(u);
+    }
+    if uris.is_empty() {
+        sink.error(
+            &o.field_path("uris"),
+            "missing input: give input.uris in the spec or --input on the command line",
+        );
+    }
+    let format = match o.opt_str("format") {
+        Some(f) => Format::parse(&f).or_else(|| {
+            sink.error(
+                &o.field_path("format"),
+                format!("unknown format {f:?}, expected one of: jsonl, parquet"),
+            );
+            None
+        }),
+        None if uris.is_empty() => None,
+        None => {
+            let inferred = Format::infer(&uris[0]);
+            if inferred.is_none() {
+                sink.error(
+                    &o.field_path("format"),
+                    format!(
+                        "cannot infer the format from {:?}; set input.format (jsonl, parquet)",
+                        uris[0]
+                    ),
+                );
+            }
+            inferred
+        }
+    };
+    let schema = o.raw("schema").and_then(|s| {
+        let so = Obj::new(Some(s), &o.field_path("schema"), sink);
+        let mut cols = Vec::new();
+        for k in so.keys() {
+            if let Some(t) = so.opt_str(&k) {
+                match crate::records::parse_type(&t) {
+                    Some(dt) => cols.push((k.clone(), dt)),
+                    None => sink.error(
+                        &so.field_path(&k),
+                        format!(
+                            "unknown type {t:?}, expected one of: string, int64, float64, bool, json"
+                        ),
+                    ),
+                }
+            }
+        }
+        so.finish();
+        Some(cols)
+    });
+    let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
+    o.finish();
+    Some(InputSpec {
+        uris,
+        format: format?,
+        schema,
+        max_record_bytes,
+    })
+}
+
+fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
+    let list = root.opt_list("stages")?;
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    let mut ok = true;
+    for (i, item) in list.iter().enumerate() {
+        let path = format!("stages[{i}]");
+        let so = Obj::new(Some(item), &path, sink);
+        let Some(op) = so.req_str("op") else {
+            ok = false;
+            so.finish();
+            continue;
+        };
+        let name = so.opt_str("name").unwrap_or_else(|| op.clone());
+        if !names.insert(name.clone()) {
+            sink.error(
+                &so.field_path("name"),
+                format!("duplicate stage name {name:?}; give each stage a unique name"),
+            );
+        }
+        let params = so.raw("params").cloned().unwrap_or(Value::Null);
+        let pobj = Obj::new(Some(&params), &so.field_path("params"), sink);
+        let before = sink.len();
+        let operator = match ops::find(&op) {
+            Some(def) => (def.build)(&pobj),
+            None => {
+                sink.error(
+                    &so.field_path("op"),
+                    format!("unknown operator {op:?}, expected one of: {}", ops::names().join(", ")),
+                );
+                None
+            }
+        };
+        pobj.finish();
+        let r = so.obj("resources");
+        let resources = Resources {
+            cpu: r.opt_f64("cpu").unwrap_or(1.0),
+            gpu: r.u64_in("gpu", 0, 0, 64) as u32,
+            memory_bytes: r.opt_bytes("memory").unwrap_or(512 << 20),
+        };
+        r.finish();
+        let end_phase = so.opt_bool("end_phase").unwrap_or(false);
+        so.finish();
+        match operator {
+            Some(op_impl) if sink.len() == before => out.push(StageSpec {
+                name,
+                op,
+                params,
+                resources,
+                end_phase,
+                operator: Arc::new(op_impl),
+            }),
+            _ => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
+    let uri = o.opt_str("uri");
+    if uri.is_none() {
+        sink.error(
+            &o.field_path("uri"),
+            "missing output: give output.uri in the spec or --output on the command line",
+        );
+    }
+    if let Some(f) = o.opt_str("format")
+        && f != "parquet"
+    {
+        sink.error(&o.field_path("format"), format!("unknown output format {f:?}, expected: parquet"));
+    }
+    let compression = match o.opt_str("compression").as_deref() {
+        None | Some("zstd") => Compression::Zstd,
+        Some("snappy") => Compression::Snappy,
+        Some("none") => Compression::None,
+        Some(c) => {
+            sink.error(
+                &o.field_path("compression"),
+                format!("unknown compression {c:?}, expected one of: zstd, snappy, none"),
+            );
+            Compression::Zstd
+        }
+    };
+    let zstd_level = o.u64_in("zstd_level", 3, 1, 22) as i32;
+    let target_file_bytes = o.opt_bytes("target_file_bytes").unwrap_or(256 << 20);
+    if target_file_bytes < 1 << 20 {
+        sink.error(&o.field_path("target_file_bytes"), "must be at least 1MiB");
+    }
+    let row_group_rows = o.u64_in("row_group_rows", 65_536, 1, 10_000_000) as usize;
+    let drop_columns = o.opt_str_list("drop_columns").unwrap_or_default();
+    let overwrite = o.opt_bool("overwrite").unwrap_or(false);
+    o.finish();
+    Some(OutputSpec {
+        uri: uri?.trim_end_matches('/').to_string(),
+        compression,
+        zstd_level,
+        target_file_bytes,
+        row_group_rows,
+        drop_columns,
+        overwrite,
+    })
+}
+
+fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
+    let task_bytes = o.opt_bytes("task_bytes").unwrap_or(128 << 20).max(1);
+    let max_files_per_task = o.u64_in("max_files_per_task", 1000, 1, 1_000_000) as usize;
+    let lease_ttl_secs = o.u64_in("lease_ttl_secs", 60, 1, 86_400);
+    let heartbeat_secs = o.u64_in("heartbeat_secs", (lease_ttl_secs / 4).max(1), 1, 86_400);
+    if heartbeat_secs * 2 > lease_ttl_secs && lease_ttl_secs > 1 {
+        sink.error(
+            &o.field_path("heartbeat_secs"),
+            format!(
+                "must be at most half of job.lease_ttl_secs ({lease_ttl_secs}), found {heartbeat_secs}"
+            ),
+        );
+    }
+    let max_attempts = o.u64_in("max_attempts", 3, 1, 1000) as u32;
+    let max_lost_leases = o.u64_in("max_lost_leases", 20, 1, 100_000) as u32;
+    let mut lease_caps = BTreeMap::new();
+    let caps = o.obj("lease_caps");
+    let phase_count = 1 + stages
+        .iter()
+        .take(stages.len().saturating_sub(1))
+        .filter(|s| s.end_phase)
+        .count();
+    for k in caps.keys() {
+        let valid = k == "finalize"
+            || (k.len() == 3
+                && k.starts_with('p')
+                && k[1..].parse::<usize>().is_ok_and(|n| n < phase_count));
+        let n = caps.u64_in(&k, 1, 1, 100_000) as u32;
+        if valid {
+            lease_caps.insert(k, n);
+        } else {
+            sink.error(
+                &caps.field_path(&k),
+                format!("unknown phase, this spec has phases p00..p{:02}", phase_count - 1),
+            );
+        }
+    }
+    caps.finish();
+    let max_unconsumed_tasks = o.opt_u64("max_unconsumed_tasks");
+    let batch_rows = o.u64_in("batch_rows", 8192, 1, 1 << 22) as usize;
+    let channel_batches = o.u64_in("channel_batches", 4, 1, 1024) as usize;
+    let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
+    o.finish();
+    JobSettings {
+        task_bytes,
+        max_files_per_task,
+        lease_ttl_secs,
+        heartbeat_secs,
+        max_attempts,
+        max_lost_leases,
+        lease_caps,
+        max_unconsumed_tasks,
+        batch_rows,
+        channel_batches,
+        poll_millis,
+    }
+}
+
+fn build_s3(o: &Obj, sink: &Sink) -> S3Settings {
+    let s = o.obj("s3");
+    let out = S3Settings {
+        endpoint: s.opt_str("endpoint"),
+        region: s.opt_str("region"),
+        anonymous_buckets: s
+            .opt_str_list("anonymous_buckets")
+            .unwrap_or_else(|| vec!["commoncrawl".to_string()]),
+        allow_http: s.opt_bool("allow_http"),
+        max_concurrent_requests: s.u64_in("max_concurrent_requests", 64, 1, 4096) as usize,
+    };
+    s.finish();
+    o.finish();
+    let _ = sink;
+    out
+}

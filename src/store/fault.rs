@@ -1,0 +1,294 @@
+//! A fault-injecting [`ObjectStore`] wrapper, the one place where storage failures are
+//! simulated: an error before the write, the write landing but its response lost,
+//! latency, 503 SlowDown and 409 Conflict. Tests script faults through [`FaultStore`];
+//! worker processes in chaos tests get them from `MDF_FAULTS`
+//! (`op:kind:probability[:path-substring]`, comma separated, e.g.
+//! `put:after:0.05:commits/,get:latency=200:0.1,any:slowdown:0.02`; seed from
+//! `MDF_FAULTS_SEED`). Injected errors look like a store's transient errors.
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Which requests a rule applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Put,
+    Get,
+    List,
+    Delete,
+    Copy,
+    Any,
+}
+
+/// What happens to a matching request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Fails without doing anything.
+    ErrorBefore,
+    /// Does the request, then reports an error (the response was lost).
+    ErrorAfter,
+    /// Sleeps, then does the request.
+    Latency(Duration),
+    /// Fails with a 503 SlowDown, without doing anything.
+    SlowDown,
+    /// Fails with a 409 Conflict, without doing anything.
+    Conflict,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub op: Op,
+    pub fault: Fault,
+    pub probability: f64,
+    pub path_contains: Option<String>,
+    /// How many more times the rule may fire (`None`: unlimited).
+    pub remaining: Option<u64>,
+}
+
+#[derive(Debug)]
+struct State {
+    rules: Vec<Rule>,
+    rng: StdRng,
+    fired: u64,
+}
+
+/// Shared fault configuration; wraps stores.
+#[derive(Debug, Clone)]
+pub struct Wrapper(Arc<Mutex<State>>);
+
+impl Wrapper {
+    pub fn new(rules: Vec<Rule>, seed: u64) -> Self {
+        Wrapper(Arc::new(Mutex::new(State {
+            rules,
+            rng: StdRng::seed_from_u64(seed),
+            fired: 0,
+        })))
+    }
+
+    /// From `MDF_FAULTS` / `MDF_FAULTS_SEED`; `None` when unset.
+    pub fn from_env() -> Option<Self> {
+        let spec = std::env::var("MDF_FAULTS").ok().filter(|s| !s.is_empty())?;
+        let seed = std::env::var("MDF_FAULTS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| StdRng::from_os_rng().random());
+        match parse_rules(&spec) {
+            Ok(rules) => Some(Wrapper::new(rules, seed)),
+            Err(e) => {
+                eprintln!("mdf: ignoring MDF_FAULTS: {e}");
+                None
+            }
+        }
+    }
+
+    pub fn wrap(&self, inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        Arc::new(FaultStore {
+            inner,
+            state: self.clone(),
+        })
+    }
+
+    /// Adds a rule that fires once on the next matching request.
+    pub fn fail_next(&self, op: Op, fault: Fault, path_contains: &str) {
+        self.0.lock().expect("faults").rules.push(Rule {
+            op,
+            fault,
+            probability: 1.0,
+            path_contains: Some(path_contains.to_string()),
+            remaining: Some(1),
+        });
+    }
+
+    /// How many faults have fired.
+    pub fn fired(&self) -> u64 {
+        self.0.lock().expect("faults").fired
+    }
+
+    fn pick(&self, op: Op, path: &str) -> Option<Fault> {
+        let mut st = self.0.lock().expect("faults");
+        let State { rules, rng, fired } = &mut *st;
+        for r in rules.iter_mut() {
+            if (r.op != Op::Any && r.op != op)
+                || r.remaining == Some(0)
+                || r.path_contains.as_deref().is_some_and(|p| !path.contains(p))
+            {
+                continue;
+            }
+            if r.probability >= 1.0 || rng.random::<f64>() < r.probability {
+                if let Some(n) = &mut r.remaining {
+                    *n -= 1;
+                }
+                *fired += 1;
+                return Some(r.fault);
+            }
+        }
+        None
+    }
+}
+
+/// Parses `op:kind:probability[:path]` rules.
+pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
+    spec.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|r| {
+            let parts: Vec<&str> = r.trim().splitn(4, ':').collect();
+            if parts.len() < 3 {
+                return Err(format!("fault rule {r:?}: expected op:kind:probability[:path]"));
+            }
+            let op = match parts[0] {
+                "put" => Op::Put,
+                "get" => Op::Get,
+                "list" => Op::List,
+                "delete" => Op::Delete,
+                "copy" => Op::Copy,
+                "any" => Op::Any,
+                o => return Err(format!("fault rule {r:?}: unknown op {o:?}")),
+            };
+            let fault = match parts[1] {
+                "before" => Fault::ErrorBefore,
+                "after" => Fault::ErrorAfter,
+                "slowdown" => Fault::SlowDown,
+                "conflict" => Fault::Conflict,
+                k if k.starts_with("latency=") => Fault::Latency(Duration::from_millis(
+                    k[8..].parse().map_err(|_| format!("fault rule {r:?}: bad latency"))?,
+                )),
+                k => return Err(format!("fault rule {r:?}: unknown kind {k:?}")),
+            };
+            let probability: f64 = parts[2]
+                .parse()
+                .map_err(|_| format!("fault rule {r:?}: bad probability"))?;
+            Ok(Rule {
+                op,
+                fault,
+                probability,
+                path_contains: parts.get(3).map(|s| s.to_string()),
+                remaining: None,
+            })
+        })
+        .collect()
+}
+
+fn injected(what: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "fault-injection",
+        source: what.to_string().into(),
+    }
+}
+
+/// The wrapper store.
+#[derive(Debug)]
+pub struct FaultStore {
+    inner: Arc<dyn ObjectStore>,
+    state: Wrapper,
+}
+
+impl FaultStore {
+    /// Runs `f` under the fault (if any) chosen for `op` on `path`.
+    async fn guard<T, F>(&self, op: Op, path: &Path, f: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        match self.state.pick(op, path.as_ref()) {
+            None => f.await,
+            Some(Fault::ErrorBefore) => Err(injected("injected error before the request")),
+            Some(Fault::SlowDown) => Err(injected("503 SlowDown: please reduce your request rate (injected)")),
+            Some(Fault::Conflict) => Err(injected("409 Conflict: a conflicting operation is in progress (injected)")),
+            Some(Fault::Latency(d)) => {
+                tokio::time::sleep(d).await;
+                f.await
+            }
+            Some(Fault::ErrorAfter) => {
+                f.await?;
+                Err(injected("injected error after the request landed (response lost)"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for FaultStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Faulty({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FaultStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        self.guard(Op::Put, location, self.inner.put_opts(location, payload, opts))
+            .await
+    }
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        self.guard(Op::Put, location, self.inner.put_multipart_opts(location, opts))
+            .await
+    }
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.guard(Op::Get, location, self.inner.get_opts(location, options))
+            .await
+    }
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.guard(Op::Get, location, self.inner.get_ranges(location, ranges))
+            .await
+    }
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let p = prefix.cloned().unwrap_or_default();
+        match self.state.pick(Op::List, p.as_ref()) {
+            Some(Fault::ErrorBefore | Fault::ErrorAfter | Fault::SlowDown | Fault::Conflict) => {
+                Box::pin(futures::stream::once(async { Err(injected("injected list failure")) }))
+            }
+            _ => self.inner.list(prefix),
+        }
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let p = prefix.cloned().unwrap_or_default();
+        self.guard(Op::List, &p, self.inner.list_with_delimiter(prefix))
+            .await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.guard(Op::Copy, to, self.inner.copy_opts(from, to, options))
+            .await
+    }
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.guard(Op::Copy, to, self.inner.rename_opts(from, to, options))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+    use object_store::memory::InMemory;
+
+    #[tokio::test]
+    async fn after_fault_lands_the_write_and_reports_failure() {
+        let w = Wrapper::new(vec![], 1);
+        let s = w.wrap(Arc::new(InMemory::new()));
+        w.fail_next(Op::Put, Fault::ErrorAfter, "a");
+        assert!(s.put(&Path::from("a"), "x".into()).await.is_err());
+        assert_eq!(s.get(&Path::from("a")).await.unwrap().bytes().await.unwrap(), "x");
+        w.fail_next(Op::Put, Fault::ErrorBefore, "b");
+        assert!(s.put(&Path::from("b"), "x".into()).await.is_err());
+        assert!(s.get(&Path::from("b")).await.is_err());
+        assert_eq!(w.fired(), 2);
+    }
+
+    #[test]
+    fn parses_env_rules() {
+        let r = parse_rules("put:after:0.5:commits/,get:latency=20:1,any:slowdown:0.1").unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[1].fault, Fault::Latency(Duration::from_millis(20)));
+        assert!(parse_rules("put:explode:1").is_err());
+    }
+}

@@ -1,0 +1,348 @@
+//! Storage: URIs → object stores. Plain paths and `file://` use the local filesystem,
+//! `memory://NAME/` a process-wide in-memory store (tests, in-process workers),
+//! `s3://BUCKET/` S3 or any S3-compatible server (endpoint from the spec or the standard
+//! `AWS_ENDPOINT_URL`, credentials from the standard AWS variables, unsigned requests
+//! for public buckets such as `s3://commoncrawl`). Every store handed out is wrapped in
+//! a [`CountingStore`], so every request is counted. Nothing here knows about jobs.
+pub mod counting;
+pub mod fault;
+
+pub use counting::{CountingStore, RequestCounts, RequestSnapshot};
+
+use crate::spec::S3Settings;
+use futures::TryStreamExt;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid uri {uri:?}: {reason}")]
+    BadUri { uri: String, reason: String },
+    #[error("cannot open store for {uri}: {source}")]
+    Open {
+        uri: String,
+        source: object_store::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] object_store::Error),
+}
+
+/// A parsed URI: which store, and which path inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uri {
+    /// `file`, `memory://NAME` or `s3://BUCKET`.
+    pub store: String,
+    pub path: Path,
+}
+
+impl Uri {
+    pub fn parse(s: &str) -> Result<Uri, StoreError> {
+        let bad = |reason: &str| StoreError::BadUri {
+            uri: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let (store, rest) = if let Some(rest) = s.strip_prefix("s3://") {
+            let (bucket, p) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad("missing bucket name"));
+            }
+            (format!("s3://{bucket}"), p.to_string())
+        } else if let Some(rest) = s.strip_prefix("memory://") {
+            let (name, p) = rest.split_once('/').unwrap_or((rest, ""));
+            (format!("memory://{name}"), p.to_string())
+        } else if s.contains("://") && !s.starts_with("file://") {
+            return Err(bad("unsupported scheme, expected a path, file://, s3:// or memory://"));
+        } else {
+            let local = s.strip_prefix("file://").unwrap_or(s);
+            if local.is_empty() {
+                return Err(bad("empty path"));
+            }
+            let abs = std::path::absolute(local).map_err(|e| bad(&e.to_string()))?;
+            let text = abs.to_string_lossy();
+            ("file".to_string(), text.trim_start_matches('/').to_string())
+        };
+        if rest.split('/').any(|seg| seg == ".." || seg == ".") {
+            return Err(bad("path segments '.' and '..' are not allowed"));
+        }
+        let path = Path::parse(rest.trim_end_matches('/')).map_err(|e| bad(&e.to_string()))?;
+        Ok(Uri { store, path })
+    }
+
+    /// The canonical text form (`file:///abs`, `s3://b/k`, `memory://n/k`).
+    pub fn to_uri_string(&self) -> String {
+        let sep = if self.store == "file" { ":///" } else { "/" };
+        if self.path.as_ref().is_empty() {
+            format!("{}{}", self.store, if self.store == "file" { ":///" } else { "" })
+        } else {
+            format!("{}{sep}{}", self.store, self.path)
+        }
+    }
+
+    pub fn child(&self, rel: &str) -> Uri {
+        let mut path = self.path.clone();
+        for seg in rel.split('/').filter(|s| !s.is_empty()) {
+            path = path.clone().join(seg);
+        }
+        Uri {
+            store: self.store.clone(),
+            path,
+        }
+    }
+}
+
+fn memory_stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
+    static M: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+/// Opens stores by URI, caches them, and wraps them in request counters.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    inner: Arc<Shared>,
+    counters: Vec<Arc<RequestCounts>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    s3: S3Settings,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    /// Wraps every opened store (fault injection in tests).
+    wrap: Option<fault::Wrapper>,
+}
+
+impl Registry {
+    pub fn new(s3: S3Settings) -> Self {
+        Self::with_wrapper(s3, fault::Wrapper::from_env())
+    }
+
+    pub fn with_wrapper(s3: S3Settings, wrap: Option<fault::Wrapper>) -> Self {
+        Registry {
+            inner: Arc::new(Shared {
+                s3,
+                stores: Mutex::new(HashMap::new()),
+                wrap,
+            }),
+            counters: vec![],
+        }
+    }
+
+    /// A view of this registry that also counts into `c`.
+    pub fn counting_into(&self, c: Arc<RequestCounts>) -> Registry {
+        let mut counters = self.counters.clone();
+        counters.push(c);
+        Registry {
+            inner: self.inner.clone(),
+            counters,
+        }
+    }
+
+    /// Replaces the S3 settings (job settings arrive after the registry exists).
+    pub fn with_s3(&self, s3: S3Settings) -> Registry {
+        Registry {
+            inner: Arc::new(Shared {
+                s3,
+                stores: Mutex::new(HashMap::new()),
+                wrap: self.inner.wrap.clone(),
+            }),
+            counters: self.counters.clone(),
+        }
+    }
+
+    /// The counting store for `uri` and the path inside it.
+    pub fn open(&self, uri: &Uri) -> Result<Arc<dyn ObjectStore>, StoreError> {
+        let base = {
+            let mut m = self.inner.stores.lock().expect("store cache");
+            match m.get(&uri.store) {
+                Some(s) => s.clone(),
+                None => {
+                    let mut s = self.build(uri)?;
+                    if let Some(w) = &self.inner.wrap {
+                        s = w.wrap(s);
+                    }
+                    m.insert(uri.store.clone(), s.clone());
+                    s
+                }
+            }
+        };
+        Ok(Arc::new(CountingStore::new(base, self.counters.clone())))
+    }
+
+    pub fn resolve(&self, uri: &str) -> Result<(Arc<dyn ObjectStore>, Uri), StoreError> {
+        let u = Uri::parse(uri)?;
+        Ok((self.open(&u)?, u))
+    }
+
+    fn build(&self, uri: &Uri) -> Result<Arc<dyn ObjectStore>, StoreError> {
+        if uri.store == "file" {
+            return Ok(Arc::new(object_store::local::LocalFileSystem::new()));
+        }
+        if uri.store.starts_with("memory://") {
+            let mut m = memory_stores().lock().expect("memory stores");
+            return Ok(m
+                .entry(uri.store.clone())
+                .or_insert_with(|| Arc::new(InMemory::new()))
+                .clone());
+        }
+        let bucket = uri.store.trim_start_matches("s3://");
+        self.build_s3(bucket).map_err(|source| StoreError::Open {
+            uri: uri.to_uri_string(),
+            source,
+        })
+    }
+
+    fn build_s3(&self, bucket: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
+        use object_store::aws::AmazonS3Builder;
+        use object_store::{ClientOptions, RetryConfig};
+        let s3 = &self.inner.s3;
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        let endpoint = s3
+            .endpoint
+            .clone()
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL_S3").ok())
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+            .filter(|e| !e.is_empty());
+        let mut opts = ClientOptions::new()
+            .with_timeout(std::time::Duration::from_secs(60))
+            .with_connect_timeout(std::time::Duration::from_secs(10));
+        if let Some(ep) = &endpoint {
+            b = b.with_endpoint(ep);
+            if s3.allow_http.unwrap_or(ep.starts_with("http://")) {
+                opts = opts.with_allow_http(true);
+            }
+        }
+        if let Some(r) = s3.region.clone().or_else(|| std::env::var("AWS_REGION").ok()) {
+            b = b.with_region(r);
+        } else if std::env::var("AWS_DEFAULT_REGION").is_err() {
+            b = b.with_region("us-east-1");
+        }
+        if s3.anonymous_buckets.iter().any(|a| a == bucket) {
+            b = b.with_skip_signature(true);
+        }
+        let retry = RetryConfig {
+            max_retries: 8,
+            retry_timeout: std::time::Duration::from_secs(180),
+            ..Default::default()
+        };
+        let store = b.with_client_options(opts).with_retry(retry).build()?;
+        let limited = object_store::limit::LimitStore::new(store, s3.max_concurrent_requests.max(1));
+        Ok(Arc::new(limited))
+    }
+}
+
+/// Whether a URI pattern contains glob characters.
+pub fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// Lists the objects a URI or glob names, sorted by location. A plain URI names one
+/// object, or every object under it when it is a prefix.
+pub async fn list_matching(reg: &Registry, pattern: &str) -> Result<Vec<(Uri, ObjectMeta)>, StoreError> {
+    let bad = |reason: String| StoreError::BadUri {
+        uri: pattern.to_string(),
+        reason,
+    };
+    if !is_glob(pattern) {
+        let (store, uri) = reg.resolve(pattern)?;
+        match store.head(&uri.path).await {
+            Ok(meta) => return Ok(vec![(uri, meta)]),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut out: Vec<ObjectMeta> = store.list(Some(&uri.path)).try_collect().await?;
+        out.retain(|m| !is_hidden(&m.location));
+        out.sort_by(|a, b| a.location.cmp(&b.location));
+        return Ok(out
+            .into_iter()
+            .map(|m| {
+                (
+                    Uri {
+                        store: uri.store.clone(),
+                        path: m.location.clone(),
+                    },
+                    m,
+                )
+            })
+            .collect());
+    }
+    // The literal prefix before the first segment with a glob character.
+    let glob_at = pattern.find(['*', '?', '[']).expect("is a glob");
+    let prefix_end = pattern[..glob_at].rfind('/').map(|i| i + 1).unwrap_or(0);
+    let prefix = &pattern[..prefix_end];
+    let (store, base) = if prefix.is_empty() {
+        reg.resolve(".")?
+    } else {
+        reg.resolve(prefix)?
+    };
+    let full = format!("{}/{}", base.path, &pattern[prefix_end..]);
+    let full = full.trim_start_matches('/').to_string();
+    let glob = globset::GlobBuilder::new(&full)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| bad(e.to_string()))?
+        .compile_matcher();
+    let mut out: Vec<ObjectMeta> = store
+        .list(Some(&base.path))
+        .try_filter(|m| futures::future::ready(glob.is_match(m.location.as_ref()) && !is_hidden(&m.location)))
+        .try_collect()
+        .await?;
+    out.sort_by(|a, b| a.location.cmp(&b.location));
+    Ok(out
+        .into_iter()
+        .map(|m| {
+            (
+                Uri {
+                    store: base.store.clone(),
+                    path: m.location.clone(),
+                },
+                m,
+            )
+        })
+        .collect())
+}
+
+/// Names starting with `_` or `.`, or local-filesystem staging files (`name#N`).
+fn is_hidden(p: &Path) -> bool {
+    p.filename()
+        .is_some_and(|f| f.starts_with('_') || f.starts_with('.') || f.contains('#'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_round_trip_and_refuse_escapes() {
+        let u = Uri::parse("s3://bkt/a/b/").unwrap();
+        assert_eq!((u.store.as_str(), u.path.as_ref()), ("s3://bkt", "a/b"));
+        assert_eq!(u.to_uri_string(), "s3://bkt/a/b");
+        assert_eq!(u.child("c/d.json").to_uri_string(), "s3://bkt/a/b/c/d.json");
+        let f = Uri::parse("/tmp/x/y").unwrap();
+        assert_eq!(f.to_uri_string(), "file:///tmp/x/y");
+        assert_eq!(Uri::parse("file:///tmp/x/y").unwrap(), f);
+        assert!(Uri::parse("s3://b/a/../etc").is_err());
+        assert!(Uri::parse("/tmp/../etc/passwd").is_err() || Uri::parse("/tmp/../etc/passwd").unwrap().path.as_ref() == "etc/passwd");
+        assert!(Uri::parse("gs://b/x").is_err());
+        assert_eq!(Uri::parse("memory://t1/p").unwrap().to_uri_string(), "memory://t1/p");
+    }
+
+    #[tokio::test]
+    async fn glob_lists_only_matches() {
+        let reg = Registry::with_wrapper(S3Settings::default(), None);
+        let (s, _) = reg.resolve("memory://globtest").unwrap();
+        for k in ["d/a.jsonl", "d/b.jsonl", "d/c.txt", "d/sub/e.jsonl", "d/_hidden.jsonl"] {
+            s.put(&Path::from(k), "x".into()).await.unwrap();
+        }
+        let got: Vec<String> = list_matching(&reg, "memory://globtest/d/*.jsonl")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(u, _)| u.to_uri_string())
+            .collect();
+        assert_eq!(got, vec!["memory://globtest/d/a.jsonl", "memory://globtest/d/b.jsonl"]);
+        let all = list_matching(&reg, "memory://globtest/d").await.unwrap();
+        assert_eq!(all.len(), 4);
+    }
+}

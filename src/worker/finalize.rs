@@ -1,0 +1,172 @@
+//! The finalize task (docs/PROTOCOL.md §6): publish any committed file still missing
+//! from the output, write `_manifest.json` listing exactly the committed files,
+//! delete every other object under the output and rejects prefixes, and remove staged
+//! attempt directories that no commit references (the janitor).
+use super::WorkerCtx;
+use super::publish::{self, Target};
+use crate::protocol::io::{get_json, list_all, put_json};
+use crate::protocol::records::{
+    CommitRecord, FailedTask, ManifestFile, OutputFile, OutputManifest, TaskStats, TaskStatus, VERSION,
+};
+use crate::store::{Registry, Uri};
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+pub const MANIFEST: &str = "_manifest.json";
+
+pub async fn run(ctx: &Arc<WorkerCtx>, reg: &Registry) -> Result<(Vec<OutputFile>, TaskStats), String> {
+    let job = &ctx.job;
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let store = reg.open(&job.uri).map_err(|e| err(&e))?;
+    let mut records: Vec<CommitRecord> = Vec::new();
+    for p in &job.manifest.phases {
+        let metas = list_all(store.as_ref(), &job.paths.commits(&p.name), &ctx.retry)
+            .await
+            .map_err(|e| err(&e))?;
+        let mut recs: Vec<CommitRecord> = futures::stream::iter(metas.into_iter().map(|m| {
+            let store = store.clone();
+            let retry = ctx.retry.clone();
+            async move { get_json::<CommitRecord>(store.as_ref(), &m.location, &retry).await }
+        }))
+        .buffer_unordered(32)
+        .try_filter_map(|r| async move { Ok(r) })
+        .try_collect()
+        .await
+        .map_err(|e| err(&e))?;
+        recs.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        records.extend(recs);
+    }
+    let mut targets: Vec<Target> = Vec::new();
+    let mut failed = Vec::new();
+    let mut stats = TaskStats::default();
+    let last = job.manifest.phases.last().map(|p| p.name.clone()).unwrap_or_default();
+    for r in &records {
+        match r.status {
+            TaskStatus::Committed => targets.extend(publish::targets(&job.manifest, r)),
+            TaskStatus::Failed => failed.push(FailedTask {
+                phase: r.phase.clone(),
+                task: r.task_id.clone(),
+                error: r.error.clone().unwrap_or_default(),
+            }),
+        }
+        if r.phase == last {
+            stats.records_out += r.stats.records_out;
+        }
+        stats.rejected += r.stats.rejected;
+    }
+
+    // Publish what is missing; delete what no commit names.
+    let wanted: BTreeSet<String> = targets.iter().map(|t| t.to.clone()).collect();
+    let out_uri = Uri::parse(&job.manifest.output_uri).map_err(|e| err(&e))?;
+    let rej_uri = Uri::parse(&job.manifest.rejects_uri).map_err(|e| err(&e))?;
+    let mut existing = BTreeSet::new();
+    let mut prefixes = vec![out_uri.clone()];
+    if !rej_uri.path.prefix_matches(&out_uri.path) || rej_uri.store != out_uri.store {
+        prefixes.push(rej_uri.clone());
+    }
+    let manifest_uri = out_uri.child(MANIFEST).to_uri_string();
+    for prefix in &prefixes {
+        let s = reg.open(prefix).map_err(|e| err(&e))?;
+        for m in list_all(s.as_ref(), &prefix.path, &ctx.retry).await.map_err(|e| err(&e))? {
+            let u = Uri {
+                store: prefix.store.clone(),
+                path: m.location.clone(),
+            }
+            .to_uri_string();
+            if wanted.contains(&u) {
+                existing.insert(u);
+            } else if u != manifest_uri {
+                tracing::info!(object = %u, "removing an object under the output that no commit names");
+                let _ = ctx.retry.run(|| s.delete(&m.location)).await;
+            }
+        }
+    }
+    let missing: Vec<(String, String)> = targets
+        .iter()
+        .filter(|t| !existing.contains(&t.to))
+        .map(|t| (t.from.clone(), t.to.clone()))
+        .collect();
+    let retry = ctx.retry.clone();
+    futures::stream::iter(missing.into_iter().map(|(from, to)| {
+        let (reg, retry) = (reg.clone(), retry.clone());
+        async move { publish::copy(&reg, &from, &to, &retry).await }
+    }))
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(|e| err(&e))?;
+
+    let file = |t: &Target| ManifestFile {
+        path: t.rel.clone(),
+        rows: t.rows,
+        bytes: t.bytes,
+        blake3: t.blake3.clone(),
+        task: t.task.clone(),
+    };
+    let mut files: Vec<ManifestFile> = targets.iter().filter(|t| t.data).map(file).collect();
+    let mut rejects: Vec<ManifestFile> = targets.iter().filter(|t| !t.data).map(file).collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    rejects.sort_by(|a, b| a.path.cmp(&b.path));
+    let manifest = OutputManifest {
+        version: VERSION,
+        job_id: job.manifest.job_id.clone(),
+        job_uri: job.uri.to_uri_string(),
+        rows: files.iter().map(|f| f.rows).sum(),
+        rejected: rejects.iter().map(|f| f.rows).sum(),
+        files,
+        rejects_uri: job.manifest.rejects_uri.clone(),
+        rejects,
+        failed_tasks: failed,
+    };
+    let ms = reg.open(&out_uri).map_err(|e| err(&e))?;
+    let mpath = out_uri.child(MANIFEST).path;
+    put_json(ms.as_ref(), &mpath, &manifest, &ctx.retry)
+        .await
+        .map_err(|e| err(&e))?;
+
+    janitor(ctx, &store, &records).await.map_err(|e| err(&e))?;
+    let body = serde_json::to_vec_pretty(&manifest).expect("json");
+    Ok((
+        vec![OutputFile {
+            uri: manifest_uri,
+            rows: manifest.rows,
+            bytes: body.len() as u64,
+            blake3: blake3::hash(&body).to_hex().to_string(),
+        }],
+        stats,
+    ))
+}
+
+/// Deletes staged objects of attempts that no commit record references.
+async fn janitor(
+    ctx: &WorkerCtx,
+    store: &Arc<dyn object_store::ObjectStore>,
+    records: &[CommitRecord],
+) -> Result<(), crate::protocol::io::ProtoError> {
+    let keep: BTreeSet<String> = records
+        .iter()
+        .flat_map(|r| r.outputs.iter().chain(r.rejects.iter()))
+        .filter_map(|f| f.uri.rsplit_once('/').map(|(dir, _)| dir.to_string()))
+        .collect();
+    let staging = ctx.job.paths.staging();
+    let stale: Vec<Path> = list_all(store.as_ref(), &staging, &ctx.retry)
+        .await?
+        .into_iter()
+        .filter(|m| {
+            let u = Uri {
+                store: ctx.job.uri.store.clone(),
+                path: m.location.clone(),
+            }
+            .to_uri_string();
+            !u.rsplit_once('/').is_some_and(|(dir, _)| keep.contains(dir))
+        })
+        .map(|m| m.location)
+        .collect();
+    for p in stale {
+        let _ = ctx.retry.run(|| store.delete(&p)).await;
+    }
+    Ok(())
+}

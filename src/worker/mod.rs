@@ -1,0 +1,424 @@
+//! The worker: leases tasks, runs them, commits them (docs/PROTOCOL.md §4-§6). It
+//! keeps only a cache of what it has listed (immutable task ids, terminal tasks,
+//! tasks seen leased), so any number of workers can join or vanish at any time. It
+//! knows nothing about what an operator computes beyond the operator interface.
+pub mod finalize;
+pub mod pipeline;
+pub mod publish;
+pub mod readers;
+pub mod task;
+pub mod writer;
+
+use crate::clock::{Clock, Entropy};
+use crate::coordinator::{JobError, LoadedJob, load_job};
+use crate::ops;
+use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
+use crate::protocol::lease::{Claim, Held, LeaseCtx};
+use crate::protocol::records::{FINALIZE, VERSION, WorkerStats};
+use crate::protocol::task_of;
+use crate::store::{Registry, RequestCounts};
+use pipeline::BoundStage;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How a worker runs.
+#[derive(Clone)]
+pub struct WorkerOptions {
+    pub job_uri: String,
+    /// Stop after this many task attempts.
+    pub max_tasks: Option<u64>,
+    pub worker_id: Option<String>,
+    /// Whether this worker may take GPU phases.
+    pub gpu: bool,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Entropy,
+    /// Set on SIGTERM: stop claiming, hand leases back, exit.
+    pub shutdown: Arc<AtomicBool>,
+}
+
+/// What a worker did.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerReport {
+    pub worker_id: String,
+    pub committed: u64,
+    pub failed: u64,
+    pub released: u64,
+    pub fenced: u64,
+    pub claims_lost: u64,
+    /// Every task of the job is terminal.
+    pub job_complete: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    #[error("{0}")]
+    Plan(String),
+}
+
+/// Shared, read-only context of one worker.
+pub struct WorkerCtx {
+    pub base: Registry,
+    pub job: LoadedJob,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Entropy,
+    pub retry: Retry,
+    pub worker_id: String,
+    pub stages: Vec<Vec<BoundStage>>,
+    pub shutdown: Arc<AtomicBool>,
+}
+
+impl WorkerCtx {
+    pub fn ttl_ms(&self) -> u64 {
+        self.job.spec.job.lease_ttl_secs * 1000
+    }
+}
+
+/// Binds each phase's stages to its planned input schema and checks the result
+/// against the planned output.
+pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
+    let mut out = Vec::new();
+    for p in &job.manifest.phases {
+        let mut schema = Arc::new(p.input_schema.clone());
+        let mut bound = Vec::new();
+        for &i in &p.stages {
+            let st = &job.spec.stages[i];
+            schema = ops::output_schema(&st.name, &st.operator, &schema).map_err(|e| format!("stage {}: {e}", st.name))?;
+            bound.push(BoundStage {
+                name: st.name.clone(),
+                op: st.operator.clone(),
+                out_schema: schema.clone(),
+            });
+        }
+        for f in p.output_schema.fields() {
+            if schema.field_with_name(f.name()).map(|g| g.data_type() != f.data_type()).unwrap_or(true) {
+                return Err(format!(
+                    "phase {}: planned column {:?} does not match what this mdf computes; was the job planned by another version?",
+                    p.name,
+                    f.name()
+                ));
+            }
+        }
+        out.push(bound);
+    }
+    Ok(out)
+}
+
+type Key = (usize, String);
+
+/// The worker's cache of the job's state.
+struct View {
+    /// Task ids per phase; the last entry is the finalize phase.
+    ids: Vec<Vec<String>>,
+    names: Vec<String>,
+    /// For phase k > 0: task id → upstream task id.
+    upstream: Vec<HashMap<String, String>>,
+    /// For phase k < last: upstream id → downstream id.
+    downstream: Vec<HashMap<String, String>>,
+    terminal: HashSet<Key>,
+    seen_leased: HashSet<Key>,
+    busy_until: HashMap<Key, u64>,
+}
+
+impl View {
+    fn all_terminal(&self) -> bool {
+        self.ids.iter().map(Vec::len).sum::<usize>() == self.terminal.len()
+    }
+    fn phase_done(&self, p: usize) -> bool {
+        self.ids[p].iter().all(|t| self.terminal.contains(&(p, t.clone())))
+    }
+}
+
+fn hash16(parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+/// Runs a worker until the job is complete, `max_tasks` is reached, or shutdown.
+pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, WorkerError> {
+    let retry = Retry::new(opts.entropy.clone());
+    let job = load_job(reg, &opts.job_uri, &retry).await?;
+    let base = reg.with_s3(job.spec.s3.clone());
+    let counts = Arc::new(RequestCounts::default());
+    let coord = base.counting_into(counts.clone());
+    let store = coord.open(&job.uri).map_err(JobError::from)?;
+    let worker_id = opts
+        .worker_id
+        .clone()
+        .unwrap_or_else(|| format!("w-{}", opts.entropy.hex_id(6)));
+    let stages = bind_stages(&job).map_err(WorkerError::Plan)?;
+    let ctx = Arc::new(WorkerCtx {
+        base: base.clone(),
+        job,
+        clock: opts.clock.clone(),
+        entropy: opts.entropy.clone(),
+        retry: retry.clone(),
+        worker_id: worker_id.clone(),
+        stages,
+        shutdown: opts.shutdown.clone(),
+    });
+    let job = &ctx.job;
+    let lease = LeaseCtx {
+        store: store.as_ref(),
+        clock: ctx.clock.as_ref(),
+        entropy: &ctx.entropy,
+        worker: &worker_id,
+        ttl_ms: ctx.ttl_ms(),
+        retry: &retry,
+    };
+
+    // Task ids never change after submit: list them once.
+    let mut names: Vec<String> = job.manifest.phases.iter().map(|p| p.name.clone()).collect();
+    names.push(FINALIZE.to_string());
+    let mut ids = Vec::new();
+    for n in &names {
+        let mut v: Vec<String> = list_all(store.as_ref(), &job.paths.tasks(n), &retry)
+            .await?
+            .iter()
+            .filter_map(|m| task_of(&m.location))
+            .collect();
+        v.sort();
+        ids.push(v);
+    }
+    let nphases = job.manifest.phases.len();
+    let mut upstream = vec![HashMap::new(); nphases + 1];
+    let mut downstream = vec![HashMap::new(); nphases + 1];
+    for k in 1..nphases {
+        let fp = &job.manifest.phases[k].fingerprint;
+        for up in &ids[k - 1] {
+            let down = hash16(&[fp, up]);
+            upstream[k].insert(down.clone(), up.clone());
+            downstream[k - 1].insert(up.clone(), down);
+        }
+    }
+    let mut view = View {
+        ids,
+        names,
+        upstream,
+        downstream,
+        terminal: HashSet::new(),
+        seen_leased: HashSet::new(),
+        busy_until: HashMap::new(),
+    };
+    let offset = u64::from_str_radix(&hash16(&[&worker_id])[..8], 16).unwrap_or(0) as usize;
+    let mut report = WorkerReport {
+        worker_id: worker_id.clone(),
+        ..Default::default()
+    };
+    let poll = Duration::from_millis(job.spec.job.poll_millis);
+    let mut attempts = 0u64;
+    let mut last_stats = Instant::now();
+    let mut need_refresh = true;
+    let mut consecutive_lost = 0u32;
+    loop {
+        if ctx.shutdown.load(Ordering::Relaxed) || opts.max_tasks.is_some_and(|m| attempts >= m) {
+            break;
+        }
+        if need_refresh {
+            refresh(&store, &ctx, &mut view, &retry).await?;
+            need_refresh = false;
+            consecutive_lost = 0;
+        }
+        if view.all_terminal() {
+            report.job_complete = true;
+            break;
+        }
+        let Some((p, task, fresh)) = pick(&ctx, &view, offset, opts.gpu) else {
+            tokio::time::sleep(poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1))).await;
+            need_refresh = true;
+            continue;
+        };
+        let key = (p, task.clone());
+        let phase_name = view.names[p].clone();
+        // Lease cap: hold a slot first.
+        let slot = match job.spec.job.lease_caps.get(&phase_name) {
+            None => None,
+            Some(&cap) => match acquire_slot(&lease, &ctx, &phase_name, cap, offset).await? {
+                Some(s) => Some(s),
+                None => {
+                    view.busy_until.insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+                    continue;
+                }
+            },
+        };
+        let claim = lease.claim(&job.paths.lease_dir(&phase_name, &task), fresh).await?;
+        let held = match claim {
+            Claim::Acquired(h) => h,
+            Claim::Busy { until_ms } => {
+                if let Some(s) = &slot {
+                    let _ = lease.release(s, None).await;
+                }
+                report.claims_lost += 1;
+                consecutive_lost += 1;
+                view.seen_leased.insert(key.clone());
+                view.busy_until
+                    .insert(key, until_ms.max(ctx.clock.now_ms() + poll.as_millis() as u64));
+                if consecutive_lost >= 3 {
+                    need_refresh = true;
+                }
+                continue;
+            }
+        };
+        consecutive_lost = 0;
+        attempts += 1;
+        let outcome = task::run(&ctx, p, &task, held, slot).await;
+        match outcome {
+            Ok(task::Outcome::Committed) => {
+                report.committed += 1;
+                view.terminal.insert(key);
+            }
+            Ok(task::Outcome::Failed) => {
+                report.failed += 1;
+                view.terminal.insert(key);
+            }
+            Ok(task::Outcome::AlreadyCommitted) => {
+                view.terminal.insert(key);
+            }
+            Ok(task::Outcome::Released) => {
+                report.released += 1;
+                view.busy_until.insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+            }
+            Ok(task::Outcome::Fenced) => {
+                report.fenced += 1;
+                view.busy_until.insert(key, ctx.clock.now_ms() + ctx.ttl_ms());
+            }
+            Err(e) => {
+                tracing::warn!(task = %task, error = %e, "task attempt ended with a storage error");
+                view.busy_until.insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+            }
+        }
+        if last_stats.elapsed() > Duration::from_secs(30) {
+            write_stats(&store, &ctx, &report, &counts).await;
+            last_stats = Instant::now();
+        }
+    }
+    write_stats(&store, &ctx, &report, &counts).await;
+    Ok(report)
+}
+
+async fn refresh(
+    store: &Arc<dyn object_store::ObjectStore>,
+    ctx: &WorkerCtx,
+    view: &mut View,
+    retry: &Retry,
+) -> Result<(), ProtoError> {
+    let paths = &ctx.job.paths;
+    for p in 0..view.names.len() {
+        if view.phase_done(p) {
+            continue;
+        }
+        let name = &view.names[p];
+        for m in list_all(store.as_ref(), &paths.commits(name), retry).await? {
+            if let Some(t) = task_of(&m.location) {
+                view.terminal.insert((p, t));
+            }
+        }
+        if view.phase_done(p) {
+            continue;
+        }
+        for t in list_dirs(store.as_ref(), &paths.leases(name), retry).await? {
+            view.seen_leased.insert((p, t));
+        }
+    }
+    Ok(())
+}
+
+/// The next task to try: deepest phase first (drains pipelines), tasks in a
+/// per-worker rotation (spreads workers over the task list), never-leased first.
+fn pick(ctx: &WorkerCtx, view: &View, offset: usize, gpu: bool) -> Option<(usize, String, bool)> {
+    let now = ctx.clock.now_ms();
+    let nphases = view.names.len() - 1;
+    let max_unconsumed = ctx.job.spec.job.max_unconsumed_tasks;
+    for fresh_pass in [true, false] {
+        for p in (0..view.names.len()).rev() {
+            if p < nphases && ctx.job.manifest.phases[p].gpu && !gpu {
+                continue;
+            }
+            if p == nphases && (0..nphases).any(|q| !view.phase_done(q)) {
+                continue;
+            }
+            if let Some(m) = max_unconsumed
+                && p + 1 < nphases
+            {
+                let unconsumed = view.ids[p]
+                    .iter()
+                    .filter(|t| {
+                        view.terminal.contains(&(p, (*t).clone()))
+                            && view.downstream[p]
+                                .get(*t)
+                                .is_some_and(|d| !view.terminal.contains(&(p + 1, d.clone())))
+                    })
+                    .count() as u64;
+                if unconsumed >= m {
+                    continue;
+                }
+            }
+            let ids = &view.ids[p];
+            let n = ids.len();
+            for i in 0..n {
+                let t = &ids[(i + offset) % n];
+                let key = (p, t.clone());
+                if view.terminal.contains(&key) || view.busy_until.get(&key).is_some_and(|&u| u > now) {
+                    continue;
+                }
+                if view.seen_leased.contains(&key) == fresh_pass {
+                    continue;
+                }
+                if p > 0 && p < nphases {
+                    match view.upstream[p].get(t) {
+                        Some(up) if view.terminal.contains(&(p - 1, up.clone())) => {}
+                        _ => continue,
+                    }
+                }
+                return Some((p, t.clone(), fresh_pass));
+            }
+        }
+    }
+    None
+}
+
+async fn acquire_slot(
+    lease: &LeaseCtx<'_>,
+    ctx: &WorkerCtx,
+    phase: &str,
+    cap: u32,
+    offset: usize,
+) -> Result<Option<Held>, ProtoError> {
+    for i in 0..cap {
+        let slot = (i + offset as u32 % cap) % cap;
+        if let Claim::Acquired(h) = lease.claim(&ctx.job.paths.slot_dir(phase, slot), false).await? {
+            return Ok(Some(h));
+        }
+    }
+    Ok(None)
+}
+
+async fn write_stats(store: &Arc<dyn object_store::ObjectStore>, ctx: &WorkerCtx, r: &WorkerReport, counts: &RequestCounts) {
+    // The stats write itself is counted first, so the file includes it.
+    counts.put.fetch_add(1, Ordering::Relaxed);
+    let stats = WorkerStats {
+        version: VERSION,
+        worker: r.worker_id.clone(),
+        tasks_committed: r.committed,
+        tasks_failed: r.failed,
+        claims_lost: r.claims_lost,
+        requests: counts.snapshot(),
+        updated_ms: ctx.clock.now_ms(),
+    };
+    let plain = ctx.base.open(&ctx.job.uri);
+    let _ = store;
+    if let Ok(s) = plain
+        && let Err(e) = put_json(s.as_ref(), &ctx.job.paths.worker(&r.worker_id), &stats, &ctx.retry).await
+    {
+        tracing::warn!(error = %e, "could not write worker stats");
+    }
+}

@@ -1,0 +1,90 @@
+//! Publishing: the deterministic final names of committed files, and the copy that
+//! puts them there. Only files listed in a commit record are ever published, so the
+//! output prefix never holds an uncommitted attempt's file.
+use crate::protocol::io::{ProtoError, Retry};
+use crate::protocol::records::{CommitRecord, JobManifest};
+use crate::store::{Registry, Uri};
+use object_store::ObjectStoreExt;
+
+/// (staged uri, published uri) pairs of a commit record, and the relative names
+/// used in the output manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub from: String,
+    pub to: String,
+    pub rel: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub blake3: String,
+    pub data: bool,
+    pub task: String,
+}
+
+pub fn targets(job: &JobManifest, rec: &CommitRecord) -> Vec<Target> {
+    let mut out = Vec::new();
+    let last = job.phases.last().map(|p| p.name.as_str()) == Some(rec.phase.as_str());
+    if last {
+        for (n, f) in rec.outputs.iter().enumerate() {
+            let rel = format!("part-{}-{n:05}.parquet", rec.task_id);
+            out.push(Target {
+                from: f.uri.clone(),
+                to: format!("{}/{rel}", job.output_uri),
+                rel,
+                rows: f.rows,
+                bytes: f.bytes,
+                blake3: f.blake3.clone(),
+                data: true,
+                task: rec.task_id.clone(),
+            });
+        }
+    }
+    for (n, f) in rec.rejects.iter().enumerate() {
+        let rel = format!("{}-{}-{n:05}.parquet", rec.phase, rec.task_id);
+        out.push(Target {
+            from: f.uri.clone(),
+            to: format!("{}/{rel}", job.rejects_uri),
+            rel,
+            rows: f.rows,
+            bytes: f.bytes,
+            blake3: f.blake3.clone(),
+            data: false,
+            task: rec.task_id.clone(),
+        });
+    }
+    out
+}
+
+/// Copies one object, server-side when both ends are in the same store.
+pub async fn copy(reg: &Registry, from: &str, to: &str, retry: &Retry) -> Result<(), ProtoError> {
+    let fu = Uri::parse(from).map_err(|e| ProtoError::Corrupt {
+        path: from.to_string(),
+        message: e.to_string(),
+    })?;
+    let tu = Uri::parse(to).map_err(|e| ProtoError::Corrupt {
+        path: to.to_string(),
+        message: e.to_string(),
+    })?;
+    let src = reg.open(&fu).map_err(|e| ProtoError::Corrupt {
+        path: from.to_string(),
+        message: e.to_string(),
+    })?;
+    if fu.store == tu.store {
+        return retry
+            .run(|| src.copy(&fu.path, &tu.path))
+            .await
+            .map_err(|e| ProtoError::store(&fu.path, e));
+    }
+    let dst = reg.open(&tu).map_err(|e| ProtoError::Corrupt {
+        path: to.to_string(),
+        message: e.to_string(),
+    })?;
+    let bytes = retry
+        .run(|| async { src.get(&fu.path).await?.bytes().await })
+        .await
+        .map_err(|e| ProtoError::store(&fu.path, e))?;
+    retry
+        .run(|| dst.put(&tu.path, bytes.clone().into()))
+        .await
+        .map(|_| ())
+        .map_err(|e| ProtoError::store(&tu.path, e))
+}

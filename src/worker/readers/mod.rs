@@ -1,0 +1,113 @@
+//! Readers turn one input slice into Arrow batches of the phase's input schema,
+//! streaming (memory never scales with the file size). They run on a blocking thread
+//! and reach the async store only through bridges. A bad record becomes a reject with
+//! its reason; a corrupt or vanished file becomes one reject for the file; only
+//! storage failures that outlast retries are errors (the attempt is retried).
+pub mod jsonl;
+pub mod parquet;
+
+use crate::protocol::records::InputSlice;
+use crate::records::Reject;
+use crate::spec::Format;
+use crate::store::Registry;
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a reader hands downstream.
+#[derive(Debug)]
+pub enum Item {
+    Batch(RecordBatch),
+    Rejects(Vec<Reject>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reading {uri}: {message}")]
+    Storage { uri: String, message: String },
+    #[error("{uri} does not exist: {message}")]
+    Missing { uri: String, message: String },
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Settings and handles a reader needs.
+#[derive(Clone)]
+pub struct ReadCtx {
+    pub registry: Registry,
+    pub handle: tokio::runtime::Handle,
+    pub batch_rows: usize,
+    pub max_record_bytes: usize,
+    pub cancel: Arc<AtomicBool>,
+    /// Phase-0 inputs get record ids assigned; upstream outputs already carry them.
+    pub assign_ids: bool,
+}
+
+impl ReadCtx {
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// Stream compression, from the file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    pub fn of(uri: &str) -> Compression {
+        let l = uri.to_ascii_lowercase();
+        if l.ends_with(".gz") || l.ends_with(".gzip") {
+            Compression::Gzip
+        } else if l.ends_with(".zst") || l.ends_with(".zstd") {
+            Compression::Zstd
+        } else {
+            Compression::None
+        }
+    }
+}
+
+/// Whether a file of this format and name can be cut into byte ranges.
+pub fn splittable(format: Format, uri: &str) -> bool {
+    match format {
+        Format::Jsonl => Compression::of(uri) == Compression::None,
+        Format::Parquet => true,
+    }
+}
+
+/// Statistics of one slice.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SliceStats {
+    pub records: u64,
+    pub rejected: u64,
+    pub bytes: u64,
+}
+
+/// Reads one slice, sending items to `out` (which returns false to stop early).
+/// `prepend_ids` is false when reading an upstream phase's output (ids exist).
+pub fn read_slice(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    schema: &SchemaRef,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<SliceStats, ReadError> {
+    match slice.format {
+        Format::Jsonl => jsonl::read(ctx, slice, schema, out),
+        Format::Parquet => parquet::read(ctx, slice, schema, out),
+    }
+}
+
+/// A reject for a whole file or the rest of it.
+pub fn file_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String) -> Reject {
+    Reject {
+        id: crate::records::record_id(&crate::records::file_key(&slice.uri), offset),
+        reason: reason.to_string(),
+        operator: "reader".to_string(),
+        detail: Some(format!("{}: {detail}", slice.uri)),
+        record: None,
+    }
+}

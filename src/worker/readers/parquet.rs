@@ -1,0 +1,242 @@
+//! Parquet input (and the staged output of earlier phases). Reads through the async
+//! object store with ranged requests; a byte-range task owns the row groups that start
+//! in its range. Columns are conformed to the planned schema (renames, safe casts);
+//! a file that cannot be conformed is rejected whole with the reason.
+use super::{Item, ReadCtx, ReadError, SliceStats, file_reject};
+use crate::protocol::records::InputSlice;
+use crate::records::{ID, SOURCE_ID, file_key, record_id};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// [`AsyncFileReader`] over any object store.
+pub struct ObjectReader {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: Path,
+    pub size: u64,
+}
+
+impl AsyncFileReader for ObjectReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        Box::pin(async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        Box::pin(async move {
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        Box::pin(async move {
+            let size = self.size;
+            let md = ParquetMetaDataReader::new()
+                .with_prefetch_hint(Some(64 << 10))
+                .load_and_finish(self, size)
+                .await?;
+            Ok(Arc::new(md))
+        })
+    }
+}
+
+/// Types a planned schema uses for a Parquet column (large/view strings → Utf8).
+pub fn normalise_type(dt: &DataType) -> DataType {
+    match dt {
+        DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        other => other.clone(),
+    }
+}
+
+/// The columns of a Parquet file, normalised, for planning.
+pub async fn read_columns(store: Arc<dyn ObjectStore>, path: &Path) -> Result<Vec<(String, DataType)>, String> {
+    let size = store.head(path).await.map_err(|e| e.to_string())?.size;
+    let reader = ObjectReader {
+        store,
+        path: path.clone(),
+        size,
+    };
+    let b = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(b.schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), normalise_type(f.data_type())))
+        .collect())
+}
+
+pub fn read(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    schema: &SchemaRef,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<SliceStats, ReadError> {
+    let storage = |e: String| ReadError::Storage {
+        uri: slice.uri.clone(),
+        message: e,
+    };
+    let (store, u) = ctx.registry.resolve(&slice.uri).map_err(|e| storage(e.to_string()))?;
+    let reader = ObjectReader {
+        store,
+        path: u.path.clone(),
+        size: slice.size,
+    };
+    let mut stats = SliceStats::default();
+    let reject_file = |reason: &str, e: String, out: &mut dyn FnMut(Item) -> bool| {
+        out(Item::Rejects(vec![file_reject(slice, 0, reason, e)]));
+        SliceStats { rejected: 1, ..Default::default() }
+    };
+    let builder = match ctx.handle.block_on(ParquetRecordBatchStreamBuilder::new(reader)) {
+        Ok(b) => b,
+        Err(ParquetError::External(e)) => {
+            if let Some(object_store::Error::NotFound { .. }) = e.downcast_ref::<object_store::Error>() {
+                return Ok(reject_file("input_missing", e.to_string(), out));
+            }
+            return Err(storage(e.to_string()));
+        }
+        Err(e) => return Ok(reject_file("corrupt_input", e.to_string(), out)),
+    };
+    let md = builder.metadata().clone();
+    let mut selected = Vec::new();
+    let mut first_rows = Vec::new();
+    let mut row = 0u64;
+    for (i, rg) in md.row_groups().iter().enumerate() {
+        let c0 = rg.column(0);
+        let start = c0.dictionary_page_offset().unwrap_or(c0.data_page_offset()).max(0) as u64;
+        if start >= slice.start && start < slice.end {
+            selected.push(i);
+            first_rows.push(row);
+        }
+        row += rg.num_rows().max(0) as u64;
+    }
+    if selected.is_empty() {
+        return Ok(stats);
+    }
+    let file_schema = builder.schema().clone();
+    let plan = match conform_plan(&file_schema, schema, ctx.assign_ids) {
+        Ok(p) => p,
+        Err(e) => return Ok(reject_file("schema_mismatch", e, out)),
+    };
+    let mut stream = match builder
+        .with_row_groups(selected.clone())
+        .with_batch_size(ctx.batch_rows)
+        .build()
+    {
+        Ok(s) => s,
+        Err(e) => return Ok(reject_file("corrupt_input", e.to_string(), out)),
+    };
+    let key = file_key(&slice.uri);
+    // Row numbers: batches arrive in row-group order; track the position within.
+    let rg_rows: Vec<u64> = selected
+        .iter()
+        .map(|&i| md.row_group(i).num_rows().max(0) as u64)
+        .collect();
+    let (mut rg_idx, mut in_rg) = (0usize, 0u64);
+    loop {
+        if ctx.cancelled() {
+            return Err(ReadError::Cancelled);
+        }
+        let next = ctx.handle.block_on(stream.next());
+        let batch = match next {
+            None => break,
+            Some(Ok(b)) => b,
+            Some(Err(ParquetError::External(e))) => return Err(storage(e.to_string())),
+            Some(Err(e)) => {
+                let at = first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg;
+                out(Item::Rejects(vec![file_reject(slice, at, "corrupt_input", e.to_string())]));
+                stats.rejected += 1;
+                break;
+            }
+        };
+        let n = batch.num_rows();
+        let ids = ctx.assign_ids.then(|| {
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                while rg_idx < rg_rows.len() && in_rg >= rg_rows[rg_idx] {
+                    rg_idx += 1;
+                    in_rg = 0;
+                }
+                v.push(record_id(&key, first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg));
+                in_rg += 1;
+            }
+            v
+        });
+        match apply_plan(&plan, &batch, schema, ids) {
+            Ok(b) => {
+                stats.records += n as u64;
+                if !out(Item::Batch(b)) {
+                    return Err(ReadError::Cancelled);
+                }
+            }
+            Err(e) => {
+                out(Item::Rejects(vec![file_reject(slice, 0, "schema_mismatch", e)]));
+                stats.rejected += n as u64;
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// For each target column after `id` (or every column when ids exist): the file
+/// column index it comes from.
+struct Plan {
+    sources: Vec<usize>,
+}
+
+fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan, String> {
+    let skip = usize::from(assign_ids);
+    let mut sources = Vec::new();
+    for f in target.fields().iter().skip(skip) {
+        let src_name = if assign_ids && f.name() == SOURCE_ID { ID } else { f.name().as_str() };
+        let idx = file
+            .index_of(src_name)
+            .map_err(|_| format!("column {src_name:?} is missing from this file"))?;
+        let ft = file.field(idx).data_type();
+        if normalise_type(ft) != *f.data_type() && !arrow_cast::can_cast_types(ft, f.data_type()) {
+            return Err(format!("column {src_name:?} is {ft}, expected {}", f.data_type()));
+        }
+        sources.push(idx);
+    }
+    Ok(Plan { sources })
+}
+
+fn apply_plan(plan: &Plan, batch: &RecordBatch, target: &SchemaRef, ids: Option<Vec<String>>) -> Result<RecordBatch, String> {
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    if let Some(ids) = ids {
+        cols.push(Arc::new(StringArray::from(ids)));
+    }
+    let offset = cols.len();
+    for (i, &src) in plan.sources.iter().enumerate() {
+        let want: &Field = target.field(i + offset);
+        let col = batch.column(src);
+        cols.push(if col.data_type() == want.data_type() {
+            col.clone()
+        } else {
+            arrow_cast::cast(col, want.data_type()).map_err(|e| format!("column {:?}: {e}", want.name()))?
+        });
+    }
+    RecordBatch::try_new(target.clone(), cols).map_err(|e| e.to_string())
+}

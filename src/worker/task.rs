@@ -1,0 +1,309 @@
+//! One task attempt: read its manifest, resolve its inputs, run the pipeline while a
+//! heartbeat renews the lease, then commit (create-only) and publish — or release the
+//! lease with the error, or record the task as failed after `job.max_attempts`
+//! identical failures. A fenced attempt stops at once and commits nothing.
+use super::WorkerCtx;
+use super::pipeline::{self, PipelineError, PipelineSpec};
+use super::publish;
+use crate::protocol::io::{ProtoError, get_json};
+use crate::protocol::lease::{CommitOutcome, Held, LeaseCtx, LeaseError};
+use crate::protocol::records::{
+    CommitRecord, FINALIZE, InputSlice, OutputFile, TaskManifest, TaskStats, TaskStatus, VERSION,
+};
+use crate::spec::Format;
+use crate::store::RequestCounts;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Committed,
+    Failed,
+    AlreadyCommitted,
+    Released,
+    Fenced,
+}
+
+/// What an attempt produced before committing.
+struct Produced {
+    outputs: Vec<OutputFile>,
+    rejects: Vec<OutputFile>,
+    stats: TaskStats,
+}
+
+enum Attempt {
+    Done(Produced),
+    /// A deterministic failure: counts towards `max_attempts`.
+    Error(String),
+    /// Failed for good without retrying (upstream failed, lost too often).
+    Fatal(String),
+    Cancelled,
+}
+
+pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slot: Option<Held>) -> Result<Outcome, ProtoError> {
+    let counts = Arc::new(RequestCounts::default());
+    let reg = ctx.base.counting_into(counts.clone());
+    let store = reg.open(&ctx.job.uri).map_err(|e| ProtoError::Corrupt {
+        path: ctx.job.uri.to_uri_string(),
+        message: e.to_string(),
+    })?;
+    let is_finalize = phase == ctx.job.manifest.phases.len();
+    let phase_name = if is_finalize {
+        FINALIZE.to_string()
+    } else {
+        ctx.job.manifest.phases[phase].name.clone()
+    };
+    let started_ms = ctx.clock.now_ms();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let held = Arc::new(Mutex::new(held));
+    let slot = Arc::new(Mutex::new(slot));
+    let fenced = Arc::new(AtomicBool::new(false));
+
+    // Heartbeat: renew the lease (and slot) until told to stop; fenced → cancel.
+    let hb = {
+        let ctx = ctx.clone();
+        let store = store.clone();
+        let (held, slot, cancel, fenced) = (held.clone(), slot.clone(), cancel.clone(), fenced.clone());
+        tokio::spawn(async move {
+            let every = Duration::from_secs(ctx.job.spec.job.heartbeat_secs);
+            let lease = LeaseCtx {
+                store: store.as_ref(),
+                clock: ctx.clock.as_ref(),
+                entropy: &ctx.entropy,
+                worker: &ctx.worker_id,
+                ttl_ms: ctx.ttl_ms(),
+                retry: &ctx.retry,
+            };
+            let mut ticks = tokio::time::interval(Duration::from_millis(200));
+            let mut last = tokio::time::Instant::now();
+            loop {
+                ticks.tick().await;
+                if ctx.shutdown.load(Ordering::Relaxed) {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                if last.elapsed() < every {
+                    continue;
+                }
+                last = tokio::time::Instant::now();
+                let mut h = held.lock().await;
+                match lease.renew(&mut h).await {
+                    Ok(()) => {}
+                    Err(LeaseError::Fenced { .. }) => {
+                        fenced.store(true, Ordering::Relaxed);
+                        cancel.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying at the next beat"),
+                }
+                drop(h);
+                if let Some(s) = slot.lock().await.as_mut()
+                    && let Err(e) = lease.renew(s).await
+                {
+                    tracing::warn!(error = %e, "slot renewal failed");
+                }
+            }
+        })
+    };
+
+    let attempt_id = held.lock().await.attempt.clone();
+    let lost = held.lock().await.lost;
+    let result = if lost >= ctx.job.spec.job.max_lost_leases {
+        Attempt::Fatal(format!("the task's worker was lost {lost} times (killed or out of memory)"))
+    } else if is_finalize {
+        match super::finalize::run(ctx, &reg).await {
+            Ok((outputs, stats)) => Attempt::Done(Produced {
+                outputs,
+                rejects: vec![],
+                stats,
+            }),
+            Err(e) => Attempt::Error(e),
+        }
+    } else {
+        execute(ctx, &reg, &store, phase, &phase_name, task, &attempt_id, cancel.clone()).await
+    };
+    hb.abort();
+    let _ = hb.await;
+
+    let lease = LeaseCtx {
+        store: store.as_ref(),
+        clock: ctx.clock.as_ref(),
+        entropy: &ctx.entropy,
+        worker: &ctx.worker_id,
+        ttl_ms: ctx.ttl_ms(),
+        retry: &ctx.retry,
+    };
+    let mut held = held.lock().await.clone();
+    let slot = slot.lock().await.clone();
+    let release_slot = || async {
+        if let Some(s) = &slot {
+            let _ = lease.release(s, None).await;
+        }
+    };
+    if fenced.load(Ordering::Relaxed) {
+        tracing::warn!(task, "lease taken over by another worker; attempt abandoned");
+        release_slot().await;
+        return Ok(Outcome::Fenced);
+    }
+    let mut record = CommitRecord {
+        version: VERSION,
+        job_id: ctx.job.manifest.job_id.clone(),
+        phase: phase_name.clone(),
+        task_id: task.to_string(),
+        status: TaskStatus::Committed,
+        attempt: held.attempt.clone(),
+        worker: ctx.worker_id.clone(),
+        epoch: held.epoch,
+        write_id: ctx.entropy.hex_id(8),
+        error: None,
+        outputs: vec![],
+        rejects: vec![],
+        stats: TaskStats::default(),
+        requests: Default::default(),
+        started_ms,
+        finished_ms: 0,
+        reused_from: None,
+    };
+    match result {
+        Attempt::Done(p) => {
+            record.outputs = p.outputs;
+            record.rejects = p.rejects;
+            record.stats = p.stats;
+        }
+        Attempt::Cancelled => {
+            // Shutdown: hand the lease back so another worker starts at once.
+            let _ = lease.release(&held, None).await;
+            release_slot().await;
+            return Ok(Outcome::Released);
+        }
+        Attempt::Error(e) => {
+            let failures = if held.last_error.as_deref() == Some(e.as_str()) { held.failures + 1 } else { 1 };
+            tracing::warn!(task, failures, error = %e, "task attempt failed");
+            if failures < ctx.job.spec.job.max_attempts {
+                let _ = lease.release(&held, Some((e, failures))).await;
+                release_slot().await;
+                return Ok(Outcome::Released);
+            }
+            record.status = TaskStatus::Failed;
+            record.error = Some(format!("failed {failures} times: {e}"));
+        }
+        Attempt::Fatal(e) => {
+            record.status = TaskStatus::Failed;
+            record.error = Some(e);
+        }
+    }
+    record.finished_ms = ctx.clock.now_ms();
+    // Count the commit PUT itself so the record holds every request of the task.
+    counts.put.fetch_add(1, Ordering::Relaxed);
+    record.requests = counts.snapshot();
+    let path = ctx.job.paths.commit(&phase_name, task);
+    let plain = ctx.base.open(&ctx.job.uri).map_err(|e| ProtoError::Corrupt {
+        path: path.to_string(),
+        message: e.to_string(),
+    })?;
+    let commit_lease = LeaseCtx {
+        store: plain.as_ref(),
+        ..lease.clone()
+    };
+    let outcome = match commit_lease.commit(&mut held, &path, &record).await {
+        Ok(CommitOutcome::Committed) => {
+            if record.status == TaskStatus::Committed {
+                for t in publish::targets(&ctx.job.manifest, &record) {
+                    if let Err(e) = publish::copy(&ctx.base, &t.from, &t.to, &ctx.retry).await {
+                        tracing::warn!(error = %e, "publish failed; finalize will publish it");
+                    }
+                }
+                Outcome::Committed
+            } else {
+                Outcome::Failed
+            }
+        }
+        Ok(CommitOutcome::AlreadyCommitted(_)) => Outcome::AlreadyCommitted,
+        Err(LeaseError::Fenced { .. }) => Outcome::Fenced,
+        Err(LeaseError::Proto(e)) => {
+            release_slot().await;
+            return Err(e);
+        }
+    };
+    release_slot().await;
+    Ok(outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    ctx: &Arc<WorkerCtx>,
+    reg: &crate::store::Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+    phase_name: &str,
+    task: &str,
+    attempt: &str,
+    cancel: Arc<AtomicBool>,
+) -> Attempt {
+    let job = &ctx.job;
+    let manifest: TaskManifest = match get_json(store.as_ref(), &job.paths.task(phase_name, task), &ctx.retry).await {
+        Ok(Some(m)) => m,
+        Ok(None) => return Attempt::Fatal(format!("task manifest {phase_name}/{task} is missing")),
+        Err(e) => return Attempt::Error(e.to_string()),
+    };
+    let plan = &job.manifest.phases[phase];
+    let inputs: Vec<InputSlice> = if phase == 0 {
+        manifest.inputs.clone()
+    } else {
+        let mut v = Vec::new();
+        for up in &manifest.upstream {
+            let prev = &job.manifest.phases[phase - 1].name;
+            match get_json::<CommitRecord>(store.as_ref(), &job.paths.commit(prev, up), &ctx.retry).await {
+                Ok(Some(r)) if r.status == TaskStatus::Committed => {
+                    v.extend(r.outputs.iter().map(|f| InputSlice {
+                        uri: f.uri.clone(),
+                        size: f.bytes,
+                        etag: None,
+                        format: Format::Parquet,
+                        start: 0,
+                        end: f.bytes,
+                    }));
+                }
+                Ok(Some(r)) => {
+                    return Attempt::Fatal(format!(
+                        "upstream task {prev}/{up} failed: {}",
+                        r.error.unwrap_or_default()
+                    ));
+                }
+                Ok(None) => return Attempt::Error(format!("upstream task {prev}/{up} is not committed")),
+                Err(e) => return Attempt::Error(e.to_string()),
+            }
+        }
+        v
+    };
+    let spec = &job.spec;
+    let last = plan.last;
+    let pspec = PipelineSpec {
+        registry: reg.clone(),
+        handle: tokio::runtime::Handle::current(),
+        inputs,
+        input_schema: Arc::new(plan.input_schema.clone()),
+        assign_ids: phase == 0,
+        stages: ctx.stages[phase].clone(),
+        output_schema: Arc::new(plan.output_schema.clone()),
+        out_dir: job.paths.attempt_dir(phase_name, task, attempt),
+        props: super::writer::properties(&spec.output),
+        target_file_bytes: if last { spec.output.target_file_bytes } else { spec.output.target_file_bytes.min(256 << 20) },
+        batch_rows: spec.job.batch_rows,
+        channel_batches: spec.job.channel_batches,
+        max_record_bytes: spec.input.max_record_bytes as usize,
+        keep_rejected_records: spec.rejects.include_record,
+        cancel,
+    };
+    match tokio::task::spawn_blocking(move || pipeline::run(pspec)).await {
+        Ok(Ok(out)) => Attempt::Done(Produced {
+            outputs: out.outputs,
+            rejects: out.rejects,
+            stats: out.stats,
+        }),
+        Ok(Err(PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled))) => Attempt::Cancelled,
+        Ok(Err(e)) => Attempt::Error(e.to_string()),
+        Err(e) => Attempt::Error(format!("pipeline panicked: {e}")),
+    }
+}

@@ -1,0 +1,181 @@
+//! Parquet part writer: a fixed schema (declared by the plan, never inferred from a
+//! batch), zstd/snappy compression, bounded row groups, and a new file whenever the
+//! current one reaches the target size. Bytes stream to the store (multipart above
+//! 10 MiB) while a blake3 checksum is computed, so memory is one row group plus one
+//! upload buffer. Runs on a blocking thread.
+use crate::protocol::records::OutputFile;
+use crate::spec::{Compression, OutputSpec};
+use crate::store::{Registry, Uri};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use object_store::buffered::BufWriter;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression as PqCompression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use std::io::Write;
+use tokio_util::io::SyncIoBridge;
+
+#[derive(Debug, thiserror::Error)]
+#[error("writing {uri}: {message}")]
+pub struct WriteError {
+    pub uri: String,
+    pub message: String,
+}
+
+/// Counts and hashes the bytes passing through.
+struct Hashing<W> {
+    inner: W,
+    hasher: blake3::Hasher,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct Open {
+    writer: ArrowWriter<Hashing<SyncIoBridge<BufWriter>>>,
+    uri: Uri,
+    rows: u64,
+}
+
+/// Writer properties from the output settings.
+pub fn properties(out: &OutputSpec) -> WriterProperties {
+    let compression = match out.compression {
+        Compression::Zstd => PqCompression::ZSTD(ZstdLevel::try_new(out.zstd_level).unwrap_or_default()),
+        Compression::Snappy => PqCompression::SNAPPY,
+        Compression::None => PqCompression::UNCOMPRESSED,
+    };
+    WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(out.row_group_rows))
+        .set_created_by(format!("mdf {}", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// Writes `<dir>/<prefix>-NNNNN.parquet` files.
+pub struct PartWriter {
+    registry: Registry,
+    handle: tokio::runtime::Handle,
+    dir: Uri,
+    prefix: &'static str,
+    schema: SchemaRef,
+    props: WriterProperties,
+    target_bytes: u64,
+    current: Option<Open>,
+    files: Vec<OutputFile>,
+}
+
+impl PartWriter {
+    pub fn new(
+        registry: Registry,
+        handle: tokio::runtime::Handle,
+        dir: Uri,
+        prefix: &'static str,
+        schema: SchemaRef,
+        props: WriterProperties,
+        target_bytes: u64,
+    ) -> Self {
+        PartWriter {
+            registry,
+            handle,
+            dir,
+            prefix,
+            schema,
+            props,
+            target_bytes,
+            current: None,
+            files: vec![],
+        }
+    }
+
+    fn err(&self, uri: &Uri, e: impl std::fmt::Display) -> WriteError {
+        WriteError {
+            uri: uri.to_uri_string(),
+            message: e.to_string(),
+        }
+    }
+
+    fn open(&mut self) -> Result<(), WriteError> {
+        let uri = self
+            .dir
+            .child(&format!("{}-{:05}.parquet", self.prefix, self.files.len()));
+        let store = self.registry.open(&uri).map_err(|e| self.err(&uri, e))?;
+        let bw = BufWriter::new(store, uri.path.clone());
+        let sink = Hashing {
+            inner: SyncIoBridge::new_with_handle(bw, self.handle.clone()),
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
+        };
+        let writer = ArrowWriter::try_new(sink, self.schema.clone(), Some(self.props.clone()))
+            .map_err(|e| self.err(&uri, e))?;
+        self.current = Some(Open { writer, uri, rows: 0 });
+        Ok(())
+    }
+
+    /// Appends a batch (which must have the writer's schema).
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), WriteError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if batch.schema().fields() != self.schema.fields() {
+            return Err(self.err(
+                &self.dir,
+                format!("batch schema {:?} differs from the planned schema", batch.schema()),
+            ));
+        }
+        if self.current.is_none() {
+            self.open()?;
+        }
+        let cur = self.current.as_mut().expect("opened");
+        cur.writer.write(batch).map_err(|e| WriteError {
+            uri: cur.uri.to_uri_string(),
+            message: e.to_string(),
+        })?;
+        cur.rows += batch.num_rows() as u64;
+        let size = cur.writer.bytes_written() + cur.writer.in_progress_size();
+        if size as u64 >= self.target_bytes {
+            self.close_current()?;
+        }
+        Ok(())
+    }
+
+    fn close_current(&mut self) -> Result<(), WriteError> {
+        let Some(cur) = self.current.take() else { return Ok(()) };
+        let uri = cur.uri.clone();
+        // into_inner writes the footer (finish() first would write it twice).
+        let mut sink = cur.writer.into_inner().map_err(|e| self.err(&uri, e))?;
+        sink.inner.shutdown().map_err(|e| self.err(&uri, e))?;
+        self.files.push(OutputFile {
+            uri: uri.to_uri_string(),
+            rows: cur.rows,
+            bytes: sink.bytes,
+            blake3: sink.hasher.finalize().to_hex().to_string(),
+        });
+        Ok(())
+    }
+
+    /// Closes the last file; returns every file written.
+    pub fn finish(mut self) -> Result<Vec<OutputFile>, WriteError> {
+        self.close_current()?;
+        Ok(std::mem::take(&mut self.files))
+    }
+
+    /// Abandons the file in progress (its multipart upload is aborted).
+    pub fn abort(mut self) {
+        if let Some(cur) = self.current.take()
+            && let Ok(sink) = cur.writer.into_inner()
+        {
+            let mut bw = sink.inner.into_inner();
+            let _ = self.handle.block_on(bw.abort());
+        }
+    }
+}
