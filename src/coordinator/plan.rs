@@ -206,7 +206,7 @@ pub fn fingerprints(spec: &Spec, input_schema: &Schema) -> Vec<String> {
         } else {
             what["include_record"] = json!(spec.rejects.include_record);
         }
-        let fp = hash16(&[&prev, &what.to_string()]);
+        let fp = hash16(&[&prev, &crate::spec::canonical_json(&what)]);
         out.push(fp.clone());
         prev = fp;
     }

@@ -204,7 +204,7 @@ impl Spec {
 
     /// blake3 of the canonical JSON of the resolved tree (keys sorted).
     pub fn hash(&self) -> String {
-        blake3::hash(self.resolved.to_string().as_bytes()).to_hex()[..32].to_string()
+        blake3::hash(canonical_json(&self.resolved).as_bytes()).to_hex()[..32].to_string()
     }
 
     /// Stage indices grouped into phases (a phase ends at `end_phase` or at the end).
@@ -218,6 +218,23 @@ impl Spec {
         }
         out
     }
+}
+
+/// JSON text with every map's keys sorted, so equal trees hash equally whatever the
+/// key order in the YAML.
+pub fn canonical_json(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(v).to_string()
 }
 
 fn build(v: &Value, sink: &Sink) -> Option<Spec> {
@@ -333,7 +350,9 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
 }
 
 fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
-    let list = root.opt_list("stages")?;
+    let Some(list) = root.opt_list("stages") else {
+        return Some(vec![]);
+    };
     let mut out = Vec::new();
     let mut names = BTreeSet::new();
     let mut ok = true;

@@ -178,6 +178,8 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
             return Ok(Outcome::Released);
         }
         Attempt::Error(e) => {
+            // Attempt ids appear in staged paths; without them equal failures compare equal.
+            let e = e.replace(&held.attempt, "<attempt>");
             let failures = if held.last_error.as_deref() == Some(e.as_str()) { held.failures + 1 } else { 1 };
             tracing::warn!(task, failures, error = %e, "task attempt failed");
             if failures < ctx.job.spec.job.max_attempts {

@@ -1,0 +1,146 @@
+//! Helpers shared by the integration tests: the `mdf` binary, generated inputs,
+//! reading outputs back.
+#![allow(dead_code)]
+use arrow_array::{Array, RecordBatch, StringArray};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn mdf() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mdf"));
+    c.env_remove("MDF_FAULTS");
+    c
+}
+
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("mdf runs");
+    assert!(
+        out.status.success(),
+        "mdf failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Deterministic pseudo-random documents: `{"url", "text", "n"}` per line.
+pub fn docs(seed: u64, n: usize) -> Vec<String> {
+    let words = ["alpha", "beta", "gamma", "delta", "web", "data", "token", "model", "crawl", "text"];
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) as usize
+    };
+    (0..n)
+        .map(|i| {
+            let len = 1 + next() % 40;
+            let text: Vec<&str> = (0..len).map(|_| words[next() % words.len()]).collect();
+            serde_json::json!({"url": format!("https://e.org/{seed}/{i}"), "text": text.join(" "), "n": i})
+                .to_string()
+        })
+        .collect()
+}
+
+pub fn write_lines(path: &Path, lines: &[String]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+pub fn write_spec(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("spec.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+pub fn read_parquet(path: &Path) -> Vec<RecordBatch> {
+    let f = std::fs::File::open(path).unwrap();
+    let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+        .unwrap()
+        .build()
+        .unwrap();
+    r.map(|b| b.unwrap()).collect()
+}
+
+pub fn strings(batches: &[RecordBatch], col: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let c = b.column_by_name(col).unwrap_or_else(|| panic!("no column {col}"));
+        let s = c.as_any().downcast_ref::<StringArray>().unwrap();
+        out.extend((0..s.len()).map(|i| s.value(i).to_string()));
+    }
+    out
+}
+
+/// The output manifest of a finished job.
+pub fn manifest(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("_manifest.json")).expect("manifest exists")).unwrap()
+}
+
+/// Every record id in the output, read through the manifest only.
+pub fn output_ids(out: &Path) -> Vec<String> {
+    let m = manifest(out);
+    let mut ids = Vec::new();
+    for f in m["files"].as_array().unwrap() {
+        let batches = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(n as u64, f["rows"].as_u64().unwrap(), "manifest row count matches the file");
+        ids.extend(strings(&batches, "id"));
+    }
+    ids
+}
+
+/// All files under `dir`, relative, sorted.
+pub fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    if dir.exists() {
+        walk(dir, dir, &mut out);
+    }
+    out.sort();
+    out
+}
+
+/// Files under the output that the manifest does not list (should be none).
+pub fn orphans(out: &Path) -> Vec<String> {
+    let m = manifest(out);
+    let rejects_dir = out.join("_rejects");
+    let mut listed: Vec<String> = m["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect();
+    for r in m["rejects"].as_array().unwrap() {
+        let p = rejects_dir.join(r["path"].as_str().unwrap());
+        listed.push(p.strip_prefix(out).unwrap().to_string_lossy().into_owned());
+    }
+    listed.push("_manifest.json".into());
+    files_under(out).into_iter().filter(|f| !listed.contains(f)).collect()
+}
+
+pub fn status_json(job: &str) -> serde_json::Value {
+    let o = run_ok(mdf().args(["status", job, "--json"]));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The last line of stdout that starts with `job: `.
+pub fn job_uri(o: &Output) -> String {
+    stdout(o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("job: "))
+        .last()
+        .expect("a job: line")
+        .to_string()
+}

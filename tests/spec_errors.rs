@@ -1,0 +1,106 @@
+//! Bad specs are refused before anything is written, with every error at once, each
+//! naming its field path.
+mod common;
+use common::*;
+use mdf::spec::{Overrides, Spec};
+
+fn errors(text: &str, ov: Overrides) -> Vec<String> {
+    let env = |k: &str| (k == "OUT_BUCKET").then(|| "bkt".to_string());
+    match Spec::from_text(text, "spec.yaml", &ov, &env) {
+        Ok(_) => vec![],
+        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+#[test]
+fn unknown_keys_wrong_types_and_missing_input_all_at_once() {
+    let got = errors(
+        r#"
+inptu: {uris: [a.jsonl]}
+stages:
+  - op: text_length
+    params: {feild: body}
+  - op: no_such_op
+output: {uri: out, compresion: zstd}
+job: {lease_ttl_secs: soon, heartbeat_secs: 1}
+"#,
+        Overrides::default(),
+    );
+    assert_eq!(
+        got,
+        vec![
+            "input.uris: missing input: give input.uris in the spec or --input on the command line",
+            "stages[0].params.feild: unknown field, expected one of: field, prefix",
+            "stages[1].op: unknown operator \"no_such_op\", expected one of: text_length, length_filter, exact_key, throttle",
+            "output.compresion: unknown field, expected one of: compression, drop_columns, format, overwrite, row_group_rows, target_file_bytes, uri, zstd_level",
+            "job.lease_ttl_secs: expected a non-negative integer, found a string",
+            "inptu: unknown field, expected one of: input, job, name, output, rejects, stages, storage, version",
+        ]
+    );
+}
+
+#[test]
+fn overrides_and_interpolation_feed_validation() {
+    let text = "input: {uris: [a.jsonl]}\noutput: {uri: \"s3://${OUT_BUCKET}/x\"}\nstages: [{op: length_filter, name: lf}]\n";
+    assert!(errors(text, Overrides::default()).is_empty());
+    let ov = Overrides {
+        set: vec!["stages.lf.params.min_chars=9".into(), "stages.lf.params.max_chars=3".into(), "job.heartbeat_secs=100".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        errors(text, ov),
+        vec![
+            "stages[0].params.min_chars: must not exceed max_chars",
+            "job.heartbeat_secs: must be at most half of job.lease_ttl_secs (60), found 100",
+        ]
+    );
+    let missing_env = "input: {uris: [a.jsonl]}\noutput: {uri: \"s3://${NOPE}/x\"}\n";
+    assert_eq!(errors(missing_env, Overrides::default()), vec!["output.uri: environment variable NOPE is not set"]);
+    let typed = Overrides { set: vec!["job.max_attempts=[1]".into()], ..Default::default() };
+    assert_eq!(
+        errors("input: {uris: [a.jsonl]}\noutput: {uri: o}\n", typed),
+        vec!["job.max_attempts: expected a non-negative integer, found a list"]
+    );
+}
+
+#[test]
+fn input_format_is_inferred_or_refused() {
+    let t = |u: &str| errors(&format!("input: {{uris: [\"{u}\"]}}\noutput: {{uri: o}}\n"), Overrides::default());
+    assert!(t("x/*.jsonl.gz").is_empty());
+    assert!(t("x/part-0.parquet").is_empty());
+    assert_eq!(t("x/data.bin"), vec!["input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet)"]);
+}
+
+#[test]
+fn the_cli_refuses_bad_specs_before_writing_anything() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(1, 5));
+    let jobs = d.path().join("jobs");
+    // Schema errors found while planning, and an input that matches nothing.
+    let s = write_spec(d.path(), &format!(
+        "input: {{uris: [\"{0}/in/*.jsonl\", \"{0}/none/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{field: body}}}}]\noutput: {{uri: \"{0}/out\"}}\n",
+        d.path().display()));
+    let o = mdf().args(["run", s.to_str().unwrap(), "--job-root"]).arg(&jobs).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(&format!("input.uris[1]: no input files match \"{}/none/*.jsonl\"", d.path().display())), "{}", stderr(&o));
+    assert!(!jobs.exists(), "nothing was written");
+    let s = write_spec(d.path(), &format!(
+        "input: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{field: body}}}}]\noutput: {{uri: \"{0}/out\"}}\n",
+        d.path().display()));
+    let o = mdf().args(["run", s.to_str().unwrap(), "--job-root"]).arg(&jobs).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("stages[0].params.field: no column \"body\" in the input (columns: id, url, text, n)"), "{}", stderr(&o));
+    assert!(!jobs.exists());
+    // validate prints the checklist with the same errors.
+    let o = mdf().args(["validate", s.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("✗ 1 error(s)") && stdout(&o).contains("stages[0].params.field"), "{}", stdout(&o));
+    let o = run_ok(mdf().args(["validate", s.to_str().unwrap(), "--set", "stages.0.params.field=text"]));
+    assert!(stdout(&o).contains("✓ output columns: id, url, text, n, text_chars, text_words"), "{}", stdout(&o));
+    // A non-empty output refuses a new job unless overwrite is set.
+    std::fs::create_dir_all(d.path().join("out")).unwrap();
+    std::fs::write(d.path().join("out/keep.txt"), "x").unwrap();
+    let o = mdf().args(["run", s.to_str().unwrap(), "--set", "stages.0.params.field=text", "--job-root"]).arg(&jobs).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("output.uri: file://") && stderr(&o).contains("is not empty"), "{}", stderr(&o));
+}
