@@ -72,6 +72,9 @@ impl Entropy {
     }
     /// A uniformly random value in `0..n` (n > 0).
     pub fn below(&self, n: u64) -> u64 {
-        self.0.lock().expect("entropy lock").random_range(0..n.max(1))
+        self.0
+            .lock()
+            .expect("entropy lock")
+            .random_range(0..n.max(1))
     }
 }

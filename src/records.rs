@@ -47,7 +47,9 @@ pub fn with_id_column(cols: &[(String, DataType)]) -> SchemaRef {
 
 /// Infers column types from sample JSON objects: the union of keys in first-seen
 /// order; int and float mixed → float64; anything else mixed, nested or null → string.
-pub fn infer_schema<'a>(rows: impl IntoIterator<Item = &'a Map<String, Value>>) -> Vec<(String, DataType)> {
+pub fn infer_schema<'a>(
+    rows: impl IntoIterator<Item = &'a Map<String, Value>>,
+) -> Vec<(String, DataType)> {
     let mut cols: Vec<(String, Option<DataType>)> = Vec::new();
     for row in rows {
         for (k, v) in row {
@@ -65,7 +67,9 @@ pub fn infer_schema<'a>(rows: impl IntoIterator<Item = &'a Map<String, Value>>) 
                         (None, t) | (t, None) => t,
                         (Some(a), Some(b)) if a == b => Some(a),
                         (Some(DataType::Int64), Some(DataType::Float64))
-                        | (Some(DataType::Float64), Some(DataType::Int64)) => Some(DataType::Float64),
+                        | (Some(DataType::Float64), Some(DataType::Int64)) => {
+                            Some(DataType::Float64)
+                        }
                         _ => Some(DataType::Utf8),
                     }
                 }
@@ -161,7 +165,9 @@ impl JsonBatchBuilder {
                 (ColBuilder::Str(b), other) => b.append_value(other.to_string()),
                 (ColBuilder::Int(b), Value::Number(n)) => b.append_value(n.as_i64().unwrap_or(0)),
                 (ColBuilder::Int(b), _) => b.append_null(),
-                (ColBuilder::Float(b), Value::Number(n)) => b.append_value(n.as_f64().unwrap_or(0.0)),
+                (ColBuilder::Float(b), Value::Number(n)) => {
+                    b.append_value(n.as_f64().unwrap_or(0.0))
+                }
                 (ColBuilder::Float(b), _) => b.append_null(),
                 (ColBuilder::Bool(b), Value::Bool(x)) => b.append_value(*x),
                 (ColBuilder::Bool(b), _) => b.append_null(),
@@ -253,7 +259,10 @@ mod tests {
 
     #[test]
     fn inference_widens_and_keeps_first_seen_order() {
-        let rows = [obj(json!({"text": "a", "n": 1, "x": null})), obj(json!({"n": 2.5, "text": "b", "x": {"k": 1}}))];
+        let rows = [
+            obj(json!({"text": "a", "n": 1, "x": null})),
+            obj(json!({"n": 2.5, "text": "b", "x": {"k": 1}})),
+        ];
         let s = infer_schema(rows.iter());
         assert_eq!(
             s,
@@ -267,7 +276,8 @@ mod tests {
 
     #[test]
     fn builder_refuses_mismatched_rows_without_partial_append() {
-        let schema = with_id_column(&[("id".into(), DataType::Utf8), ("n".into(), DataType::Int64)]);
+        let schema =
+            with_id_column(&[("id".into(), DataType::Utf8), ("n".into(), DataType::Int64)]);
         assert_eq!(schema.field(1).name(), SOURCE_ID);
         let mut b = JsonBatchBuilder::new(schema);
         b.push("a", &obj(json!({"id": "orig", "n": 3}))).unwrap();
@@ -276,9 +286,17 @@ mod tests {
         b.push("c", &obj(json!({"n": null}))).unwrap();
         let batch = b.finish();
         assert_eq!(batch.num_rows(), 2);
-        let src = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        let src = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         assert_eq!(src.value(0), "orig");
-        let n = batch.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+        let n = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
         assert!(n.is_null(1));
     }
 

@@ -29,8 +29,20 @@ fn run_writes_manifest_rejects_and_status() {
     write_lines(&d.path().join("in/a.jsonl"), &lines[..150]);
     write_lines(&d.path().join("in/b.jsonl"), &lines[150..]);
     let out = d.path().join("out");
-    let s = write_spec(d.path(), &spec(&format!("{}/in/*.jsonl", d.path().display()), &out.display().to_string(), "", ", task_bytes: 8KiB"));
-    let o = run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "3", "--job-root"]).arg(d.path().join("jobs")));
+    let s = write_spec(
+        d.path(),
+        &spec(
+            &format!("{}/in/*.jsonl", d.path().display()),
+            &out.display().to_string(),
+            "",
+            ", task_bytes: 8KiB",
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "3", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
     let job = job_uri(&o);
     let ids = output_ids(&out);
     let unique: BTreeSet<_> = ids.iter().collect();
@@ -41,13 +53,31 @@ fn run_writes_manifest_rejects_and_status() {
     let p0 = &st["phases"][0];
     assert_eq!(p0["records_in"], 301);
     assert_eq!(p0["records_out"].as_u64().unwrap() as usize, ids.len());
-    assert_eq!(p0["rejects_by_reason"], serde_json::Value::Null, "reasons are inside stats");
+    assert_eq!(
+        p0["rejects_by_reason"],
+        serde_json::Value::Null,
+        "reasons are inside stats"
+    );
     assert_eq!(p0["stats"]["rejects_by_reason"]["bad_json"], 1);
-    let short = lines.iter().filter(|l| {
-        serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["text"].as_str().map(|t| t.split_whitespace().count() < 3)).unwrap_or(false)
-    }).count() as u64;
-    assert_eq!(p0["stats"]["rejects_by_reason"]["too_short"].as_u64().unwrap(), short);
-    assert!(p0["tasks"]["total"].as_u64().unwrap() > 3, "inputs were split into several tasks");
+    let short = lines
+        .iter()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["text"].as_str().map(|t| t.split_whitespace().count() < 3))
+                .unwrap_or(false)
+        })
+        .count() as u64;
+    assert_eq!(
+        p0["stats"]["rejects_by_reason"]["too_short"]
+            .as_u64()
+            .unwrap(),
+        short
+    );
+    assert!(
+        p0["tasks"]["total"].as_u64().unwrap() > 3,
+        "inputs were split into several tasks"
+    );
     assert!(st["requests_total"].as_u64().unwrap() > 0);
     assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
     // Rejects carry id, reason, operator and the record.
@@ -55,7 +85,11 @@ fn run_writes_manifest_rejects_and_status() {
     let mut reasons = BTreeSet::new();
     for r in m["rejects"].as_array().unwrap() {
         let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
-        for ((reason, op), rec) in strings(&b, "reason").into_iter().zip(strings(&b, "operator")).zip(strings(&b, "record")) {
+        for ((reason, op), rec) in strings(&b, "reason")
+            .into_iter()
+            .zip(strings(&b, "operator"))
+            .zip(strings(&b, "record"))
+        {
             if reason == "too_short" {
                 assert_eq!(op, "length_filter");
                 assert!(rec.contains("\"text\""), "rejected record kept: {rec}");
@@ -63,11 +97,22 @@ fn run_writes_manifest_rejects_and_status() {
             reasons.insert(reason);
         }
     }
-    assert_eq!(reasons, BTreeSet::from(["bad_json".to_string(), "too_short".to_string()]));
+    assert_eq!(
+        reasons,
+        BTreeSet::from(["bad_json".to_string(), "too_short".to_string()])
+    );
     // Input columns are carried through; added columns are present.
     let b = read_parquet(&out.join(m["files"][0]["path"].as_str().unwrap()));
-    let names: Vec<String> = b[0].schema().fields().iter().map(|f| f.name().clone()).collect();
-    assert_eq!(names, ["id", "url", "text", "n", "text_chars", "text_words"]);
+    let names: Vec<String> = b[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["id", "url", "text", "n", "text_chars", "text_words"]
+    );
 }
 
 #[test]
@@ -75,20 +120,51 @@ fn rerun_starts_no_committed_task_and_is_deterministic() {
     let d = tempfile::tempdir().unwrap();
     write_lines(&d.path().join("in/a.jsonl"), &docs(2, 400));
     let out = d.path().join("out");
-    let s = write_spec(d.path(), &spec(&format!("{}/in/a.jsonl", d.path().display()), &out.display().to_string(), "", ", task_bytes: 4KiB"));
+    let s = write_spec(
+        d.path(),
+        &spec(
+            &format!("{}/in/a.jsonl", d.path().display()),
+            &out.display().to_string(),
+            "",
+            ", task_bytes: 4KiB",
+        ),
+    );
     let jobs = d.path().join("jobs");
-    let o1 = run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(&jobs));
+    let o1 = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(&jobs),
+    );
     let ids1 = output_ids(&out);
     let before = files_under(&jobs);
-    let o2 = run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(&jobs));
+    let o2 = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(&jobs),
+    );
     assert_eq!(job_uri(&o1), job_uri(&o2), "same spec and inputs, same job");
     assert!(stderr(&o2).contains("resuming"), "{}", stderr(&o2));
-    let after: Vec<String> = files_under(&jobs).into_iter().filter(|f| !f.contains("/workers/")).collect();
-    let before: Vec<String> = before.into_iter().filter(|f| !f.contains("/workers/")).collect();
-    assert_eq!(before, after, "the second run wrote no lease, commit or staged file");
+    let after: Vec<String> = files_under(&jobs)
+        .into_iter()
+        .filter(|f| !f.contains("/workers/"))
+        .collect();
+    let before: Vec<String> = before
+        .into_iter()
+        .filter(|f| !f.contains("/workers/"))
+        .collect();
+    assert_eq!(
+        before, after,
+        "the second run wrote no lease, commit or staged file"
+    );
     // A fresh job on the same input yields identical records.
     let out2 = d.path().join("out2");
-    let o3 = run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "1", "-o"]).arg(&out2).arg("--job-root").arg(&jobs));
+    let o3 = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "-o"])
+            .arg(&out2)
+            .arg("--job-root")
+            .arg(&jobs),
+    );
     assert_ne!(job_uri(&o3), job_uri(&o1));
     let mut a = ids1.clone();
     let mut b = output_ids(&out2);
@@ -104,18 +180,38 @@ fn byte_ranges_read_every_line_exactly_once() {
     let p = d.path().join("in/big.jsonl");
     write_lines(&p, &lines);
     let out = d.path().join("out");
-    let s = write_spec(d.path(), &format!(
-        "name: ranges\ninput: {{uris: [\"{}\"]}}\nstages: []\noutput: {{uri: \"{}\"}}\njob: {{task_bytes: 3000, poll_millis: 50}}\n",
-        p.display(), out.display()));
-    let o = run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(d.path().join("jobs")));
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "name: ranges\ninput: {{uris: [\"{}\"]}}\nstages: []\noutput: {{uri: \"{}\"}}\njob: {{task_bytes: 3000, poll_millis: 50}}\n",
+            p.display(),
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
     let st = status_json(&job_uri(&o));
     assert!(st["phases"][0]["tasks"]["total"].as_u64().unwrap() > 50);
     let mut urls = Vec::new();
     let m = manifest(&out);
     for f in m["files"].as_array().unwrap() {
-        urls.extend(strings(&read_parquet(&out.join(f["path"].as_str().unwrap())), "url"));
+        urls.extend(strings(
+            &read_parquet(&out.join(f["path"].as_str().unwrap())),
+            "url",
+        ));
     }
-    let expected: Vec<String> = lines.iter().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["url"].as_str().unwrap().to_string()).collect();
+    let expected: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["url"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     urls.sort();
     let mut exp = expected.clone();
     exp.sort();
@@ -136,20 +232,42 @@ fn compressed_jsonl_and_parquet_inputs() {
     let mut gz2 = flate2::write::GzEncoder::new(first, flate2::Compression::default());
     gz2.write_all(body[body.len() / 2..].as_bytes()).unwrap();
     std::fs::write(d.path().join("in/a.jsonl.gz"), gz2.finish().unwrap()).unwrap();
-    std::fs::write(d.path().join("in/b.jsonl.zst"), zstd::encode_all(body.as_bytes(), 3).unwrap()).unwrap();
+    std::fs::write(
+        d.path().join("in/b.jsonl.zst"),
+        zstd::encode_all(body.as_bytes(), 3).unwrap(),
+    )
+    .unwrap();
     let out = d.path().join("out");
-    let s = write_spec(d.path(), &format!(
-        "name: comp\ninput: {{uris: [\"{0}/in/*.jsonl.gz\", \"{0}/in/*.zst\"]}}\nstages: []\noutput: {{uri: \"{1}\"}}\njob: {{poll_millis: 50}}\n",
-        d.path().display(), out.display()));
-    run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(d.path().join("jobs")));
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "name: comp\ninput: {{uris: [\"{0}/in/*.jsonl.gz\", \"{0}/in/*.zst\"]}}\nstages: []\noutput: {{uri: \"{1}\"}}\njob: {{poll_millis: 50}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
     let ids = output_ids(&out);
     assert_eq!(ids.len(), 600);
     // The Parquet output becomes the input of a second job (input ids kept as source_id).
     let out2 = d.path().join("out2");
-    let s2 = write_spec(d.path(), &format!(
-        "name: pq\ninput: {{uris: [\"{0}/*.parquet\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{1}\"}}\njob: {{poll_millis: 50}}\n",
-        out.display(), out2.display()));
-    run_ok(mdf().args(["run", s2.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(d.path().join("jobs")));
+    let s2 = write_spec(
+        d.path(),
+        &format!(
+            "name: pq\ninput: {{uris: [\"{0}/*.parquet\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{1}\"}}\njob: {{poll_millis: 50}}\n",
+            out.display(),
+            out2.display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", s2.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
     let m = manifest(&out2);
     let mut src = Vec::new();
     for f in m["files"].as_array().unwrap() {
@@ -168,25 +286,60 @@ fn reuse_recomputes_only_changed_phases() {
     let d = tempfile::tempdir().unwrap();
     write_lines(&d.path().join("in/a.jsonl"), &docs(5, 300));
     let jobs = d.path().join("jobs");
-    let two_phase = |min_words: u32, out: &str| format!(
-        "name: reuse\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - {{op: text_length, end_phase: true}}\n  - {{op: length_filter, params: {{min_words: {min_words}}}}}\noutput: {{uri: \"{out}\"}}\njob: {{task_bytes: 4KiB, poll_millis: 50}}\n",
-        d.path().display());
-    let s1 = write_spec(d.path(), &two_phase(3, &d.path().join("o1").display().to_string()));
-    let o1 = run_ok(mdf().args(["run", s1.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(&jobs));
+    let two_phase = |min_words: u32, out: &str| {
+        format!(
+            "name: reuse\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - {{op: text_length, end_phase: true}}\n  - {{op: length_filter, params: {{min_words: {min_words}}}}}\noutput: {{uri: \"{out}\"}}\njob: {{task_bytes: 4KiB, poll_millis: 50}}\n",
+            d.path().display()
+        )
+    };
+    let s1 = write_spec(
+        d.path(),
+        &two_phase(3, &d.path().join("o1").display().to_string()),
+    );
+    let o1 = run_ok(
+        mdf()
+            .args(["run", s1.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(&jobs),
+    );
     let job1 = job_uri(&o1);
-    let s2 = write_spec(d.path(), &two_phase(6, &d.path().join("o2").display().to_string()));
-    let o2 = run_ok(mdf().args(["run", s2.to_str().unwrap(), "--workers", "2", "--reuse", &job1, "--job-root"]).arg(&jobs));
+    let s2 = write_spec(
+        d.path(),
+        &two_phase(6, &d.path().join("o2").display().to_string()),
+    );
+    let o2 = run_ok(
+        mdf()
+            .args([
+                "run",
+                s2.to_str().unwrap(),
+                "--workers",
+                "2",
+                "--reuse",
+                &job1,
+                "--job-root",
+            ])
+            .arg(&jobs),
+    );
     let job2 = job_uri(&o2);
     let st = status_json(&job2);
     // p00 was reused: its commits were copied, so its tasks made no requests.
     assert_eq!(st["phases"][0]["requests"]["get"], 0, "{st:#}");
     assert!(st["phases"][1]["requests"]["get"].as_u64().unwrap() > 0);
     let j2_dir = jobs.join("jobs").join(job2.rsplit('/').next().unwrap());
-    assert!(!j2_dir.join("leases/p00").exists(), "no p00 task of the new job was leased");
+    assert!(
+        !j2_dir.join("leases/p00").exists(),
+        "no p00 task of the new job was leased"
+    );
     let ids: Vec<String> = output_ids(&d.path().join("o2"));
     // Same as a fresh run of the changed spec.
-    let s3 = write_spec(d.path(), &two_phase(6, &d.path().join("o3").display().to_string()));
-    run_ok(mdf().args(["run", s3.to_str().unwrap(), "--workers", "2", "--job-root"]).arg(d.path().join("jobs-fresh")));
+    let s3 = write_spec(
+        d.path(),
+        &two_phase(6, &d.path().join("o3").display().to_string()),
+    );
+    run_ok(
+        mdf()
+            .args(["run", s3.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs-fresh")),
+    );
     let mut a = ids;
     let mut b = output_ids(&d.path().join("o3"));
     a.sort();
@@ -199,7 +352,15 @@ fn a_task_failing_the_same_way_is_recorded_as_failed() {
     let d = tempfile::tempdir().unwrap();
     write_lines(&d.path().join("in/a.jsonl"), &docs(6, 50));
     let out = d.path().join("out");
-    let s = write_spec(d.path(), &spec(&format!("{}/in/a.jsonl", d.path().display()), &out.display().to_string(), "", ", max_attempts: 2"));
+    let s = write_spec(
+        d.path(),
+        &spec(
+            &format!("{}/in/a.jsonl", d.path().display()),
+            &out.display().to_string(),
+            "",
+            ", max_attempts: 2",
+        ),
+    );
     // Every staged write fails: the task can never succeed.
     let o = mdf()
         .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
@@ -213,6 +374,12 @@ fn a_task_failing_the_same_way_is_recorded_as_failed() {
     assert_eq!(st["succeeded"], false);
     let f = &st["failed_tasks"][0];
     assert_eq!(f["phase"], "p00");
-    assert!(f["error"].as_str().unwrap().starts_with("failed 2 times: writing "), "{f}");
+    assert!(
+        f["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed 2 times: writing "),
+        "{f}"
+    );
     assert_eq!(manifest(&out)["failed_tasks"].as_array().unwrap().len(), 1);
 }

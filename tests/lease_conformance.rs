@@ -6,8 +6,8 @@ use mdf::protocol::io::Retry;
 use mdf::protocol::lease::{Claim, CommitOutcome, Held, LeaseCtx, LeaseError};
 use mdf::protocol::records::{CommitRecord, TaskStatus, VERSION};
 use mdf::store::fault::{Fault, Op, Wrapper};
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,7 +76,13 @@ fn retry() -> Retry {
     r
 }
 
-fn ctx<'a>(b: &'a Backend, clock: &'a MockClock, entropy: &'a Entropy, worker: &'a str, retry: &'a Retry) -> LeaseCtx<'a> {
+fn ctx<'a>(
+    b: &'a Backend,
+    clock: &'a MockClock,
+    entropy: &'a Entropy,
+    worker: &'a str,
+    retry: &'a Retry,
+) -> LeaseCtx<'a> {
     LeaseCtx {
         store: b.store.as_ref(),
         clock,
@@ -131,8 +137,15 @@ async fn racing_claims_exactly_one_wins() {
                 async move { c.claim(&dir, fresh).await.unwrap() }
             }))
             .await;
-            let winners = claims.iter().filter(|c| matches!(c, Claim::Acquired(_))).count();
-            assert_eq!(winners, 1, "{}: fresh={fresh}: exactly one claim wins", b.name);
+            let winners = claims
+                .iter()
+                .filter(|c| matches!(c, Claim::Acquired(_)))
+                .count();
+            assert_eq!(
+                winners, 1,
+                "{}: fresh={fresh}: exactly one claim wins",
+                b.name
+            );
         }
     }
 }
@@ -146,18 +159,32 @@ async fn expiry_and_takeover_with_next_epoch() {
         let bb = ctx(&b, &clock, &eb, "b", &r);
         let dir = b.root.clone().join("expiry");
         let ha = acquired(a.claim(&dir, true).await.unwrap());
-        assert_eq!((ha.seq, ha.epoch, ha.expires_at_ms), (0, 0, 1_000_000 + TTL));
+        assert_eq!(
+            (ha.seq, ha.epoch, ha.expires_at_ms),
+            (0, 0, 1_000_000 + TTL)
+        );
         assert_eq!(
             bb.claim(&dir, true).await.unwrap(),
-            Claim::Busy { until_ms: 1_000_000 + TTL },
+            Claim::Busy {
+                until_ms: 1_000_000 + TTL
+            },
             "{}: a live lease is busy",
             b.name
         );
         clock.advance_ms(TTL - 1);
-        assert!(matches!(bb.claim(&dir, false).await.unwrap(), Claim::Busy { .. }), "{}: not yet expired", b.name);
+        assert!(
+            matches!(bb.claim(&dir, false).await.unwrap(), Claim::Busy { .. }),
+            "{}: not yet expired",
+            b.name
+        );
         clock.advance_ms(1);
         let hb = acquired(bb.claim(&dir, false).await.unwrap());
-        assert_eq!((hb.seq, hb.epoch, hb.lost), (1, 1, 1), "{}: takeover is epoch+1, counted as lost", b.name);
+        assert_eq!(
+            (hb.seq, hb.epoch, hb.lost),
+            (1, 1, 1),
+            "{}: takeover is epoch+1, counted as lost",
+            b.name
+        );
         assert_ne!(hb.attempt, ha.attempt);
     }
 }
@@ -175,7 +202,11 @@ async fn renewal_extends_the_lease() {
         a.renew(&mut ha).await.unwrap();
         assert_eq!(ha.seq, 1);
         clock.advance_ms(TTL / 2 + 1);
-        assert!(matches!(bb.claim(&dir, false).await.unwrap(), Claim::Busy { .. }), "{}: renewed lease holds", b.name);
+        assert!(
+            matches!(bb.claim(&dir, false).await.unwrap(), Claim::Busy { .. }),
+            "{}: renewed lease holds",
+            b.name
+        );
     }
 }
 
@@ -192,13 +223,34 @@ async fn fenced_worker_cannot_renew_or_commit() {
         clock.advance_ms(TTL + 1);
         let mut hb = acquired(bb.claim(&dir, false).await.unwrap());
         // The zombie's heartbeat finds the takeover.
-        assert!(matches!(a.renew(&mut ha.clone()).await, Err(LeaseError::Fenced { .. })), "{}", b.name);
+        assert!(
+            matches!(
+                a.renew(&mut ha.clone()).await,
+                Err(LeaseError::Fenced { .. })
+            ),
+            "{}",
+            b.name
+        );
         // Its commit renews first (its lease is stale) and is fenced: nothing written.
         let rec_a = commit_record(&ha, &ea);
-        assert!(matches!(a.commit(&mut ha, &commit, &rec_a).await, Err(LeaseError::Fenced { .. })), "{}", b.name);
-        assert!(b.store.head(&commit).await.is_err(), "{}: a fenced attempt wrote no commit", b.name);
+        assert!(
+            matches!(
+                a.commit(&mut ha, &commit, &rec_a).await,
+                Err(LeaseError::Fenced { .. })
+            ),
+            "{}",
+            b.name
+        );
+        assert!(
+            b.store.head(&commit).await.is_err(),
+            "{}: a fenced attempt wrote no commit",
+            b.name
+        );
         let rec_b = commit_record(&hb, &eb);
-        assert!(matches!(bb.commit(&mut hb, &commit, &rec_b).await.unwrap(), CommitOutcome::Committed));
+        assert!(matches!(
+            bb.commit(&mut hb, &commit, &rec_b).await.unwrap(),
+            CommitOutcome::Committed
+        ));
     }
 }
 
@@ -215,10 +267,15 @@ async fn zombie_with_a_slow_clock_loses_the_commit_race() {
         clock_b.advance_ms(TTL + 1); // a's clock is stuck: it believes its lease is fresh
         let mut hb = acquired(bb.claim(&dir, false).await.unwrap());
         let rec_b = commit_record(&hb, &eb);
-        assert!(matches!(bb.commit(&mut hb, &commit, &rec_b).await.unwrap(), CommitOutcome::Committed));
+        assert!(matches!(
+            bb.commit(&mut hb, &commit, &rec_b).await.unwrap(),
+            CommitOutcome::Committed
+        ));
         let rec_a = commit_record(&ha, &ea);
         match a.commit(&mut ha, &commit, &rec_a).await.unwrap() {
-            CommitOutcome::AlreadyCommitted(winner) => assert_eq!(winner.attempt, hb.attempt, "{}", b.name),
+            CommitOutcome::AlreadyCommitted(winner) => {
+                assert_eq!(winner.attempt, hb.attempt, "{}", b.name)
+            }
             CommitOutcome::Committed => panic!("{}: two commits for one task", b.name),
         }
     }
@@ -231,14 +288,24 @@ async fn retried_create_recognises_its_own_earlier_write() {
         let (ea, r) = (Entropy::seeded(10), retry());
         let a = ctx(&b, &clock, &ea, "a", &r);
         let dir = b.root.clone().join("retry");
-        b.faults.fail_next(Op::Put, Fault::ErrorAfter, "retry/0000000000");
+        b.faults
+            .fail_next(Op::Put, Fault::ErrorAfter, "retry/0000000000");
         let mut h = acquired(a.claim(&dir, true).await.unwrap());
-        b.faults.fail_next(Op::Put, Fault::ErrorAfter, "retry/0000000001");
+        b.faults
+            .fail_next(Op::Put, Fault::ErrorAfter, "retry/0000000001");
         a.renew(&mut h).await.unwrap();
         let commit = sub(&b.root, "commits/retry.json");
-        b.faults.fail_next(Op::Put, Fault::ErrorAfter, "commits/retry");
+        b.faults
+            .fail_next(Op::Put, Fault::ErrorAfter, "commits/retry");
         let rec = commit_record(&h, &ea);
-        assert!(matches!(a.commit(&mut h, &commit, &rec).await.unwrap(), CommitOutcome::Committed), "{}", b.name);
+        assert!(
+            matches!(
+                a.commit(&mut h, &commit, &rec).await.unwrap(),
+                CommitOutcome::Committed
+            ),
+            "{}",
+            b.name
+        );
         assert_eq!(b.faults.fired(), 3, "{}: the faults fired", b.name);
     }
 }
@@ -250,7 +317,8 @@ async fn transient_errors_before_the_write_are_retried() {
         let (ea, r) = (Entropy::seeded(11), retry());
         let a = ctx(&b, &clock, &ea, "a", &r);
         let dir = b.root.clone().join("transient");
-        b.faults.fail_next(Op::Put, Fault::ErrorBefore, "transient/");
+        b.faults
+            .fail_next(Op::Put, Fault::ErrorBefore, "transient/");
         b.faults.fail_next(Op::Put, Fault::SlowDown, "transient/");
         b.faults.fail_next(Op::Put, Fault::Conflict, "transient/");
         acquired(a.claim(&dir, true).await.unwrap());
@@ -267,12 +335,21 @@ async fn double_commit_is_a_no_op() {
         let commit = sub(&b.root, "commits/double.json");
         let mut h = acquired(a.claim(&dir, true).await.unwrap());
         let rec = commit_record(&h, &ea);
-        assert!(matches!(a.commit(&mut h, &commit, &rec).await.unwrap(), CommitOutcome::Committed));
+        assert!(matches!(
+            a.commit(&mut h, &commit, &rec).await.unwrap(),
+            CommitOutcome::Committed
+        ));
         let before = b.store.get(&commit).await.unwrap().bytes().await.unwrap();
         // The same write again (a retry) is still ours; a different record loses.
-        assert!(matches!(a.commit(&mut h, &commit, &rec).await.unwrap(), CommitOutcome::Committed));
+        assert!(matches!(
+            a.commit(&mut h, &commit, &rec).await.unwrap(),
+            CommitOutcome::Committed
+        ));
         let other = commit_record(&h, &eb);
-        assert!(matches!(a.commit(&mut h, &commit, &other).await.unwrap(), CommitOutcome::AlreadyCommitted(_)));
+        assert!(matches!(
+            a.commit(&mut h, &commit, &other).await.unwrap(),
+            CommitOutcome::AlreadyCommitted(_)
+        ));
         let after = b.store.get(&commit).await.unwrap().bytes().await.unwrap();
         assert_eq!(before, after, "{}: a commit is never overwritten", b.name);
     }
@@ -289,10 +366,19 @@ async fn release_hands_over_at_once_and_carries_failures() {
         let h = acquired(a.claim(&dir, true).await.unwrap());
         a.release(&h, Some(("boom".into(), 1))).await.unwrap();
         let hb = acquired(bb.claim(&dir, true).await.unwrap());
-        assert_eq!((hb.seq, hb.epoch, hb.failures, hb.lost), (2, 1, 1, 0), "{}", b.name);
+        assert_eq!(
+            (hb.seq, hb.epoch, hb.failures, hb.lost),
+            (2, 1, 1, 0),
+            "{}",
+            b.name
+        );
         assert_eq!(hb.last_error.as_deref(), Some("boom"));
         // A released-then-reclaimed lease is not counted as lost; a late release by
         // the old holder is fenced.
-        assert!(matches!(a.release(&h, None).await, Err(LeaseError::Fenced { .. })), "{}", b.name);
+        assert!(
+            matches!(a.release(&h, None).await, Err(LeaseError::Fenced { .. })),
+            "{}",
+            b.name
+        );
     }
 }

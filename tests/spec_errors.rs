@@ -44,7 +44,11 @@ fn overrides_and_interpolation_feed_validation() {
     let text = "input: {uris: [a.jsonl]}\noutput: {uri: \"s3://${OUT_BUCKET}/x\"}\nstages: [{op: length_filter, name: lf}]\n";
     assert!(errors(text, Overrides::default()).is_empty());
     let ov = Overrides {
-        set: vec!["stages.lf.params.min_chars=9".into(), "stages.lf.params.max_chars=3".into(), "job.heartbeat_secs=100".into()],
+        set: vec![
+            "stages.lf.params.min_chars=9".into(),
+            "stages.lf.params.max_chars=3".into(),
+            "job.heartbeat_secs=100".into(),
+        ],
         ..Default::default()
     };
     assert_eq!(
@@ -55,8 +59,14 @@ fn overrides_and_interpolation_feed_validation() {
         ]
     );
     let missing_env = "input: {uris: [a.jsonl]}\noutput: {uri: \"s3://${NOPE}/x\"}\n";
-    assert_eq!(errors(missing_env, Overrides::default()), vec!["output.uri: environment variable NOPE is not set"]);
-    let typed = Overrides { set: vec!["job.max_attempts=[1]".into()], ..Default::default() };
+    assert_eq!(
+        errors(missing_env, Overrides::default()),
+        vec!["output.uri: environment variable NOPE is not set"]
+    );
+    let typed = Overrides {
+        set: vec!["job.max_attempts=[1]".into()],
+        ..Default::default()
+    };
     assert_eq!(
         errors("input: {uris: [a.jsonl]}\noutput: {uri: o}\n", typed),
         vec!["job.max_attempts: expected a non-negative integer, found a list"]
@@ -65,10 +75,20 @@ fn overrides_and_interpolation_feed_validation() {
 
 #[test]
 fn input_format_is_inferred_or_refused() {
-    let t = |u: &str| errors(&format!("input: {{uris: [\"{u}\"]}}\noutput: {{uri: o}}\n"), Overrides::default());
+    let t = |u: &str| {
+        errors(
+            &format!("input: {{uris: [\"{u}\"]}}\noutput: {{uri: o}}\n"),
+            Overrides::default(),
+        )
+    };
     assert!(t("x/*.jsonl.gz").is_empty());
     assert!(t("x/part-0.parquet").is_empty());
-    assert_eq!(t("x/data.bin"), vec!["input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet)"]);
+    assert_eq!(
+        t("x/data.bin"),
+        vec![
+            "input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet)"
+        ]
+    );
 }
 
 #[test]
@@ -77,30 +97,89 @@ fn the_cli_refuses_bad_specs_before_writing_anything() {
     write_lines(&d.path().join("in/a.jsonl"), &docs(1, 5));
     let jobs = d.path().join("jobs");
     // Schema errors found while planning, and an input that matches nothing.
-    let s = write_spec(d.path(), &format!(
-        "input: {{uris: [\"{0}/in/*.jsonl\", \"{0}/none/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{field: body}}}}]\noutput: {{uri: \"{0}/out\"}}\n",
-        d.path().display()));
-    let o = mdf().args(["run", s.to_str().unwrap(), "--job-root"]).arg(&jobs).output().unwrap();
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "input: {{uris: [\"{0}/in/*.jsonl\", \"{0}/none/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{field: body}}}}]\noutput: {{uri: \"{0}/out\"}}\n",
+            d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains(&format!("input.uris[1]: no input files match \"{}/none/*.jsonl\"", d.path().display())), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "input.uris[1]: no input files match \"{}/none/*.jsonl\"",
+            d.path().display()
+        )),
+        "{}",
+        stderr(&o)
+    );
     assert!(!jobs.exists(), "nothing was written");
-    let s = write_spec(d.path(), &format!(
-        "input: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{field: body}}}}]\noutput: {{uri: \"{0}/out\"}}\n",
-        d.path().display()));
-    let o = mdf().args(["run", s.to_str().unwrap(), "--job-root"]).arg(&jobs).output().unwrap();
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "input: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{field: body}}}}]\noutput: {{uri: \"{0}/out\"}}\n",
+            d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("stages[0].params.field: no column \"body\" in the input (columns: id, url, text, n)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "stages[0].params.field: no column \"body\" in the input (columns: id, url, text, n)"
+        ),
+        "{}",
+        stderr(&o)
+    );
     assert!(!jobs.exists());
     // validate prints the checklist with the same errors.
-    let o = mdf().args(["validate", s.to_str().unwrap()]).output().unwrap();
+    let o = mdf()
+        .args(["validate", s.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(stdout(&o).contains("✗ 1 error(s)") && stdout(&o).contains("stages[0].params.field"), "{}", stdout(&o));
-    let o = run_ok(mdf().args(["validate", s.to_str().unwrap(), "--set", "stages.0.params.field=text"]));
-    assert!(stdout(&o).contains("✓ output columns: id, url, text, n, text_chars, text_words"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("✗ 1 error(s)") && stdout(&o).contains("stages[0].params.field"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_ok(mdf().args([
+        "validate",
+        s.to_str().unwrap(),
+        "--set",
+        "stages.0.params.field=text",
+    ]));
+    assert!(
+        stdout(&o).contains("✓ output columns: id, url, text, n, text_chars, text_words"),
+        "{}",
+        stdout(&o)
+    );
     // A non-empty output refuses a new job unless overwrite is set.
     std::fs::create_dir_all(d.path().join("out")).unwrap();
     std::fs::write(d.path().join("out/keep.txt"), "x").unwrap();
-    let o = mdf().args(["run", s.to_str().unwrap(), "--set", "stages.0.params.field=text", "--job-root"]).arg(&jobs).output().unwrap();
+    let o = mdf()
+        .args([
+            "run",
+            s.to_str().unwrap(),
+            "--set",
+            "stages.0.params.field=text",
+            "--job-root",
+        ])
+        .arg(&jobs)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("output.uri: file://") && stderr(&o).contains("is not empty"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("output.uri: file://") && stderr(&o).contains("is not empty"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -4,9 +4,9 @@
 mod bench;
 
 use crate::clock::{Entropy, SystemClock};
+use crate::coordinator::plan::PlanError;
 use crate::coordinator::status::{self, render};
 use crate::coordinator::submit::{self, SubmitError, SubmitOptions};
-use crate::coordinator::plan::PlanError;
 use crate::protocol::io::Retry;
 use crate::spec::{Overrides, Spec};
 use crate::store::Registry;
@@ -19,7 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
-#[command(name = "mdf", version, about = "Curate web-scale pretraining data on object storage")]
+#[command(
+    name = "mdf",
+    version,
+    about = "Curate web-scale pretraining data on object storage"
+)]
 struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -159,10 +163,11 @@ fn load_spec(a: &SpecArgs) -> Result<Spec, ExitCode> {
 /// Sets the flag on SIGTERM or Ctrl-C (spot interruption notices arrive as SIGTERM).
 fn on_signals(flag: Arc<AtomicBool>) {
     tokio::spawn(async move {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
@@ -208,17 +213,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = runtime()?;
             rt.block_on(async {
                 let reg = Registry::new(spec.s3.clone());
-                let opts = SubmitOptions { job_root, job_id, reuse };
+                let opts = SubmitOptions {
+                    job_root,
+                    job_id,
+                    reuse,
+                };
                 match submit::submit(&spec, &reg, &opts, &SystemClock, &Entropy::from_os()).await {
                     Ok(s) => {
                         eprintln!(
                             "{} job {}: {} tasks over {} input files ({} bytes){}",
-                            if s.created { "submitted" } else { "already submitted:" },
+                            if s.created {
+                                "submitted"
+                            } else {
+                                "already submitted:"
+                            },
                             s.job_id,
                             s.tasks,
                             s.input_files,
                             s.input_bytes,
-                            if s.reused > 0 { format!(", {} reused", s.reused) } else { String::new() }
+                            if s.reused > 0 {
+                                format!(", {} reused", s.reused)
+                            } else {
+                                String::new()
+                            }
                         );
                         println!("{}", s.job_uri);
                         Ok(ExitCode::SUCCESS)
@@ -263,7 +280,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     r.failed,
                     r.released,
                     r.fenced,
-                    if r.job_complete { "complete" } else { "not complete" }
+                    if r.job_complete {
+                        "complete"
+                    } else {
+                        "not complete"
+                    }
                 );
                 Ok(ExitCode::SUCCESS)
             })
@@ -294,7 +315,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(c) => return Ok(c),
             };
             let n = workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+                .unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map(|n| n.get())
+                        .unwrap_or(1)
+                })
                 .max(1);
             let rt = runtime()?;
             rt.block_on(run_local(spec, n, job_root, job_id, reuse))
@@ -312,7 +337,11 @@ async fn run_local(
 ) -> anyhow::Result<ExitCode> {
     let reg = Registry::new(spec.s3.clone());
     let entropy = Entropy::from_os();
-    let opts = SubmitOptions { job_root, job_id, reuse };
+    let opts = SubmitOptions {
+        job_root,
+        job_id,
+        reuse,
+    };
     let t0 = std::time::Instant::now();
     let s = match submit::submit(&spec, &reg, &opts, &SystemClock, &entropy).await {
         Ok(s) => s,
@@ -354,7 +383,11 @@ async fn run_local(
     print!("{}", render(&st));
     println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
     println!("job: {}", s.job_uri);
-    Ok(if st.succeeded { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if st.succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
@@ -370,12 +403,26 @@ fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
         }
     };
     println!("  ✓ spec parses; every field is known and well-typed");
-    println!("  ✓ input: {} pattern(s), format {:?}", spec.input.uris.len(), spec.input.format);
+    println!(
+        "  ✓ input: {} pattern(s), format {:?}",
+        spec.input.uris.len(),
+        spec.input.format
+    );
     for (i, idxs) in spec.phases().iter().enumerate() {
         let names: Vec<&str> = idxs.iter().map(|&s| spec.stages[s].name.as_str()).collect();
-        println!("  ✓ phase p{i:02}: {}", if names.is_empty() { "(copy)".into() } else { names.join(" → ") });
+        println!(
+            "  ✓ phase p{i:02}: {}",
+            if names.is_empty() {
+                "(copy)".into()
+            } else {
+                names.join(" → ")
+            }
+        );
     }
-    println!("  ✓ output: {} ({:?})", spec.output.uri, spec.output.compression);
+    println!(
+        "  ✓ output: {} ({:?})",
+        spec.output.uri, spec.output.compression
+    );
     if offline {
         return Ok(ExitCode::SUCCESS);
     }
@@ -384,13 +431,32 @@ fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
         let reg = Registry::new(spec.s3.clone());
         match crate::coordinator::plan::plan(&spec, &reg).await {
             Ok(p) => {
-                println!("  ✓ inputs: {} files, {} bytes", p.files.len(), p.input_bytes());
-                let cols: Vec<String> = p.phases[0].input_schema.fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect();
+                println!(
+                    "  ✓ inputs: {} files, {} bytes",
+                    p.files.len(),
+                    p.input_bytes()
+                );
+                let cols: Vec<String> = p.phases[0]
+                    .input_schema
+                    .fields()
+                    .iter()
+                    .map(|f| format!("{}: {}", f.name(), f.data_type()))
+                    .collect();
                 println!("  ✓ input columns: {}", cols.join(", "));
                 for ph in &p.phases {
                     println!("  ✓ {}: {} tasks", ph.name, ph.tasks);
                 }
-                let cols: Vec<&str> = p.phases.last().map(|l| l.output_schema.fields().iter().map(|f| f.name().as_str()).collect()).unwrap_or_default();
+                let cols: Vec<&str> = p
+                    .phases
+                    .last()
+                    .map(|l| {
+                        l.output_schema
+                            .fields()
+                            .iter()
+                            .map(|f| f.name().as_str())
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 println!("  ✓ output columns: {}", cols.join(", "));
                 Ok(ExitCode::SUCCESS)
             }

@@ -82,7 +82,11 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
 }
 
 /// The phase-0 input columns: declared, inferred from a JSONL sample, or a Parquet footer.
-pub async fn input_columns(spec: &Spec, reg: &Registry, first: &InputFile) -> Result<Vec<(String, DataType)>, PlanError> {
+pub async fn input_columns(
+    spec: &Spec,
+    reg: &Registry,
+    first: &InputFile,
+) -> Result<Vec<(String, DataType)>, PlanError> {
     if let Some(cols) = &spec.input.schema {
         return Ok(cols.clone());
     }
@@ -97,10 +101,12 @@ pub async fn input_columns(spec: &Spec, reg: &Registry, first: &InputFile) -> Re
                 assign_ids: true,
             };
             let uri = first.uri.clone();
-            let rows = tokio::task::spawn_blocking(move || readers::jsonl::sample_rows(&ctx, &uri, 1000, 4 << 20))
-                .await
-                .map_err(|e| PlanError::Storage(e.to_string()))?
-                .map_err(|e| PlanError::Storage(e.to_string()))?;
+            let rows = tokio::task::spawn_blocking(move || {
+                readers::jsonl::sample_rows(&ctx, &uri, 1000, 4 << 20)
+            })
+            .await
+            .map_err(|e| PlanError::Storage(e.to_string()))?
+            .map_err(|e| PlanError::Storage(e.to_string()))?;
             if rows.is_empty() {
                 return Err(spec_err(
                     "input.schema",
@@ -113,9 +119,14 @@ pub async fn input_columns(spec: &Spec, reg: &Registry, first: &InputFile) -> Re
             Ok(crate::records::infer_schema(rows.iter()))
         }
         Format::Parquet => {
-            let (store, u) = reg.resolve(&first.uri).map_err(|e| PlanError::Storage(e.to_string()))?;
+            let (store, u) = reg
+                .resolve(&first.uri)
+                .map_err(|e| PlanError::Storage(e.to_string()))?;
             pq::read_columns(store, &u.path).await.map_err(|e| {
-                spec_err("input.uris", format!("cannot read the Parquet footer of {}: {e}", first.uri))
+                spec_err(
+                    "input.uris",
+                    format!("cannot read the Parquet footer of {}: {e}", first.uri),
+                )
             })
         }
     }
@@ -135,7 +146,9 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
                 Ok(s) => schema = s,
                 Err(m) => {
                     let (sub, msg) = match m.split_once(": ") {
-                        Some((p, rest)) if p.starts_with("params") => (format!(".{p}"), rest.to_string()),
+                        Some((p, rest)) if p.starts_with("params") => {
+                            (format!(".{p}"), rest.to_string())
+                        }
                         _ => (String::new(), m),
                     };
                     errors.push(FieldError {
@@ -167,7 +180,11 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
         }
         out.push((phase_in, phase_out));
     }
-    if errors.is_empty() { Ok(out) } else { Err(SpecErrors(errors)) }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(SpecErrors(errors))
+    }
 }
 
 fn hash16(parts: &[&str]) -> String {
@@ -194,7 +211,8 @@ pub fn fingerprints(spec: &Spec, input_schema: &Schema) -> Vec<String> {
             .iter()
             .map(|&i| json!({"name": spec.stages[i].name, "op": spec.stages[i].op, "params": spec.stages[i].params}))
             .collect();
-        let mut what = json!({"stages": stages, "protocol": VERSION, "batch_rows": spec.job.batch_rows});
+        let mut what =
+            json!({"stages": stages, "protocol": VERSION, "batch_rows": spec.job.batch_rows});
         if pi + 1 == phases.len() {
             let o = &spec.output;
             what["output"] = json!({
@@ -214,7 +232,12 @@ pub fn fingerprints(spec: &Spec, input_schema: &Schema) -> Vec<String> {
 }
 
 /// Packs small files and cuts large splittable ones into byte ranges.
-pub fn split(files: &[InputFile], format: Format, task_bytes: u64, max_files: usize) -> Vec<Vec<InputSlice>> {
+pub fn split(
+    files: &[InputFile],
+    format: Format,
+    task_bytes: u64,
+    max_files: usize,
+) -> Vec<Vec<InputSlice>> {
     let slice = |f: &InputFile, start: u64, end: u64| InputSlice {
         uri: f.uri.clone(),
         size: f.size,
@@ -261,7 +284,12 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let bound = bind(spec, input_schema.clone())?;
     let fps = fingerprints(spec, &input_schema);
     let phases_idx = spec.phases();
-    let groups = split(&files, spec.input.format, spec.job.task_bytes, spec.job.max_files_per_task);
+    let groups = split(
+        &files,
+        spec.input.format,
+        spec.job.task_bytes,
+        spec.job.max_files_per_task,
+    );
     let mut tasks: Vec<Vec<TaskManifest>> = Vec::new();
     let mut phases = Vec::new();
     for (pi, idxs) in phases_idx.iter().enumerate() {
@@ -304,7 +332,11 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         });
         tasks.push(list);
     }
-    Ok(Plan { phases, tasks, files })
+    Ok(Plan {
+        phases,
+        tasks,
+        files,
+    })
 }
 
 /// The id of a job's finalize task.
@@ -317,12 +349,22 @@ mod tests {
     use super::*;
 
     fn f(uri: &str, size: u64) -> InputFile {
-        InputFile { uri: uri.into(), size, etag: None }
+        InputFile {
+            uri: uri.into(),
+            size,
+            etag: None,
+        }
     }
 
     #[test]
     fn split_packs_small_and_cuts_large_plain_files() {
-        let files = [f("a.jsonl", 10), f("b.jsonl", 10), f("c.jsonl", 25), f("d.jsonl.gz", 100), f("e.jsonl", 5)];
+        let files = [
+            f("a.jsonl", 10),
+            f("b.jsonl", 10),
+            f("c.jsonl", 25),
+            f("d.jsonl.gz", 100),
+            f("e.jsonl", 5),
+        ];
         let g = split(&files, Format::Jsonl, 20, 1000);
         let shape: Vec<Vec<(String, u64, u64)>> = g
             .iter()

@@ -6,7 +6,9 @@ use super::{JobError, load_job};
 use crate::clock::Clock;
 use crate::protocol::io::{Retry, get_json, list_all, list_dirs};
 use crate::protocol::lease::LeaseCtx;
-use crate::protocol::records::{CommitRecord, FINALIZE, FailedTask, LeaseKind, TaskStats, TaskStatus, WorkerStats};
+use crate::protocol::records::{
+    CommitRecord, FINALIZE, FailedTask, LeaseKind, TaskStats, TaskStatus, WorkerStats,
+};
 use crate::protocol::task_of;
 use crate::store::{Registry, RequestSnapshot};
 use futures::{StreamExt, TryStreamExt};
@@ -53,10 +55,20 @@ pub struct JobStatus {
     pub tasks_total: u64,
 }
 
-pub async fn status(reg: &Registry, job_uri: &str, clock: &dyn Clock, retry: &Retry) -> Result<JobStatus, JobError> {
+pub async fn status(
+    reg: &Registry,
+    job_uri: &str,
+    clock: &dyn Clock,
+    retry: &Retry,
+) -> Result<JobStatus, JobError> {
     let job = load_job(reg, job_uri, retry).await?;
     let store = reg.open(&job.uri)?;
-    let mut names: Vec<(String, u64)> = job.manifest.phases.iter().map(|p| (p.name.clone(), p.tasks)).collect();
+    let mut names: Vec<(String, u64)> = job
+        .manifest
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.tasks))
+        .collect();
     names.push((FINALIZE.to_string(), 1));
     let mut phases = Vec::new();
     let mut failed_tasks = Vec::new();
@@ -80,7 +92,10 @@ pub async fn status(reg: &Registry, job_uri: &str, clock: &dyn Clock, retry: &Re
         .try_filter_map(|r| async move { Ok(r) })
         .try_collect()
         .await?;
-        let done: BTreeSet<String> = commits.iter().filter_map(|m| task_of(&m.location)).collect();
+        let done: BTreeSet<String> = commits
+            .iter()
+            .filter_map(|m| task_of(&m.location))
+            .collect();
         let mut p = PhaseStatus {
             name: name.clone(),
             tasks: TaskCounts {
@@ -135,8 +150,11 @@ pub async fn status(reg: &Registry, job_uri: &str, clock: &dyn Clock, retry: &Re
             worker_requests.add(&w.requests);
         }
     }
-    let complete = phases.iter().all(|p| p.tasks.committed + p.tasks.failed >= p.tasks.total);
-    let requests_total = worker_requests.total() + phases.iter().map(|p| p.requests.total()).sum::<u64>();
+    let complete = phases
+        .iter()
+        .all(|p| p.tasks.committed + p.tasks.failed >= p.tasks.total);
+    let requests_total =
+        worker_requests.total() + phases.iter().map(|p| p.requests.total()).sum::<u64>();
     Ok(JobStatus {
         version: 1,
         job: job.uri.to_uri_string(),
@@ -166,7 +184,16 @@ pub fn render(s: &JobStatus) -> String {
             "running"
         },
         s.output,
-        "phase", "tasks", "pending", "leased", "committed", "failed", "records in", "records out", "rejected", "requests"
+        "phase",
+        "tasks",
+        "pending",
+        "leased",
+        "committed",
+        "failed",
+        "records in",
+        "records out",
+        "rejected",
+        "requests"
     );
     for p in &s.phases {
         out += &format!(
@@ -186,7 +213,12 @@ pub fn render(s: &JobStatus) -> String {
     let reasons: Vec<String> = s
         .phases
         .iter()
-        .flat_map(|p| p.stats.rejects_by_reason.iter().map(move |(k, v)| format!("{}:{k}={v}", p.name)))
+        .flat_map(|p| {
+            p.stats
+                .rejects_by_reason
+                .iter()
+                .map(move |(k, v)| format!("{}:{k}={v}", p.name))
+        })
         .collect();
     if !reasons.is_empty() {
         out += &format!("\nrejects by reason: {}\n", reasons.join(", "));

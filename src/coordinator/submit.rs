@@ -6,8 +6,12 @@ use super::plan::{self, Plan, PlanError};
 use super::{JobError, load_job};
 use crate::clock::{Clock, Entropy};
 use crate::protocol::JobPaths;
-use crate::protocol::io::{Created, ProtoError, Retry, create_bytes, create_json, decode, get_json, list_all};
-use crate::protocol::records::{CommitRecord, FINALIZE, JobManifest, TaskManifest, TaskStatus, VERSION};
+use crate::protocol::io::{
+    Created, ProtoError, Retry, create_bytes, create_json, decode, get_json, list_all,
+};
+use crate::protocol::records::{
+    CommitRecord, FINALIZE, JobManifest, TaskManifest, TaskStatus, VERSION,
+};
 use crate::protocol::task_of;
 use crate::spec::Spec;
 use crate::spec::reader::{FieldError, SpecErrors};
@@ -64,13 +68,27 @@ pub fn plan_hash(spec: &Spec, plan: &Plan) -> String {
     let mut h = blake3::Hasher::new();
     h.update(spec.hash().as_bytes());
     for f in &plan.files {
-        h.update(format!("\n{}\t{}\t{}", f.uri, f.size, f.etag.as_deref().unwrap_or("")).as_bytes());
+        h.update(
+            format!(
+                "\n{}\t{}\t{}",
+                f.uri,
+                f.size,
+                f.etag.as_deref().unwrap_or("")
+            )
+            .as_bytes(),
+        );
     }
     h.finalize().to_hex()[..32].to_string()
 }
 
 fn check_job_id(id: &str) -> Result<(), SubmitError> {
-    if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) || id.starts_with('.') {
+    if id.is_empty()
+        || id.len() > 128
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        || id.starts_with('.')
+    {
         return Err(SpecErrors(vec![FieldError {
             path: "--job-id".into(),
             message: "must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'".into(),
@@ -115,7 +133,9 @@ pub async fn submit(
         input_files: plan.files.len(),
         input_bytes: plan.input_bytes(),
     };
-    if let Some(existing) = get_json::<JobManifest>(store.as_ref(), &paths.job_json(), &retry).await? {
+    if let Some(existing) =
+        get_json::<JobManifest>(store.as_ref(), &paths.job_json(), &retry).await?
+    {
         return if existing.spec_hash == hash {
             Ok(out)
         } else {
@@ -125,7 +145,11 @@ pub async fn submit(
     check_output_empty(spec, reg).await?;
 
     // 1. Task manifests (deterministic content: an identical existing one is fine).
-    let last_fp = plan.phases.last().map(|p| p.fingerprint.clone()).unwrap_or_default();
+    let last_fp = plan
+        .phases
+        .last()
+        .map(|p| p.fingerprint.clone())
+        .unwrap_or_default();
     let finalize_task = plan::finalize_task_id(&job_id, &last_fp);
     let mut all: Vec<TaskManifest> = plan.tasks.iter().flatten().cloned().collect();
     all.push(TaskManifest {
@@ -230,14 +254,20 @@ async fn reuse_commits(
         .collect();
     let mut reused = 0;
     for (pi, phase) in plan.phases.iter().enumerate() {
-        let Some(old_phase) = by_fp.get(phase.fingerprint.as_str()) else { continue };
+        let Some(old_phase) = by_fp.get(phase.fingerprint.as_str()) else {
+            continue;
+        };
         let wanted: BTreeSet<&str> = plan.tasks[pi].iter().map(|t| t.task_id.as_str()).collect();
         for meta in list_all(old_store.as_ref(), &old.paths.commits(old_phase), retry).await? {
-            let Some(task) = task_of(&meta.location) else { continue };
+            let Some(task) = task_of(&meta.location) else {
+                continue;
+            };
             if !wanted.contains(task.as_str()) {
                 continue;
             }
-            let Some(mut rec) = get_json::<CommitRecord>(old_store.as_ref(), &meta.location, retry).await? else {
+            let Some(mut rec) =
+                get_json::<CommitRecord>(old_store.as_ref(), &meta.location, retry).await?
+            else {
                 continue;
             };
             if rec.status != TaskStatus::Committed {
@@ -246,10 +276,13 @@ async fn reuse_commits(
             rec.job_id = job_id.to_string();
             rec.phase = phase.name.clone();
             rec.write_id = entropy.hex_id(8);
-            rec.reused_from.get_or_insert_with(|| old.uri.to_uri_string());
+            rec.reused_from
+                .get_or_insert_with(|| old.uri.to_uri_string());
             rec.requests = Default::default();
             let path = paths.commit(&phase.name, &task);
-            if let Created::Mine = create_json(new_store.as_ref(), &path, &rec, &rec.write_id, retry).await? {
+            if let Created::Mine =
+                create_json(new_store.as_ref(), &path, &rec, &rec.write_id, retry).await?
+            {
                 reused += 1;
             }
         }

@@ -7,7 +7,10 @@ const PAR_MIN: usize = 4096;
 /// Unicode scalar values and whitespace-separated words of each text (`None` → 0, 0).
 pub fn lengths(texts: &[Option<&str>]) -> Vec<(u64, u64)> {
     let one = |t: &Option<&str>| match t {
-        Some(s) => (s.chars().count() as u64, s.split_whitespace().count() as u64),
+        Some(s) => (
+            s.chars().count() as u64,
+            s.split_whitespace().count() as u64,
+        ),
         None => (0, 0),
     };
     if texts.len() < PAR_MIN {
@@ -71,7 +74,10 @@ mod tests {
 
     #[test]
     fn lengths_count_chars_not_bytes() {
-        assert_eq!(lengths(&[Some("héllo wörld"), None, Some("")]), vec![(11, 2), (0, 0), (0, 0)]);
+        assert_eq!(
+            lengths(&[Some("héllo wörld"), None, Some("")]),
+            vec![(11, 2), (0, 0), (0, 0)]
+        );
     }
 
     #[test]
@@ -85,11 +91,24 @@ mod tests {
 
     #[test]
     fn normalisation_equates_case_and_spacing_only_when_asked() {
-        let n = Normalise { lowercase: true, collapse_whitespace: true };
-        let h = content_hashes(&[Some("  Hello   World "), Some("hello world"), Some("hello worlds")], n);
+        let n = Normalise {
+            lowercase: true,
+            collapse_whitespace: true,
+        };
+        let h = content_hashes(
+            &[
+                Some("  Hello   World "),
+                Some("hello world"),
+                Some("hello worlds"),
+            ],
+            n,
+        );
         assert_eq!(h[0], h[1]);
         assert_ne!(h[1], h[2]);
-        let raw = Normalise { lowercase: false, collapse_whitespace: false };
+        let raw = Normalise {
+            lowercase: false,
+            collapse_whitespace: false,
+        };
         let h2 = content_hashes(&[Some("Hello"), Some("hello")], raw);
         assert_ne!(h2[0], h2[1]);
     }

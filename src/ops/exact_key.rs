@@ -33,7 +33,10 @@ impl KeyProducer for ExactKey {
         require_text(input, &self.field)
     }
     fn keys(&self, batch: &RecordBatch) -> Result<Vec<Option<u128>>, String> {
-        Ok(text::content_hashes(&text_values(batch, &self.field)?, self.norm))
+        Ok(text::content_hashes(
+            &text_values(batch, &self.field)?,
+            self.norm,
+        ))
     }
 }
 

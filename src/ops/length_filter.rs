@@ -29,10 +29,12 @@ fn build(p: &Obj) -> Option<Operator> {
         max_words: p.opt_u64("max_words").unwrap_or(u64::MAX),
     };
     if f.min_chars > f.max_chars {
-        p.sink.error(&p.field_path("min_chars"), "must not exceed max_chars");
+        p.sink
+            .error(&p.field_path("min_chars"), "must not exceed max_chars");
     }
     if f.min_words > f.max_words {
-        p.sink.error(&p.field_path("min_words"), "must not exceed max_words");
+        p.sink
+            .error(&p.field_path("min_words"), "must not exceed max_words");
     }
     Some(Operator::Filter(Box::new(f)))
 }
@@ -50,7 +52,10 @@ impl Filter for LengthFilter {
             .zip(lens)
             .map(|(v, (chars, words))| {
                 if v.is_none() {
-                    return Some(Drop { reason: "missing_text", detail: None });
+                    return Some(Drop {
+                        reason: "missing_text",
+                        detail: None,
+                    });
                 }
                 if chars < self.min_chars || words < self.min_words {
                     return Some(Drop {
@@ -83,15 +88,30 @@ mod tests {
         let schema = output_schema("lf", &op, &batch.schema()).unwrap();
         let (kept, rejects) = run_stage("lf", &op, batch, &schema, true).unwrap();
         assert_eq!(kept.num_rows(), 1);
-        let got: Vec<(&str, &str)> = rejects.iter().map(|r| (r.id.as_str(), r.reason.as_str())).collect();
-        assert_eq!(got, vec![("r1", "too_short"), ("r2", "missing_text"), ("r3", "too_long")]);
-        assert_eq!(rejects[0].record.as_deref(), Some(r#"{"id":"r1","text":"no"}"#));
+        let got: Vec<(&str, &str)> = rejects
+            .iter()
+            .map(|r| (r.id.as_str(), r.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("r1", "too_short"),
+                ("r2", "missing_text"),
+                ("r3", "too_long")
+            ]
+        );
+        assert_eq!(
+            rejects[0].record.as_deref(),
+            Some(r#"{"id":"r1","text":"no"}"#)
+        );
         assert_eq!(rejects[0].operator, "lf");
     }
 
     #[test]
     fn refuses_inverted_bounds() {
-        let e = build(&DEF, serde_json::json!({"min_chars": 9, "max_chars": 3})).err().unwrap();
+        let e = build(&DEF, serde_json::json!({"min_chars": 9, "max_chars": 3}))
+            .err()
+            .unwrap();
         assert_eq!(e, vec!["params.min_chars: must not exceed max_chars"]);
     }
 }

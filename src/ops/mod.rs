@@ -102,7 +102,11 @@ pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<Sc
         }
         Operator::Keys(k) => {
             k.check(input)?;
-            vec![Field::new(format!("{stage}_key"), DataType::FixedSizeBinary(16), true)]
+            vec![Field::new(
+                format!("{stage}_key"),
+                DataType::FixedSizeBinary(16),
+                true,
+            )]
         }
     };
     let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
@@ -215,7 +219,10 @@ pub fn require_text(input: &Schema, field: &str) -> Result<(), String> {
 }
 
 /// The values of a string column as options, for kernels.
-pub fn text_values<'a>(batch: &'a RecordBatch, field: &str) -> Result<Vec<Option<&'a str>>, String> {
+pub fn text_values<'a>(
+    batch: &'a RecordBatch,
+    field: &str,
+) -> Result<Vec<Option<&'a str>>, String> {
     let col = batch
         .column_by_name(field)
         .ok_or_else(|| format!("no column {field:?}"))?;

@@ -62,9 +62,14 @@ mod tests {
         assert_eq!((chars.value(0), chars.value(1)), (8, 0));
         let bad = build(&DEF, serde_json::json!({"field": "body"})).unwrap();
         let e = output_schema("len", &bad, &text_batch(&[]).schema()).unwrap_err();
-        assert_eq!(e, "params.field: no column \"body\" in the input (columns: id, text)");
         assert_eq!(
-            build(&DEF, serde_json::json!({"feild": "x"})).err().unwrap(),
+            e,
+            "params.field: no column \"body\" in the input (columns: id, text)"
+        );
+        assert_eq!(
+            build(&DEF, serde_json::json!({"feild": "x"}))
+                .err()
+                .unwrap(),
             vec!["params.feild: unknown field, expected one of: field, prefix"]
         );
     }

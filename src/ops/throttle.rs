@@ -20,11 +20,13 @@ struct Throttle {
 fn build(p: &Obj) -> Option<Operator> {
     let r = p.opt_f64("records_per_sec");
     if r.is_none() {
-        p.sink.error(&p.field_path("records_per_sec"), "missing required field");
+        p.sink
+            .error(&p.field_path("records_per_sec"), "missing required field");
     }
     let records_per_sec = r?;
     if records_per_sec <= 0.0 {
-        p.sink.error(&p.field_path("records_per_sec"), "must be positive");
+        p.sink
+            .error(&p.field_path("records_per_sec"), "must be positive");
         return None;
     }
     Some(Operator::Refiner(Box::new(Throttle { records_per_sec })))

@@ -140,21 +140,31 @@ pub async fn create_bytes(
         .await;
     match r {
         Ok(_) => Ok(Created::Mine),
-        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-            let existing = get_bytes(store, path, retry)
-                .await?
-                .ok_or_else(|| ProtoError::Corrupt {
-                    path: path.to_string(),
-                    message: "reported as existing but cannot be read".into(),
-                })?;
+        Err(
+            object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
+        ) => {
+            let existing =
+                get_bytes(store, path, retry)
+                    .await?
+                    .ok_or_else(|| ProtoError::Corrupt {
+                        path: path.to_string(),
+                        message: "reported as existing but cannot be read".into(),
+                    })?;
             let mine = match write_id {
                 Some(id) => serde_json::from_slice::<serde_json::Value>(&existing)
                     .ok()
-                    .and_then(|v| v.get("write_id").and_then(|w| w.as_str().map(str::to_owned)))
+                    .and_then(|v| {
+                        v.get("write_id")
+                            .and_then(|w| w.as_str().map(str::to_owned))
+                    })
                     .is_some_and(|w| w == id),
                 None => existing == body,
             };
-            Ok(if mine { Created::Mine } else { Created::Theirs(existing) })
+            Ok(if mine {
+                Created::Mine
+            } else {
+                Created::Theirs(existing)
+            })
         }
         Err(e) => Err(ProtoError::store(path, e)),
     }
@@ -179,7 +189,11 @@ pub async fn put_json<T: Serialize>(
 }
 
 /// Reads an object; `None` if it does not exist.
-pub async fn get_bytes(store: &dyn ObjectStore, path: &Path, retry: &Retry) -> Result<Option<Bytes>, ProtoError> {
+pub async fn get_bytes(
+    store: &dyn ObjectStore,
+    path: &Path,
+    retry: &Retry,
+) -> Result<Option<Bytes>, ProtoError> {
     let r = retry
         .run(|| async move { store.get(path).await?.bytes().await })
         .await;
@@ -212,7 +226,11 @@ pub fn decode<T: DeserializeOwned>(path: &Path, b: &[u8]) -> Result<T, ProtoErro
 }
 
 /// Every object under `prefix`, sorted by location.
-pub async fn list_all(store: &dyn ObjectStore, prefix: &Path, retry: &Retry) -> Result<Vec<ObjectMeta>, ProtoError> {
+pub async fn list_all(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    retry: &Retry,
+) -> Result<Vec<ObjectMeta>, ProtoError> {
     let mut v = retry
         .run(|| async move { store.list(Some(prefix)).try_collect::<Vec<_>>().await })
         .await
@@ -222,7 +240,11 @@ pub async fn list_all(store: &dyn ObjectStore, prefix: &Path, retry: &Retry) -> 
 }
 
 /// The names of the immediate "directories" under `prefix`, sorted.
-pub async fn list_dirs(store: &dyn ObjectStore, prefix: &Path, retry: &Retry) -> Result<Vec<String>, ProtoError> {
+pub async fn list_dirs(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    retry: &Retry,
+) -> Result<Vec<String>, ProtoError> {
     let r = retry
         .run(|| async move { store.list_with_delimiter(Some(prefix)).await })
         .await

@@ -37,7 +37,9 @@ pub struct Held {
 pub enum Claim {
     Acquired(Held),
     /// Someone else holds it (until about `until_ms`) or won the race.
-    Busy { until_ms: u64 },
+    Busy {
+        until_ms: u64,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +72,11 @@ impl LeaseCtx<'_> {
             attempt: held_like.attempt.clone(),
             worker: self.worker.to_string(),
             epoch: held_like.epoch,
-            expires_at_ms: if kind == LeaseKind::Lease { now + self.ttl_ms } else { now },
+            expires_at_ms: if kind == LeaseKind::Lease {
+                now + self.ttl_ms
+            } else {
+                now
+            },
             written_ms: now,
             write_id: write_id.to_string(),
             failures: held_like.failures,
@@ -82,7 +88,11 @@ impl LeaseCtx<'_> {
     /// The highest-numbered lease record in `dir`, if any.
     pub async fn latest(&self, dir: &Path) -> Result<Option<LeaseRecord>, ProtoError> {
         let objs = list_all(self.store, dir, self.retry).await?;
-        let Some(last) = objs.iter().rev().find(|m| m.location.as_ref().ends_with(".json")) else {
+        let Some(last) = objs
+            .iter()
+            .rev()
+            .find(|m| m.location.as_ref().ends_with(".json"))
+        else {
             return Ok(None);
         };
         get_json(self.store, &last.location, self.retry).await
@@ -135,7 +145,15 @@ impl LeaseCtx<'_> {
     async fn try_create(&self, mut h: Held, seq: u64) -> Result<Option<Held>, ProtoError> {
         let write_id = self.entropy.hex_id(8);
         let rec = self.record(&h, seq, LeaseKind::Lease, &write_id);
-        match create_json(self.store, &seq_path(&h.dir, seq), &rec, &write_id, self.retry).await? {
+        match create_json(
+            self.store,
+            &seq_path(&h.dir, seq),
+            &rec,
+            &write_id,
+            self.retry,
+        )
+        .await?
+        {
             Created::Mine => {
                 h.seq = seq;
                 h.expires_at_ms = rec.expires_at_ms;
@@ -150,7 +168,15 @@ impl LeaseCtx<'_> {
         let seq = held.seq + 1;
         let write_id = self.entropy.hex_id(8);
         let rec = self.record(held, seq, LeaseKind::Lease, &write_id);
-        match create_json(self.store, &seq_path(&held.dir, seq), &rec, &write_id, self.retry).await? {
+        match create_json(
+            self.store,
+            &seq_path(&held.dir, seq),
+            &rec,
+            &write_id,
+            self.retry,
+        )
+        .await?
+        {
             Created::Mine => {
                 held.seq = seq;
                 held.expires_at_ms = rec.expires_at_ms;
@@ -165,7 +191,11 @@ impl LeaseCtx<'_> {
 
     /// Hands the lease back (optionally recording why the attempt gave up), so the
     /// next claim need not wait for expiry.
-    pub async fn release(&self, held: &Held, error: Option<(String, u32)>) -> Result<(), LeaseError> {
+    pub async fn release(
+        &self,
+        held: &Held,
+        error: Option<(String, u32)>,
+    ) -> Result<(), LeaseError> {
         let seq = held.seq + 1;
         let write_id = self.entropy.hex_id(8);
         let mut h = held.clone();
@@ -174,7 +204,15 @@ impl LeaseCtx<'_> {
             h.failures = failures;
         }
         let rec = self.record(&h, seq, LeaseKind::Release, &write_id);
-        match create_json(self.store, &seq_path(&held.dir, seq), &rec, &write_id, self.retry).await? {
+        match create_json(
+            self.store,
+            &seq_path(&held.dir, seq),
+            &rec,
+            &write_id,
+            self.retry,
+        )
+        .await?
+        {
             Created::Mine => Ok(()),
             Created::Theirs(_) => Err(LeaseError::Fenced {
                 dir: held.dir.to_string(),

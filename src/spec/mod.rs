@@ -228,7 +228,11 @@ pub fn canonical_json(v: &Value) -> String {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
             }
             Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
             other => other.clone(),
@@ -242,7 +246,10 @@ fn build(v: &Value, sink: &Sink) -> Option<Spec> {
     if let Some(ver) = root.opt_u64("version")
         && ver != 1
     {
-        sink.error("version", format!("unsupported spec version {ver}, this mdf reads 1"));
+        sink.error(
+            "version",
+            format!("unsupported spec version {ver}, this mdf reads 1"),
+        );
     }
     let name = root.opt_str("name").unwrap_or_else(|| "job".to_string());
     if name.is_empty()
@@ -320,7 +327,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
             inferred
         }
     };
-    let schema = o.raw("schema").and_then(|s| {
+    let schema = o.raw("schema").map(|s| {
         let so = Obj::new(Some(s), &o.field_path("schema"), sink);
         let mut cols = Vec::new();
         for k in so.keys() {
@@ -337,7 +344,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
             }
         }
         so.finish();
-        Some(cols)
+        cols
     });
     let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
     o.finish();
@@ -379,7 +386,10 @@ fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
             None => {
                 sink.error(
                     &so.field_path("op"),
-                    format!("unknown operator {op:?}, expected one of: {}", ops::names().join(", ")),
+                    format!(
+                        "unknown operator {op:?}, expected one of: {}",
+                        ops::names().join(", ")
+                    ),
                 );
                 None
             }
@@ -420,7 +430,10 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     if let Some(f) = o.opt_str("format")
         && f != "parquet"
     {
-        sink.error(&o.field_path("format"), format!("unknown output format {f:?}, expected: parquet"));
+        sink.error(
+            &o.field_path("format"),
+            format!("unknown output format {f:?}, expected: parquet"),
+        );
     }
     let compression = match o.opt_str("compression").as_deref() {
         None | Some("zstd") => Compression::Zstd,
@@ -487,7 +500,10 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
         } else {
             sink.error(
                 &caps.field_path(&k),
-                format!("unknown phase, this spec has phases p00..p{:02}", phase_count - 1),
+                format!(
+                    "unknown phase, this spec has phases p00..p{:02}",
+                    phase_count - 1
+                ),
             );
         }
     }

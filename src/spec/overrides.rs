@@ -82,7 +82,11 @@ pub fn apply_set(root: &mut Value, assignment: &str) -> Result<(), FieldError> {
                     *cur = Value::Object(Map::new());
                 }
             }
-            _ => return Err(err(format!("{seg:?} is inside a value that is not a map or list"))),
+            _ => {
+                return Err(err(format!(
+                    "{seg:?} is inside a value that is not a map or list"
+                )));
+            }
         }
     }
     Ok(())
@@ -149,14 +153,13 @@ fn expand(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, St
                 Some((n, d)) => (n, Some(d)),
                 None => (expr, None),
             };
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("invalid environment variable name {name:?}"));
             }
-            match lookup(name).filter(|v| !v.is_empty()).or(default.map(str::to_string)) {
+            match lookup(name)
+                .filter(|v| !v.is_empty())
+                .or(default.map(str::to_string))
+            {
                 Some(val) => out.push_str(&val),
                 None => return Err(format!("environment variable {name} is not set")),
             }
@@ -198,6 +201,9 @@ mod tests {
         assert_eq!(v, json!({"a": "s3://bkt/x", "b": ["d", "${LIT}", "$5"]}));
         let mut bad = json!({"o": {"uri": "${MISSING}"}});
         let e = interpolate(&mut bad, &env).unwrap_err();
-        assert_eq!(e.0[0].to_string(), "o.uri: environment variable MISSING is not set");
+        assert_eq!(
+            e.0[0].to_string(),
+            "o.uri: environment variable MISSING is not set"
+        );
     }
 }

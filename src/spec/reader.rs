@@ -31,7 +31,11 @@ pub struct SpecErrors(pub Vec<FieldError>);
 impl fmt::Display for SpecErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0.len();
-        write!(f, "invalid spec ({n} error{})", if n == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "invalid spec ({n} error{})",
+            if n == 1 { "" } else { "s" }
+        )?;
         for e in &self.0 {
             write!(f, "\n  - {e}")?;
         }
@@ -265,7 +269,9 @@ impl<'a> Obj<'a> {
 
     /// The keys of this map, in order.
     pub fn keys(&self) -> Vec<String> {
-        self.map.map(|m| m.keys().cloned().collect()).unwrap_or_default()
+        self.map
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Refuses every key that was never read.

@@ -145,9 +145,15 @@ fn count_pages(
 
 #[async_trait]
 impl ObjectStore for CountingStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
         self.counters.add(Kind::Put, 1);
-        self.counters.add(Kind::BytesWritten, payload.content_length() as u64);
+        self.counters
+            .add(Kind::BytesWritten, payload.content_length() as u64);
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -207,16 +213,26 @@ impl ObjectStore for CountingStore {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         let c = self.counters.clone();
-        self.inner
-            .delete_stream(locations.inspect_ok(move |_| c.add(Kind::Delete, 1)).boxed())
+        self.inner.delete_stream(
+            locations
+                .inspect_ok(move |_| c.add(Kind::Delete, 1))
+                .boxed(),
+        )
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         count_pages(self.inner.list(prefix), self.counters.clone())
     }
 
-    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
-        count_pages(self.inner.list_with_offset(prefix, offset), self.counters.clone())
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        count_pages(
+            self.inner.list_with_offset(prefix, offset),
+            self.counters.clone(),
+        )
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -246,7 +262,8 @@ struct CountingUpload {
 impl MultipartUpload for CountingUpload {
     fn put_part(&mut self, data: PutPayload) -> UploadPart {
         self.counters.add(Kind::Put, 1);
-        self.counters.add(Kind::BytesWritten, data.content_length() as u64);
+        self.counters
+            .add(Kind::BytesWritten, data.content_length() as u64);
         self.inner.put_part(data)
     }
     async fn complete(&mut self) -> Result<PutResult> {

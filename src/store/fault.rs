@@ -119,7 +119,9 @@ impl Wrapper {
         for r in rules.iter_mut() {
             if (r.op != Op::Any && r.op != op)
                 || r.remaining == Some(0)
-                || r.path_contains.as_deref().is_some_and(|p| !path.contains(p))
+                || r.path_contains
+                    .as_deref()
+                    .is_some_and(|p| !path.contains(p))
             {
                 continue;
             }
@@ -142,7 +144,9 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
         .map(|r| {
             let parts: Vec<&str> = r.trim().splitn(4, ':').collect();
             if parts.len() < 3 {
-                return Err(format!("fault rule {r:?}: expected op:kind:probability[:path]"));
+                return Err(format!(
+                    "fault rule {r:?}: expected op:kind:probability[:path]"
+                ));
             }
             let op = match parts[0] {
                 "put" => Op::Put,
@@ -159,7 +163,9 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                 "slowdown" => Fault::SlowDown,
                 "conflict" => Fault::Conflict,
                 k if k.starts_with("latency=") => Fault::Latency(Duration::from_millis(
-                    k[8..].parse().map_err(|_| format!("fault rule {r:?}: bad latency"))?,
+                    k[8..]
+                        .parse()
+                        .map_err(|_| format!("fault rule {r:?}: bad latency"))?,
                 )),
                 k => return Err(format!("fault rule {r:?}: unknown kind {k:?}")),
             };
@@ -200,15 +206,21 @@ impl FaultStore {
         match self.state.pick(op, path.as_ref()) {
             None => f.await,
             Some(Fault::ErrorBefore) => Err(injected("injected error before the request")),
-            Some(Fault::SlowDown) => Err(injected("503 SlowDown: please reduce your request rate (injected)")),
-            Some(Fault::Conflict) => Err(injected("409 Conflict: a conflicting operation is in progress (injected)")),
+            Some(Fault::SlowDown) => Err(injected(
+                "503 SlowDown: please reduce your request rate (injected)",
+            )),
+            Some(Fault::Conflict) => Err(injected(
+                "409 Conflict: a conflicting operation is in progress (injected)",
+            )),
             Some(Fault::Latency(d)) => {
                 tokio::time::sleep(d).await;
                 f.await
             }
             Some(Fault::ErrorAfter) => {
                 f.await?;
-                Err(injected("injected error after the request landed (response lost)"))
+                Err(injected(
+                    "injected error after the request landed (response lost)",
+                ))
             }
         }
     }
@@ -222,13 +234,30 @@ impl std::fmt::Display for FaultStore {
 
 #[async_trait]
 impl ObjectStore for FaultStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.guard(Op::Put, location, self.inner.put_opts(location, payload, opts))
-            .await
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.guard(
+            Op::Put,
+            location,
+            self.inner.put_opts(location, payload, opts),
+        )
+        .await
     }
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        self.guard(Op::Put, location, self.inner.put_multipart_opts(location, opts))
-            .await
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.guard(
+            Op::Put,
+            location,
+            self.inner.put_multipart_opts(location, opts),
+        )
+        .await
     }
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.guard(Op::Get, location, self.inner.get_opts(location, options))
@@ -238,14 +267,19 @@ impl ObjectStore for FaultStore {
         self.guard(Op::Get, location, self.inner.get_ranges(location, ranges))
             .await
     }
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
         self.inner.delete_stream(locations)
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let p = prefix.cloned().unwrap_or_default();
         match self.state.pick(Op::List, p.as_ref()) {
             Some(Fault::ErrorBefore | Fault::ErrorAfter | Fault::SlowDown | Fault::Conflict) => {
-                Box::pin(futures::stream::once(async { Err(injected("injected list failure")) }))
+                Box::pin(futures::stream::once(async {
+                    Err(injected("injected list failure"))
+                }))
             }
             _ => self.inner.list(prefix),
         }
@@ -277,7 +311,15 @@ mod tests {
         let s = w.wrap(Arc::new(InMemory::new()));
         w.fail_next(Op::Put, Fault::ErrorAfter, "a");
         assert!(s.put(&Path::from("a"), "x".into()).await.is_err());
-        assert_eq!(s.get(&Path::from("a")).await.unwrap().bytes().await.unwrap(), "x");
+        assert_eq!(
+            s.get(&Path::from("a"))
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap(),
+            "x"
+        );
         w.fail_next(Op::Put, Fault::ErrorBefore, "b");
         assert!(s.put(&Path::from("b"), "x".into()).await.is_err());
         assert!(s.get(&Path::from("b")).await.is_err());

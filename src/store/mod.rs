@@ -54,7 +54,9 @@ impl Uri {
             let (name, p) = rest.split_once('/').unwrap_or((rest, ""));
             (format!("memory://{name}"), p.to_string())
         } else if s.contains("://") && !s.starts_with("file://") {
-            return Err(bad("unsupported scheme, expected a path, file://, s3:// or memory://"));
+            return Err(bad(
+                "unsupported scheme, expected a path, file://, s3:// or memory://",
+            ));
         } else {
             let local = s.strip_prefix("file://").unwrap_or(s);
             if local.is_empty() {
@@ -75,7 +77,11 @@ impl Uri {
     pub fn to_uri_string(&self) -> String {
         let sep = if self.store == "file" { ":///" } else { "/" };
         if self.path.as_ref().is_empty() {
-            format!("{}{}", self.store, if self.store == "file" { ":///" } else { "" })
+            format!(
+                "{}{}",
+                self.store,
+                if self.store == "file" { ":///" } else { "" }
+            )
         } else {
             format!("{}{sep}{}", self.store, self.path)
         }
@@ -213,7 +219,11 @@ impl Registry {
                 opts = opts.with_allow_http(true);
             }
         }
-        if let Some(r) = s3.region.clone().or_else(|| std::env::var("AWS_REGION").ok()) {
+        if let Some(r) = s3
+            .region
+            .clone()
+            .or_else(|| std::env::var("AWS_REGION").ok())
+        {
             b = b.with_region(r);
         } else if std::env::var("AWS_DEFAULT_REGION").is_err() {
             b = b.with_region("us-east-1");
@@ -227,7 +237,8 @@ impl Registry {
             ..Default::default()
         };
         let store = b.with_client_options(opts).with_retry(retry).build()?;
-        let limited = object_store::limit::LimitStore::new(store, s3.max_concurrent_requests.max(1));
+        let limited =
+            object_store::limit::LimitStore::new(store, s3.max_concurrent_requests.max(1));
         Ok(Arc::new(limited))
     }
 }
@@ -239,7 +250,10 @@ pub fn is_glob(s: &str) -> bool {
 
 /// Lists the objects a URI or glob names, sorted by location. A plain URI names one
 /// object, or every object under it when it is a prefix.
-pub async fn list_matching(reg: &Registry, pattern: &str) -> Result<Vec<(Uri, ObjectMeta)>, StoreError> {
+pub async fn list_matching(
+    reg: &Registry,
+    pattern: &str,
+) -> Result<Vec<(Uri, ObjectMeta)>, StoreError> {
     let bad = |reason: String| StoreError::BadUri {
         uri: pattern.to_string(),
         reason,
@@ -285,7 +299,9 @@ pub async fn list_matching(reg: &Registry, pattern: &str) -> Result<Vec<(Uri, Ob
         .compile_matcher();
     let mut out: Vec<ObjectMeta> = store
         .list(Some(&base.path))
-        .try_filter(|m| futures::future::ready(glob.is_match(m.location.as_ref()) && !is_hidden(&m.location)))
+        .try_filter(|m| {
+            futures::future::ready(glob.is_match(m.location.as_ref()) && !is_hidden(&m.location))
+        })
         .try_collect()
         .await?;
     out.sort_by(|a, b| a.location.cmp(&b.location));
@@ -323,16 +339,28 @@ mod tests {
         assert_eq!(f.to_uri_string(), "file:///tmp/x/y");
         assert_eq!(Uri::parse("file:///tmp/x/y").unwrap(), f);
         assert!(Uri::parse("s3://b/a/../etc").is_err());
-        assert!(Uri::parse("/tmp/../etc/passwd").is_err() || Uri::parse("/tmp/../etc/passwd").unwrap().path.as_ref() == "etc/passwd");
+        assert!(
+            Uri::parse("/tmp/../etc/passwd").is_err()
+                || Uri::parse("/tmp/../etc/passwd").unwrap().path.as_ref() == "etc/passwd"
+        );
         assert!(Uri::parse("gs://b/x").is_err());
-        assert_eq!(Uri::parse("memory://t1/p").unwrap().to_uri_string(), "memory://t1/p");
+        assert_eq!(
+            Uri::parse("memory://t1/p").unwrap().to_uri_string(),
+            "memory://t1/p"
+        );
     }
 
     #[tokio::test]
     async fn glob_lists_only_matches() {
         let reg = Registry::with_wrapper(S3Settings::default(), None);
         let (s, _) = reg.resolve("memory://globtest").unwrap();
-        for k in ["d/a.jsonl", "d/b.jsonl", "d/c.txt", "d/sub/e.jsonl", "d/_hidden.jsonl"] {
+        for k in [
+            "d/a.jsonl",
+            "d/b.jsonl",
+            "d/c.txt",
+            "d/sub/e.jsonl",
+            "d/_hidden.jsonl",
+        ] {
             s.put(&Path::from(k), "x".into()).await.unwrap();
         }
         let got: Vec<String> = list_matching(&reg, "memory://globtest/d/*.jsonl")
@@ -341,7 +369,10 @@ mod tests {
             .into_iter()
             .map(|(u, _)| u.to_uri_string())
             .collect();
-        assert_eq!(got, vec!["memory://globtest/d/a.jsonl", "memory://globtest/d/b.jsonl"]);
+        assert_eq!(
+            got,
+            vec!["memory://globtest/d/a.jsonl", "memory://globtest/d/b.jsonl"]
+        );
         let all = list_matching(&reg, "memory://globtest/d").await.unwrap();
         assert_eq!(all.len(), 4);
     }

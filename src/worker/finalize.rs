@@ -6,7 +6,8 @@ use super::WorkerCtx;
 use super::publish::{self, Target};
 use crate::protocol::io::{get_json, list_all, put_json};
 use crate::protocol::records::{
-    CommitRecord, FailedTask, ManifestFile, OutputFile, OutputManifest, TaskStats, TaskStatus, VERSION,
+    CommitRecord, FailedTask, ManifestFile, OutputFile, OutputManifest, TaskStats, TaskStatus,
+    VERSION,
 };
 use crate::store::{Registry, Uri};
 use futures::{StreamExt, TryStreamExt};
@@ -17,7 +18,10 @@ use std::sync::Arc;
 
 pub const MANIFEST: &str = "_manifest.json";
 
-pub async fn run(ctx: &Arc<WorkerCtx>, reg: &Registry) -> Result<(Vec<OutputFile>, TaskStats), String> {
+pub async fn run(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+) -> Result<(Vec<OutputFile>, TaskStats), String> {
     let job = &ctx.job;
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let store = reg.open(&job.uri).map_err(|e| err(&e))?;
@@ -42,7 +46,12 @@ pub async fn run(ctx: &Arc<WorkerCtx>, reg: &Registry) -> Result<(Vec<OutputFile
     let mut targets: Vec<Target> = Vec::new();
     let mut failed = Vec::new();
     let mut stats = TaskStats::default();
-    let last = job.manifest.phases.last().map(|p| p.name.clone()).unwrap_or_default();
+    let last = job
+        .manifest
+        .phases
+        .last()
+        .map(|p| p.name.clone())
+        .unwrap_or_default();
     for r in &records {
         match r.status {
             TaskStatus::Committed => targets.extend(publish::targets(&job.manifest, r)),
@@ -70,7 +79,10 @@ pub async fn run(ctx: &Arc<WorkerCtx>, reg: &Registry) -> Result<(Vec<OutputFile
     let manifest_uri = out_uri.child(MANIFEST).to_uri_string();
     for prefix in &prefixes {
         let s = reg.open(prefix).map_err(|e| err(&e))?;
-        for m in list_all(s.as_ref(), &prefix.path, &ctx.retry).await.map_err(|e| err(&e))? {
+        for m in list_all(s.as_ref(), &prefix.path, &ctx.retry)
+            .await
+            .map_err(|e| err(&e))?
+        {
             let u = Uri {
                 store: prefix.store.clone(),
                 path: m.location.clone(),
@@ -94,10 +106,10 @@ pub async fn run(ctx: &Arc<WorkerCtx>, reg: &Registry) -> Result<(Vec<OutputFile
         let (reg, retry) = (reg.clone(), retry.clone());
         async move { publish::copy(&reg, &from, &to, &retry).await }
     }))
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await
-        .map_err(|e| err(&e))?;
+    .buffer_unordered(16)
+    .try_collect::<Vec<()>>()
+    .await
+    .map_err(|e| err(&e))?;
 
     let file = |t: &Target| ManifestFile {
         path: t.rel.clone(),
@@ -161,7 +173,8 @@ async fn janitor(
                 path: m.location.clone(),
             }
             .to_uri_string();
-            !u.rsplit_once('/').is_some_and(|(dir, _)| keep.contains(dir))
+            !u.rsplit_once('/')
+                .is_some_and(|(dir, _)| keep.contains(dir))
         })
         .map(|m| m.location)
         .collect();

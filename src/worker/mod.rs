@@ -88,7 +88,8 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
         let mut bound = Vec::new();
         for &i in &p.stages {
             let st = &job.spec.stages[i];
-            schema = ops::output_schema(&st.name, &st.operator, &schema).map_err(|e| format!("stage {}: {e}", st.name))?;
+            schema = ops::output_schema(&st.name, &st.operator, &schema)
+                .map_err(|e| format!("stage {}: {e}", st.name))?;
             bound.push(BoundStage {
                 name: st.name.clone(),
                 op: st.operator.clone(),
@@ -96,7 +97,11 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
             });
         }
         for f in p.output_schema.fields() {
-            if schema.field_with_name(f.name()).map(|g| g.data_type() != f.data_type()).unwrap_or(true) {
+            if schema
+                .field_with_name(f.name())
+                .map(|g| g.data_type() != f.data_type())
+                .unwrap_or(true)
+            {
                 return Err(format!(
                     "phase {}: planned column {:?} does not match what this mdf computes; was the job planned by another version?",
                     p.name,
@@ -130,7 +135,9 @@ impl View {
         self.ids.iter().map(Vec::len).sum::<usize>() == self.terminal.len()
     }
     fn phase_done(&self, p: usize) -> bool {
-        self.ids[p].iter().all(|t| self.terminal.contains(&(p, t.clone())))
+        self.ids[p]
+            .iter()
+            .all(|t| self.terminal.contains(&(p, t.clone())))
     }
 }
 
@@ -233,7 +240,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             break;
         }
         let Some((p, task, fresh)) = pick(&ctx, &view, offset, opts.gpu) else {
-            tokio::time::sleep(poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1))).await;
+            tokio::time::sleep(
+                poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1)),
+            )
+            .await;
             need_refresh = true;
             continue;
         };
@@ -245,12 +255,15 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             Some(&cap) => match acquire_slot(&lease, &ctx, &phase_name, cap, offset).await? {
                 Some(s) => Some(s),
                 None => {
-                    view.busy_until.insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+                    view.busy_until
+                        .insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
                     continue;
                 }
             },
         };
-        let claim = lease.claim(&job.paths.lease_dir(&phase_name, &task), fresh).await?;
+        let claim = lease
+            .claim(&job.paths.lease_dir(&phase_name, &task), fresh)
+            .await?;
         let held = match claim {
             Claim::Acquired(h) => h,
             Claim::Busy { until_ms } => {
@@ -260,8 +273,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 report.claims_lost += 1;
                 consecutive_lost += 1;
                 view.seen_leased.insert(key.clone());
-                view.busy_until
-                    .insert(key, until_ms.max(ctx.clock.now_ms() + poll.as_millis() as u64));
+                view.busy_until.insert(
+                    key,
+                    until_ms.max(ctx.clock.now_ms() + poll.as_millis() as u64),
+                );
                 if consecutive_lost >= 3 {
                     need_refresh = true;
                 }
@@ -285,15 +300,18 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             }
             Ok(task::Outcome::Released) => {
                 report.released += 1;
-                view.busy_until.insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+                view.busy_until
+                    .insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
             }
             Ok(task::Outcome::Fenced) => {
                 report.fenced += 1;
-                view.busy_until.insert(key, ctx.clock.now_ms() + ctx.ttl_ms());
+                view.busy_until
+                    .insert(key, ctx.clock.now_ms() + ctx.ttl_ms());
             }
             Err(e) => {
                 tracing::warn!(task = %task, error = %e, "task attempt ended with a storage error");
-                view.busy_until.insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+                view.busy_until
+                    .insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
             }
         }
         if last_stats.elapsed() > Duration::from_secs(30) {
@@ -367,7 +385,9 @@ fn pick(ctx: &WorkerCtx, view: &View, offset: usize, gpu: bool) -> Option<(usize
             for i in 0..n {
                 let t = &ids[(i + offset) % n];
                 let key = (p, t.clone());
-                if view.terminal.contains(&key) || view.busy_until.get(&key).is_some_and(|&u| u > now) {
+                if view.terminal.contains(&key)
+                    || view.busy_until.get(&key).is_some_and(|&u| u > now)
+                {
                     continue;
                 }
                 if view.seen_leased.contains(&key) == fresh_pass {
@@ -395,14 +415,22 @@ async fn acquire_slot(
 ) -> Result<Option<Held>, ProtoError> {
     for i in 0..cap {
         let slot = (i + offset as u32 % cap) % cap;
-        if let Claim::Acquired(h) = lease.claim(&ctx.job.paths.slot_dir(phase, slot), false).await? {
+        if let Claim::Acquired(h) = lease
+            .claim(&ctx.job.paths.slot_dir(phase, slot), false)
+            .await?
+        {
             return Ok(Some(h));
         }
     }
     Ok(None)
 }
 
-async fn write_stats(store: &Arc<dyn object_store::ObjectStore>, ctx: &WorkerCtx, r: &WorkerReport, counts: &RequestCounts) {
+async fn write_stats(
+    store: &Arc<dyn object_store::ObjectStore>,
+    ctx: &WorkerCtx,
+    r: &WorkerReport,
+    counts: &RequestCounts,
+) {
     // The stats write itself is counted first, so the file includes it.
     counts.put.fetch_add(1, Ordering::Relaxed);
     let stats = WorkerStats {
@@ -417,7 +445,13 @@ async fn write_stats(store: &Arc<dyn object_store::ObjectStore>, ctx: &WorkerCtx
     let plain = ctx.base.open(&ctx.job.uri);
     let _ = store;
     if let Ok(s) = plain
-        && let Err(e) = put_json(s.as_ref(), &ctx.job.paths.worker(&r.worker_id), &stats, &ctx.retry).await
+        && let Err(e) = put_json(
+            s.as_ref(),
+            &ctx.job.paths.worker(&r.worker_id),
+            &stats,
+            &ctx.retry,
+        )
+        .await
     {
         tracing::warn!(error = %e, "could not write worker stats");
     }

@@ -91,7 +91,10 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         spec.output_schema
             .fields()
             .iter()
-            .map(|f| last.index_of(f.name()).expect("planned output columns exist"))
+            .map(|f| {
+                last.index_of(f.name())
+                    .expect("planned output columns exist")
+            })
             .collect()
     };
     let mut data = PartWriter::new(
@@ -117,7 +120,9 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             let tx = tx_read;
             let mut total = readers::SliceStats::default();
             for slice in &spec.inputs {
-                let st = readers::read_slice(&ctx, slice, &spec.input_schema, &mut |item| tx.send(item).is_ok())?;
+                let st = readers::read_slice(&ctx, slice, &spec.input_schema, &mut |item| {
+                    tx.send(item).is_ok()
+                })?;
                 total.records += st.records;
                 total.rejected += st.rejected;
                 total.bytes += st.bytes;
@@ -150,7 +155,13 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                 for (st, stat) in spec.stages.iter().zip(stats.iter_mut()) {
                     let t0 = Instant::now();
                     let n_in = batch.num_rows() as u64;
-                    let (kept, rj) = ops::run_stage(&st.name, &st.op, batch, &st.out_schema, spec.keep_rejected_records)?;
+                    let (kept, rj) = ops::run_stage(
+                        &st.name,
+                        &st.op,
+                        batch,
+                        &st.out_schema,
+                        spec.keep_rejected_records,
+                    )?;
                     stat.nanos += t0.elapsed().as_nanos() as u64;
                     stat.records_in += n_in;
                     stat.records_out += kept.num_rows() as u64;
@@ -164,12 +175,10 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     }
                 }
                 if batch.num_rows() > 0 {
-                    let out = batch
-                        .project(&projection)
-                        .map_err(|e| ops::OpError {
-                            operator: "output".into(),
-                            message: e.to_string(),
-                        })?;
+                    let out = batch.project(&projection).map_err(|e| ops::OpError {
+                        operator: "output".into(),
+                        message: e.to_string(),
+                    })?;
                     if tx.send(Out::Batch(out)).is_err() {
                         return Err(PipelineError::Cancelled);
                     }

@@ -42,7 +42,13 @@ enum Attempt {
     Cancelled,
 }
 
-pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slot: Option<Held>) -> Result<Outcome, ProtoError> {
+pub async fn run(
+    ctx: &Arc<WorkerCtx>,
+    phase: usize,
+    task: &str,
+    held: Held,
+    slot: Option<Held>,
+) -> Result<Outcome, ProtoError> {
     let counts = Arc::new(RequestCounts::default());
     let reg = ctx.base.counting_into(counts.clone());
     let store = reg.open(&ctx.job.uri).map_err(|e| ProtoError::Corrupt {
@@ -65,7 +71,8 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
     let hb = {
         let ctx = ctx.clone();
         let store = store.clone();
-        let (held, slot, cancel, fenced) = (held.clone(), slot.clone(), cancel.clone(), fenced.clone());
+        let (held, slot, cancel, fenced) =
+            (held.clone(), slot.clone(), cancel.clone(), fenced.clone());
         tokio::spawn(async move {
             let every = Duration::from_secs(ctx.job.spec.job.heartbeat_secs);
             let lease = LeaseCtx {
@@ -95,7 +102,9 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
                         cancel.store(true, Ordering::Relaxed);
                         return;
                     }
-                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying at the next beat"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "lease renewal failed; retrying at the next beat")
+                    }
                 }
                 drop(h);
                 if let Some(s) = slot.lock().await.as_mut()
@@ -110,7 +119,9 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
     let attempt_id = held.lock().await.attempt.clone();
     let lost = held.lock().await.lost;
     let result = if lost >= ctx.job.spec.job.max_lost_leases {
-        Attempt::Fatal(format!("the task's worker was lost {lost} times (killed or out of memory)"))
+        Attempt::Fatal(format!(
+            "the task's worker was lost {lost} times (killed or out of memory)"
+        ))
     } else if is_finalize {
         match super::finalize::run(ctx, &reg).await {
             Ok((outputs, stats)) => Attempt::Done(Produced {
@@ -121,7 +132,17 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
             Err(e) => Attempt::Error(e),
         }
     } else {
-        execute(ctx, &reg, &store, phase, &phase_name, task, &attempt_id, cancel.clone()).await
+        execute(
+            ctx,
+            &reg,
+            &store,
+            phase,
+            &phase_name,
+            task,
+            &attempt_id,
+            cancel.clone(),
+        )
+        .await
     };
     hb.abort();
     let _ = hb.await;
@@ -142,7 +163,10 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
         }
     };
     if fenced.load(Ordering::Relaxed) {
-        tracing::warn!(task, "lease taken over by another worker; attempt abandoned");
+        tracing::warn!(
+            task,
+            "lease taken over by another worker; attempt abandoned"
+        );
         release_slot().await;
         return Ok(Outcome::Fenced);
     }
@@ -180,7 +204,11 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
         Attempt::Error(e) => {
             // Attempt ids appear in staged paths; without them equal failures compare equal.
             let e = e.replace(&held.attempt, "<attempt>");
-            let failures = if held.last_error.as_deref() == Some(e.as_str()) { held.failures + 1 } else { 1 };
+            let failures = if held.last_error.as_deref() == Some(e.as_str()) {
+                held.failures + 1
+            } else {
+                1
+            };
             tracing::warn!(task, failures, error = %e, "task attempt failed");
             if failures < ctx.job.spec.job.max_attempts {
                 let _ = lease.release(&held, Some((e, failures))).await;
@@ -200,10 +228,13 @@ pub async fn run(ctx: &Arc<WorkerCtx>, phase: usize, task: &str, held: Held, slo
     counts.put.fetch_add(1, Ordering::Relaxed);
     record.requests = counts.snapshot();
     let path = ctx.job.paths.commit(&phase_name, task);
-    let plain = ctx.base.open(&ctx.job.uri).map_err(|e| ProtoError::Corrupt {
-        path: path.to_string(),
-        message: e.to_string(),
-    })?;
+    let plain = ctx
+        .base
+        .open(&ctx.job.uri)
+        .map_err(|e| ProtoError::Corrupt {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
     let commit_lease = LeaseCtx {
         store: plain.as_ref(),
         ..lease.clone()
@@ -244,7 +275,13 @@ async fn execute(
     cancel: Arc<AtomicBool>,
 ) -> Attempt {
     let job = &ctx.job;
-    let manifest: TaskManifest = match get_json(store.as_ref(), &job.paths.task(phase_name, task), &ctx.retry).await {
+    let manifest: TaskManifest = match get_json(
+        store.as_ref(),
+        &job.paths.task(phase_name, task),
+        &ctx.retry,
+    )
+    .await
+    {
         Ok(Some(m)) => m,
         Ok(None) => return Attempt::Fatal(format!("task manifest {phase_name}/{task} is missing")),
         Err(e) => return Attempt::Error(e.to_string()),
@@ -256,7 +293,9 @@ async fn execute(
         let mut v = Vec::new();
         for up in &manifest.upstream {
             let prev = &job.manifest.phases[phase - 1].name;
-            match get_json::<CommitRecord>(store.as_ref(), &job.paths.commit(prev, up), &ctx.retry).await {
+            match get_json::<CommitRecord>(store.as_ref(), &job.paths.commit(prev, up), &ctx.retry)
+                .await
+            {
                 Ok(Some(r)) if r.status == TaskStatus::Committed => {
                     v.extend(r.outputs.iter().map(|f| InputSlice {
                         uri: f.uri.clone(),
@@ -273,7 +312,9 @@ async fn execute(
                         r.error.unwrap_or_default()
                     ));
                 }
-                Ok(None) => return Attempt::Error(format!("upstream task {prev}/{up} is not committed")),
+                Ok(None) => {
+                    return Attempt::Error(format!("upstream task {prev}/{up} is not committed"));
+                }
                 Err(e) => return Attempt::Error(e.to_string()),
             }
         }
@@ -291,7 +332,11 @@ async fn execute(
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: job.paths.attempt_dir(phase_name, task, attempt),
         props: super::writer::properties(&spec.output),
-        target_file_bytes: if last { spec.output.target_file_bytes } else { spec.output.target_file_bytes.min(256 << 20) },
+        target_file_bytes: if last {
+            spec.output.target_file_bytes
+        } else {
+            spec.output.target_file_bytes.min(256 << 20)
+        },
         batch_rows: spec.job.batch_rows,
         channel_batches: spec.job.channel_batches,
         max_record_bytes: spec.input.max_record_bytes as usize,
@@ -304,7 +349,9 @@ async fn execute(
             rejects: out.rejects,
             stats: out.stats,
         }),
-        Ok(Err(PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled))) => Attempt::Cancelled,
+        Ok(Err(
+            PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
+        )) => Attempt::Cancelled,
         Ok(Err(e)) => Attempt::Error(e.to_string()),
         Err(e) => Attempt::Error(format!("pipeline panicked: {e}")),
     }

@@ -50,7 +50,9 @@ struct Open {
 /// Writer properties from the output settings.
 pub fn properties(out: &OutputSpec) -> WriterProperties {
     let compression = match out.compression {
-        Compression::Zstd => PqCompression::ZSTD(ZstdLevel::try_new(out.zstd_level).unwrap_or_default()),
+        Compression::Zstd => {
+            PqCompression::ZSTD(ZstdLevel::try_new(out.zstd_level).unwrap_or_default())
+        }
         Compression::Snappy => PqCompression::SNAPPY,
         Compression::None => PqCompression::UNCOMPRESSED,
     };
@@ -117,7 +119,11 @@ impl PartWriter {
         };
         let writer = ArrowWriter::try_new(sink, self.schema.clone(), Some(self.props.clone()))
             .map_err(|e| self.err(&uri, e))?;
-        self.current = Some(Open { writer, uri, rows: 0 });
+        self.current = Some(Open {
+            writer,
+            uri,
+            rows: 0,
+        });
         Ok(())
     }
 
@@ -129,7 +135,10 @@ impl PartWriter {
         if batch.schema().fields() != self.schema.fields() {
             return Err(self.err(
                 &self.dir,
-                format!("batch schema {:?} differs from the planned schema", batch.schema()),
+                format!(
+                    "batch schema {:?} differs from the planned schema",
+                    batch.schema()
+                ),
             ));
         }
         if self.current.is_none() {
@@ -149,7 +158,9 @@ impl PartWriter {
     }
 
     fn close_current(&mut self) -> Result<(), WriteError> {
-        let Some(cur) = self.current.take() else { return Ok(()) };
+        let Some(cur) = self.current.take() else {
+            return Ok(());
+        };
         let uri = cur.uri.clone();
         // into_inner writes the footer (finish() first would write it twice).
         let mut sink = cur.writer.into_inner().map_err(|e| self.err(&uri, e))?;

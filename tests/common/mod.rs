@@ -33,10 +33,16 @@ pub fn stderr(o: &Output) -> String {
 
 /// Deterministic pseudo-random documents: `{"url", "text", "n"}` per line.
 pub fn docs(seed: u64, n: usize) -> Vec<String> {
-    let words = ["alpha", "beta", "gamma", "delta", "web", "data", "token", "model", "crawl", "text"];
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let words = [
+        "alpha", "beta", "gamma", "delta", "web", "data", "token", "model", "crawl", "text",
+    ];
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut next = || {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (x >> 33) as usize
     };
     (0..n)
@@ -72,7 +78,9 @@ pub fn read_parquet(path: &Path) -> Vec<RecordBatch> {
 pub fn strings(batches: &[RecordBatch], col: &str) -> Vec<String> {
     let mut out = Vec::new();
     for b in batches {
-        let c = b.column_by_name(col).unwrap_or_else(|| panic!("no column {col}"));
+        let c = b
+            .column_by_name(col)
+            .unwrap_or_else(|| panic!("no column {col}"));
         let s = c.as_any().downcast_ref::<StringArray>().unwrap();
         out.extend((0..s.len()).map(|i| s.value(i).to_string()));
     }
@@ -81,7 +89,8 @@ pub fn strings(batches: &[RecordBatch], col: &str) -> Vec<String> {
 
 /// The output manifest of a finished job.
 pub fn manifest(out: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(out.join("_manifest.json")).expect("manifest exists")).unwrap()
+    serde_json::from_slice(&std::fs::read(out.join("_manifest.json")).expect("manifest exists"))
+        .unwrap()
 }
 
 /// Every record id in the output, read through the manifest only.
@@ -91,7 +100,11 @@ pub fn output_ids(out: &Path) -> Vec<String> {
     for f in m["files"].as_array().unwrap() {
         let batches = read_parquet(&out.join(f["path"].as_str().unwrap()));
         let n: usize = batches.iter().map(|b| b.num_rows()).sum();
-        assert_eq!(n as u64, f["rows"].as_u64().unwrap(), "manifest row count matches the file");
+        assert_eq!(
+            n as u64,
+            f["rows"].as_u64().unwrap(),
+            "manifest row count matches the file"
+        );
         ids.extend(strings(&batches, "id"));
     }
     ids
@@ -121,13 +134,21 @@ pub fn files_under(dir: &Path) -> Vec<String> {
 pub fn orphans(out: &Path) -> Vec<String> {
     let m = manifest(out);
     let rejects_dir = out.join("_rejects");
-    let mut listed: Vec<String> = m["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect();
+    let mut listed: Vec<String> = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect();
     for r in m["rejects"].as_array().unwrap() {
         let p = rejects_dir.join(r["path"].as_str().unwrap());
         listed.push(p.strip_prefix(out).unwrap().to_string_lossy().into_owned());
     }
     listed.push("_manifest.json".into());
-    files_under(out).into_iter().filter(|f| !listed.contains(f)).collect()
+    files_under(out)
+        .into_iter()
+        .filter(|f| !listed.contains(f))
+        .collect()
 }
 
 pub fn status_json(job: &str) -> serde_json::Value {
@@ -140,7 +161,7 @@ pub fn job_uri(o: &Output) -> String {
     stdout(o)
         .lines()
         .filter_map(|l| l.strip_prefix("job: "))
-        .last()
+        .next_back()
         .expect("a job: line")
         .to_string()
 }

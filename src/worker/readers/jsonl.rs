@@ -46,7 +46,11 @@ pub fn open_range(ctx: &ReadCtx, uri: &str, from: u64) -> Result<Box<dyn Read + 
 
 /// Reads one line (without its `\n`) into `buf`, keeping at most `cap` bytes.
 /// Returns the bytes consumed (0 at the end) and whether the line was longer than `cap`.
-pub fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize) -> std::io::Result<(u64, bool)> {
+pub fn read_line_capped(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<(u64, bool)> {
     buf.clear();
     let mut consumed = 0u64;
     let mut over = false;
@@ -63,7 +67,11 @@ pub fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize) -> 
             Some(i) => (i + 1, true),
             None => (avail.len(), false),
         };
-        let content = if done { &avail[..take - 1] } else { &avail[..take] };
+        let content = if done {
+            &avail[..take - 1]
+        } else {
+            &avail[..take]
+        };
         let room = cap.saturating_sub(buf.len());
         if content.len() > room {
             over = true;
@@ -93,19 +101,38 @@ pub fn read(
     let raw = match open_range(ctx, &slice.uri, from) {
         Ok(r) => r,
         Err(ReadError::Missing { message, .. }) => {
-            out(Item::Rejects(vec![file_reject(slice, 0, "input_missing", message)]));
-            return Ok(SliceStats { rejected: 1, ..Default::default() });
+            out(Item::Rejects(vec![file_reject(
+                slice,
+                0,
+                "input_missing",
+                message,
+            )]));
+            return Ok(SliceStats {
+                rejected: 1,
+                ..Default::default()
+            });
         }
         Err(e) => return Err(e),
     };
     let decoded: Box<dyn Read + Send> = match comp {
         Compression::None => raw,
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 16, raw))),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(
+            1 << 16,
+            raw,
+        ))),
         Compression::Zstd => match zstd::stream::read::Decoder::new(raw) {
             Ok(d) => Box::new(d),
             Err(e) => {
-                out(Item::Rejects(vec![file_reject(slice, 0, "corrupt_input", e.to_string())]));
-                return Ok(SliceStats { rejected: 1, ..Default::default() });
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "corrupt_input",
+                    e.to_string(),
+                )]));
+                return Ok(SliceStats {
+                    rejected: 1,
+                    ..Default::default()
+                });
             }
         },
     };
@@ -115,29 +142,34 @@ pub fn read(
     let mut stats = SliceStats::default();
     let mut pos = from;
     let mut buf = Vec::with_capacity(4096);
-    let io_err = |e: std::io::Error, pos: u64| file_reject(slice, pos, "corrupt_input", e.to_string());
+    let io_err =
+        |e: std::io::Error, pos: u64| file_reject(slice, pos, "corrupt_input", e.to_string());
     // A range that does not start the file skips the line in progress at `start`.
     if ranged && slice.start > 0 {
         match read_line_capped(&mut r, &mut buf, 0) {
             Ok((n, _)) => pos += n,
             Err(e) => {
                 out(Item::Rejects(vec![io_err(e, pos)]));
-                return Ok(SliceStats { rejected: 1, ..stats });
+                return Ok(SliceStats {
+                    rejected: 1,
+                    ..stats
+                });
             }
         }
     }
     let mut builder = JsonBatchBuilder::new(schema.clone());
     let mut rejects: Vec<Reject> = Vec::new();
-    let flush = |b: &mut JsonBatchBuilder, rj: &mut Vec<Reject>, out: &mut dyn FnMut(Item) -> bool| {
-        let mut go = true;
-        if !rj.is_empty() {
-            go &= out(Item::Rejects(std::mem::take(rj)));
-        }
-        if !b.is_empty() {
-            go &= out(Item::Batch(b.finish()));
-        }
-        go
-    };
+    let flush =
+        |b: &mut JsonBatchBuilder, rj: &mut Vec<Reject>, out: &mut dyn FnMut(Item) -> bool| {
+            let mut go = true;
+            if !rj.is_empty() {
+                go &= out(Item::Rejects(std::mem::take(rj)));
+            }
+            if !b.is_empty() {
+                go &= out(Item::Batch(b.finish()));
+            }
+            go
+        };
     loop {
         if pos >= end {
             break;
@@ -170,7 +202,10 @@ pub fn read(
         if over {
             rejects.push(reject(
                 "record_too_large",
-                format!("line of {} bytes exceeds input.max_record_bytes ({cap})", n - 1),
+                format!(
+                    "line of {} bytes exceeds input.max_record_bytes ({cap})",
+                    n - 1
+                ),
                 None,
             ));
             stats.rejected += 1;
@@ -188,25 +223,31 @@ pub fn read(
                     ));
                     stats.rejected += 1;
                 }
-                Ok(text) => match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
-                    Err(e) => {
-                        rejects.push(reject("bad_json", e.to_string(), Some(text.to_string())));
-                        stats.rejected += 1;
-                    }
-                    Ok(obj) => match builder.push(&id, &obj) {
-                        Ok(()) => stats.records += 1,
-                        Err(why) => {
-                            rejects.push(reject("schema_mismatch", why, Some(text.to_string())));
+                Ok(text) => {
+                    match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
+                        Err(e) => {
+                            rejects.push(reject("bad_json", e.to_string(), Some(text.to_string())));
                             stats.rejected += 1;
                         }
-                    },
-                },
+                        Ok(obj) => match builder.push(&id, &obj) {
+                            Ok(()) => stats.records += 1,
+                            Err(why) => {
+                                rejects.push(reject(
+                                    "schema_mismatch",
+                                    why,
+                                    Some(text.to_string()),
+                                ));
+                                stats.rejected += 1;
+                            }
+                        },
+                    }
+                }
             }
         }
-        if builder.len() >= ctx.batch_rows || rejects.len() >= ctx.batch_rows {
-            if !flush(&mut builder, &mut rejects, out) {
-                return Err(ReadError::Cancelled);
-            }
+        if (builder.len() >= ctx.batch_rows || rejects.len() >= ctx.batch_rows)
+            && !flush(&mut builder, &mut rejects, out)
+        {
+            return Err(ReadError::Cancelled);
         }
     }
     flush(&mut builder, &mut rejects, out);
@@ -224,10 +265,14 @@ pub fn sample_rows(
     let decoded: Box<dyn Read> = match Compression::of(uri) {
         Compression::None => raw,
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(raw))),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(|e| ReadError::Storage {
-            uri: uri.to_string(),
-            message: e.to_string(),
-        })?),
+        Compression::Zstd => {
+            Box::new(
+                zstd::stream::read::Decoder::new(raw).map_err(|e| ReadError::Storage {
+                    uri: uri.to_string(),
+                    message: e.to_string(),
+                })?,
+            )
+        }
     };
     let mut r = BufReader::new(decoded.take(max_bytes));
     let mut rows = Vec::new();

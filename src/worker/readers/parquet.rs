@@ -37,7 +37,10 @@ impl AsyncFileReader for ObjectReader {
         })
     }
 
-    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
             self.store
                 .get_ranges(&self.path, &ranges)
@@ -71,7 +74,10 @@ pub fn normalise_type(dt: &DataType) -> DataType {
 }
 
 /// The columns of a Parquet file, normalised, for planning.
-pub async fn read_columns(store: Arc<dyn ObjectStore>, path: &Path) -> Result<Vec<(String, DataType)>, String> {
+pub async fn read_columns(
+    store: Arc<dyn ObjectStore>,
+    path: &Path,
+) -> Result<Vec<(String, DataType)>, String> {
     let size = store.head(path).await.map_err(|e| e.to_string())?.size;
     let reader = ObjectReader {
         store,
@@ -98,7 +104,10 @@ pub fn read(
         uri: slice.uri.clone(),
         message: e,
     };
-    let (store, u) = ctx.registry.resolve(&slice.uri).map_err(|e| storage(e.to_string()))?;
+    let (store, u) = ctx
+        .registry
+        .resolve(&slice.uri)
+        .map_err(|e| storage(e.to_string()))?;
     let reader = ObjectReader {
         store,
         path: u.path.clone(),
@@ -107,12 +116,20 @@ pub fn read(
     let mut stats = SliceStats::default();
     let reject_file = |reason: &str, e: String, out: &mut dyn FnMut(Item) -> bool| {
         out(Item::Rejects(vec![file_reject(slice, 0, reason, e)]));
-        SliceStats { rejected: 1, ..Default::default() }
+        SliceStats {
+            rejected: 1,
+            ..Default::default()
+        }
     };
-    let builder = match ctx.handle.block_on(ParquetRecordBatchStreamBuilder::new(reader)) {
+    let builder = match ctx
+        .handle
+        .block_on(ParquetRecordBatchStreamBuilder::new(reader))
+    {
         Ok(b) => b,
         Err(ParquetError::External(e)) => {
-            if let Some(object_store::Error::NotFound { .. }) = e.downcast_ref::<object_store::Error>() {
+            if let Some(object_store::Error::NotFound { .. }) =
+                e.downcast_ref::<object_store::Error>()
+            {
                 return Ok(reject_file("input_missing", e.to_string(), out));
             }
             return Err(storage(e.to_string()));
@@ -125,7 +142,10 @@ pub fn read(
     let mut row = 0u64;
     for (i, rg) in md.row_groups().iter().enumerate() {
         let c0 = rg.column(0);
-        let start = c0.dictionary_page_offset().unwrap_or(c0.data_page_offset()).max(0) as u64;
+        let start = c0
+            .dictionary_page_offset()
+            .unwrap_or(c0.data_page_offset())
+            .max(0) as u64;
         if start >= slice.start && start < slice.end {
             selected.push(i);
             first_rows.push(row);
@@ -166,7 +186,12 @@ pub fn read(
             Some(Err(ParquetError::External(e))) => return Err(storage(e.to_string())),
             Some(Err(e)) => {
                 let at = first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg;
-                out(Item::Rejects(vec![file_reject(slice, at, "corrupt_input", e.to_string())]));
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    at,
+                    "corrupt_input",
+                    e.to_string(),
+                )]));
                 stats.rejected += 1;
                 break;
             }
@@ -179,7 +204,10 @@ pub fn read(
                     rg_idx += 1;
                     in_rg = 0;
                 }
-                v.push(record_id(&key, first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg));
+                v.push(record_id(
+                    &key,
+                    first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg,
+                ));
                 in_rg += 1;
             }
             v
@@ -192,7 +220,12 @@ pub fn read(
                 }
             }
             Err(e) => {
-                out(Item::Rejects(vec![file_reject(slice, 0, "schema_mismatch", e)]));
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "schema_mismatch",
+                    e,
+                )]));
                 stats.rejected += n as u64;
             }
         }
@@ -210,20 +243,32 @@ fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan
     let skip = usize::from(assign_ids);
     let mut sources = Vec::new();
     for f in target.fields().iter().skip(skip) {
-        let src_name = if assign_ids && f.name() == SOURCE_ID { ID } else { f.name().as_str() };
+        let src_name = if assign_ids && f.name() == SOURCE_ID {
+            ID
+        } else {
+            f.name().as_str()
+        };
         let idx = file
             .index_of(src_name)
             .map_err(|_| format!("column {src_name:?} is missing from this file"))?;
         let ft = file.field(idx).data_type();
         if normalise_type(ft) != *f.data_type() && !arrow_cast::can_cast_types(ft, f.data_type()) {
-            return Err(format!("column {src_name:?} is {ft}, expected {}", f.data_type()));
+            return Err(format!(
+                "column {src_name:?} is {ft}, expected {}",
+                f.data_type()
+            ));
         }
         sources.push(idx);
     }
     Ok(Plan { sources })
 }
 
-fn apply_plan(plan: &Plan, batch: &RecordBatch, target: &SchemaRef, ids: Option<Vec<String>>) -> Result<RecordBatch, String> {
+fn apply_plan(
+    plan: &Plan,
+    batch: &RecordBatch,
+    target: &SchemaRef,
+    ids: Option<Vec<String>>,
+) -> Result<RecordBatch, String> {
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     if let Some(ids) = ids {
         cols.push(Arc::new(StringArray::from(ids)));
@@ -235,7 +280,8 @@ fn apply_plan(plan: &Plan, batch: &RecordBatch, target: &SchemaRef, ids: Option<
         cols.push(if col.data_type() == want.data_type() {
             col.clone()
         } else {
-            arrow_cast::cast(col, want.data_type()).map_err(|e| format!("column {:?}: {e}", want.name()))?
+            arrow_cast::cast(col, want.data_type())
+                .map_err(|e| format!("column {:?}: {e}", want.name()))?
         });
     }
     RecordBatch::try_new(target.clone(), cols).map_err(|e| e.to_string())

@@ -1,0 +1,180 @@
+//! Several `mdf worker` processes on one job, some killed with SIGKILL mid-task and
+//! restarted: the output must equal a single-process run (same ids, no duplicates,
+//! none missing) with no orphan file under the output. SIGTERM hands the lease back.
+mod common;
+use common::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn slow_spec(dir: &Path, out: &Path) -> std::path::PathBuf {
+    for i in 0..12 {
+        write_lines(&dir.join(format!("in/{i:02}.jsonl")), &docs(100 + i, 60));
+    }
+    write_spec(
+        dir,
+        &format!(
+            r#"
+name: chaos
+input: {{uris: ["{0}/in/*.jsonl"]}}
+stages:
+  - op: throttle
+    params: {{records_per_sec: 100}}
+  - op: text_length
+  - op: length_filter
+    params: {{min_words: 4}}
+output: {{uri: "{1}"}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, batch_rows: 10}}
+"#,
+            dir.display(),
+            out.display()
+        ),
+    )
+}
+
+fn worker(job: &str, id: &str) -> Child {
+    mdf()
+        .args(["worker", "--job", job, "--worker-id", id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_all(children: &mut [Child], limit: Duration) {
+    let t0 = Instant::now();
+    for c in children.iter_mut() {
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                assert!(st.success(), "worker exited with {st}");
+                break;
+            }
+            assert!(t0.elapsed() < limit, "workers did not finish in {limit:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn killed_workers_are_replaced_and_output_is_exactly_once() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let spec = slow_spec(d.path(), &out);
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let mut live: Vec<Child> = (0..4).map(|i| worker(&job, &format!("w{i}"))).collect();
+    // Two rounds: kill two workers mid-task, start two replacements.
+    for round in 0..2 {
+        std::thread::sleep(Duration::from_millis(900));
+        for mut c in live.drain(..2) {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        live.push(worker(&job, &format!("r{round}a")));
+        live.push(worker(&job, &format!("r{round}b")));
+    }
+    wait_all(&mut live, Duration::from_secs(120));
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    // Some task really was taken over from a killed worker.
+    let leases = files_under(&jobs);
+    let takeovers = leases
+        .iter()
+        .filter(|f| f.contains("/leases/p00/"))
+        .filter(|f| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(jobs.join(f)).unwrap()).unwrap();
+            v["lost"].as_u64().unwrap_or(0) > 0
+        })
+        .count();
+    assert!(
+        takeovers > 0,
+        "no lease was taken over; the kills missed every task"
+    );
+    let ids = output_ids(&out);
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+    assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
+
+    // Reference: one in-process worker on the same inputs.
+    let out2 = d.path().join("out-ref");
+    run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--workers", "4", "-o"])
+            .arg(&out2)
+            .args([
+                "--set",
+                "stages.throttle.params.records_per_sec=1000000",
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs-ref")),
+    );
+    let mut a = ids.clone();
+    let mut b = output_ids(&out2);
+    a.sort();
+    b.sort();
+    assert_eq!(a.len(), b.len(), "none missing");
+    assert_eq!(a, b, "same record ids as a clean run");
+    // The staged files of killed attempts were cleaned up by the janitor.
+    let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    let staged: BTreeSet<String> = files_under(&job_dir.join("staging"))
+        .iter()
+        .map(|f| f.rsplit_once('/').unwrap().0.to_string())
+        .collect();
+    assert_eq!(
+        staged.len() as u64,
+        st["phases"][0]["tasks"]["committed"].as_u64().unwrap(),
+        "one staged attempt per committed task"
+    );
+}
+
+#[test]
+fn sigterm_hands_the_lease_back_promptly() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let spec = slow_spec(d.path(), &out);
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args([
+                "submit",
+                spec.to_str().unwrap(),
+                "--set",
+                "stages.throttle.params.records_per_sec=5",
+                "--set",
+                "job.lease_ttl_secs=60",
+                "--set",
+                "job.heartbeat_secs=5",
+                "--job-root",
+            ])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let mut w = worker(&job, "term");
+    std::thread::sleep(Duration::from_millis(1500));
+    let t0 = Instant::now();
+    unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    let st = w.wait().unwrap();
+    assert!(st.success(), "{st}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "stopped in {:?}",
+        t0.elapsed()
+    );
+    // Its last lease record is a release, so the next worker need not wait 60 s.
+    let recs: Vec<String> = files_under(&jobs)
+        .into_iter()
+        .filter(|f| f.contains("/leases/p00/"))
+        .collect();
+    assert!(!recs.is_empty());
+    let last = recs.last().unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(jobs.join(last)).unwrap()).unwrap();
+    assert_eq!(v["kind"], "release", "{v}");
+}
