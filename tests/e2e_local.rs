@@ -226,11 +226,11 @@ fn compressed_jsonl_and_parquet_inputs() {
     let body = lines.join("\n") + "\n";
     std::fs::create_dir_all(d.path().join("in")).unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(body[..body.len() / 2].as_bytes()).unwrap();
+    gz.write_all(&body.as_bytes()[..body.len() / 2]).unwrap();
     let first = gz.finish().unwrap();
     // A second gzip member (CommonCrawl-style multi-member file).
     let mut gz2 = flate2::write::GzEncoder::new(first, flate2::Compression::default());
-    gz2.write_all(body[body.len() / 2..].as_bytes()).unwrap();
+    gz2.write_all(&body.as_bytes()[body.len() / 2..]).unwrap();
     std::fs::write(d.path().join("in/a.jsonl.gz"), gz2.finish().unwrap()).unwrap();
     std::fs::write(
         d.path().join("in/b.jsonl.zst"),
