@@ -365,7 +365,12 @@ async fn release_hands_over_at_once_and_carries_failures() {
         let dir = b.root.clone().join("release");
         let h = acquired(a.claim(&dir, true).await.unwrap());
         a.release(&h, Some(("boom".into(), 1))).await.unwrap();
-        let hb = acquired(bb.claim(&dir, true).await.unwrap());
+        // A worker that never saw the lease tries seq 0 and backs off without reading.
+        assert_eq!(
+            bb.claim(&dir, true).await.unwrap(),
+            Claim::Busy { until_ms: TTL }
+        );
+        let hb = acquired(bb.claim(&dir, false).await.unwrap());
         assert_eq!(
             (hb.seq, hb.epoch, hb.failures, hb.lost),
             (2, 1, 1, 0),
@@ -380,5 +385,26 @@ async fn release_hands_over_at_once_and_carries_failures() {
             "{}",
             b.name
         );
+    }
+}
+
+#[tokio::test]
+async fn a_renewal_that_landed_after_all_retries_failed_is_still_ours() {
+    for b in backends() {
+        let clock = MockClock::new(0);
+        let (ea, r) = (Entropy::seeded(16), retry());
+        let mut once = retry();
+        once.attempts = 1;
+        let a = ctx(&b, &clock, &ea, "a", &r);
+        let a_once = ctx(&b, &clock, &ea, "a", &once);
+        let dir = b.root.clone().join("landed");
+        let mut h = acquired(a.claim(&dir, true).await.unwrap());
+        // The renewal lands but reports an error, and there is no retry left.
+        b.faults
+            .fail_next(Op::Put, Fault::ErrorAfter, "landed/0000000001");
+        assert!(a_once.renew(&mut h.clone()).await.is_err());
+        // The next heartbeat finds seq 1 written by its own attempt and carries on.
+        a.renew(&mut h).await.unwrap();
+        assert_eq!(h.seq, 2, "{}", b.name);
     }
 }

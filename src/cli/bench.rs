@@ -1,8 +1,18 @@
-//! `mdf bench protocol`: measures the job protocol's object-store requests per task
-//! and its time overhead against running the same tasks' pipelines in one process
-//! without leases or commits.
+//! `mdf bench protocol`: measures the job protocol on the local store — object-store
+//! requests per task, and the wall-time overhead of leases, heartbeats, commits and
+//! publishing against running the very same task pipelines in one process without
+//! them. Prints a table; numbers go to docs/PERFORMANCE.md.
+use crate::clock::{Entropy, SystemClock};
+use crate::coordinator::{load_job, status, submit};
+use crate::protocol::io::Retry;
+use crate::spec::{Overrides, Spec};
+use crate::store::{Registry, RequestCounts, Uri};
+use crate::worker::pipeline::{self, PipelineSpec};
+use crate::worker::{self, WorkerOptions};
 use clap::Subcommand;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
 
 #[derive(Subcommand)]
 pub enum Bench {
@@ -14,7 +24,7 @@ pub enum Bench {
         workers: usize,
         #[arg(long, default_value_t = 100)]
         records_per_task: usize,
-        /// Scratch directory (default: a new temporary directory).
+        /// Scratch directory (default: a new directory under the system temp dir).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
@@ -22,6 +32,183 @@ pub enum Bench {
 
 pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
     match b {
-        Bench::Protocol { .. } => anyhow::bail!("not built yet"),
+        Bench::Protocol {
+            tasks,
+            workers,
+            records_per_task,
+            dir,
+        } => {
+            let dir = dir.unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("mdf-bench-{}", std::process::id()))
+            });
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(protocol(&dir, tasks, workers, records_per_task))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+async fn protocol(
+    dir: &std::path::Path,
+    tasks: usize,
+    workers: usize,
+    per_task: usize,
+) -> anyhow::Result<()> {
+    let input = dir.join("in");
+    std::fs::create_dir_all(&input)?;
+    for t in 0..tasks {
+        let mut s = String::new();
+        for r in 0..per_task {
+            s += &format!(
+                "{{\"text\": \"document {r} of file {t} with a few words in it\", \"n\": {r}}}\n"
+            );
+        }
+        std::fs::write(input.join(format!("{t:06}.jsonl")), s)?;
+    }
+    let text = format!(
+        "name: bench\ninput: {{uris: [\"{}/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\njob: {{max_files_per_task: 1, poll_millis: 200}}\n",
+        input.display(),
+        dir.join("out").display()
+    );
+    let spec = Spec::from_text(&text, "bench", &Overrides::default(), &|_| None)?;
+    let reg = Registry::new(spec.s3.clone());
+    let entropy = Entropy::from_os();
+    let retry = Retry::new(entropy.clone());
+
+    // (a) The full protocol: submit, N workers leasing and committing.
+    let t0 = Instant::now();
+    let opts = submit::SubmitOptions {
+        job_root: dir.join("jobs").display().to_string(),
+        job_id: None,
+        reuse: None,
+    };
+    let sub = submit::submit(&spec, &reg, &opts, &SystemClock, &entropy).await?;
+    let t_submit = t0.elapsed();
+    let mut hs = Vec::new();
+    for i in 0..workers {
+        let reg = reg.clone();
+        let o = WorkerOptions {
+            job_uri: sub.job_uri.clone(),
+            max_tasks: None,
+            worker_id: Some(format!("bench-{i}")),
+            gpu: false,
+            clock: Arc::new(SystemClock),
+            entropy: Entropy::from_os(),
+            shutdown: Default::default(),
+        };
+        hs.push(tokio::spawn(async move { worker::run(&reg, o).await }));
+    }
+    for h in hs {
+        h.await??;
+    }
+    let t_protocol = t0.elapsed();
+    let st = status::status(&reg, &sub.job_uri, &SystemClock, &retry).await?;
+    anyhow::ensure!(st.succeeded, "the benchmark job did not succeed");
+
+    // (b) The same task pipelines, same concurrency, no leases/commits/publishing.
+    let job = load_job(&reg, &sub.job_uri, &retry).await?;
+    let stages = worker::bind_stages(&job).map_err(anyhow::Error::msg)?;
+    let plan = crate::coordinator::plan::plan(&spec, &reg).await?;
+    let counts = Arc::new(RequestCounts::default());
+    let direct_reg = reg.counting_into(counts.clone());
+    let direct_out = Uri::parse(&dir.join("direct").display().to_string())?;
+    let t1 = Instant::now();
+    let phase = job.manifest.phases[0].clone();
+    let sem = Arc::new(tokio::sync::Semaphore::new(workers));
+    let mut hs = Vec::new();
+    for t in plan.tasks[0].iter().cloned() {
+        let permit = sem.clone().acquire_owned().await?;
+        let p = PipelineSpec {
+            registry: direct_reg.clone(),
+            handle: tokio::runtime::Handle::current(),
+            inputs: t.inputs.clone(),
+            input_schema: Arc::new(phase.input_schema.clone()),
+            assign_ids: true,
+            stages: stages[0].clone(),
+            output_schema: Arc::new(phase.output_schema.clone()),
+            out_dir: direct_out.child(&t.task_id),
+            props: worker::writer::properties(&spec.output),
+            target_file_bytes: spec.output.target_file_bytes,
+            batch_rows: spec.job.batch_rows,
+            channel_batches: spec.job.channel_batches,
+            max_record_bytes: spec.input.max_record_bytes as usize,
+            keep_rejected_records: true,
+            cancel: Default::default(),
+        };
+        hs.push(tokio::task::spawn_blocking(move || {
+            let r = pipeline::run(p);
+            drop(permit);
+            r
+        }));
+    }
+    for h in hs {
+        h.await??;
+    }
+    let t_direct = t1.elapsed();
+    let direct = counts.snapshot();
+
+    let n = st.tasks_total as f64;
+    let p0 = &st.phases[0];
+    let fin = &st.phases[1];
+    println!(
+        "mdf bench protocol: {tasks} tasks × {per_task} records, {workers} workers, local store"
+    );
+    println!();
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| tasks (incl. finalize) | {} |", st.tasks_total);
+    println!("| requests, all | {} |", st.requests_total);
+    println!(
+        "| requests per task, amortised | {:.2} |",
+        st.requests_total as f64 / n
+    );
+    println!(
+        "| in p00 tasks (get/put/list/head/copy/delete) | {}/{}/{}/{}/{}/{} = {:.2} per task |",
+        p0.requests.get,
+        p0.requests.put,
+        p0.requests.list,
+        p0.requests.head,
+        p0.requests.copy,
+        p0.requests.delete,
+        p0.requests.total() as f64 / p0.tasks.total.max(1) as f64
+    );
+    println!("| in the finalize task | {} |", fin.requests.total());
+    let w = &st.worker_requests;
+    println!(
+        "| by workers outside tasks (claims, listings, publishing) get/put/list/head/copy/delete | {}/{}/{}/{}/{}/{} = {:.2} per task |",
+        w.get,
+        w.put,
+        w.list,
+        w.head,
+        w.copy,
+        w.delete,
+        w.total() as f64 / n
+    );
+    println!(
+        "| direct pipelines, requests per task (data only) | {:.2} |",
+        direct.total() as f64 / tasks as f64
+    );
+    println!(
+        "| submit (plan + {} manifests) | {:.2} s |",
+        sub.tasks,
+        t_submit.as_secs_f64()
+    );
+    println!(
+        "| full protocol, wall | {:.2} s |",
+        t_protocol.as_secs_f64()
+    );
+    println!(
+        "| same pipelines without protocol, wall | {:.2} s |",
+        t_direct.as_secs_f64()
+    );
+    println!(
+        "| protocol overhead | {:.2} s ({:.1} ms per task, {:.0}%) |",
+        (t_protocol.as_secs_f64() - t_direct.as_secs_f64()),
+        (t_protocol.as_secs_f64() - t_direct.as_secs_f64()) * 1000.0 / tasks as f64,
+        100.0 * (t_protocol.as_secs_f64() / t_direct.as_secs_f64() - 1.0)
+    );
+    std::fs::remove_dir_all(dir).ok();
+    Ok(())
 }

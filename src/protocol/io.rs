@@ -101,8 +101,28 @@ pub fn is_transient(e: &object_store::Error) -> bool {
 pub enum Created {
     /// This write (possibly an earlier retry of it) created the object.
     Mine,
-    /// Another writer's object was there first; its bytes.
+    /// Another writer's object was there first. Its bytes when they were read back
+    /// (always for writes without a `write_id`); empty when the first try already
+    /// found the object, which proves it is not ours. Use [`read_theirs`] to get them.
     Theirs(Bytes),
+}
+
+/// The bytes of another writer's object, reading them if [`create_bytes`] did not.
+pub async fn read_theirs(
+    store: &dyn ObjectStore,
+    path: &Path,
+    b: Bytes,
+    retry: &Retry,
+) -> Result<Bytes, ProtoError> {
+    if !b.is_empty() {
+        return Ok(b);
+    }
+    get_bytes(store, path, retry)
+        .await?
+        .ok_or_else(|| ProtoError::Corrupt {
+            path: path.to_string(),
+            message: "reported as existing but cannot be read".into(),
+        })
 }
 
 /// Creates `path` with `value` only if absent. `write_id` must be unique to this
@@ -128,21 +148,33 @@ pub async fn create_bytes(
     write_id: Option<&str>,
     retry: &Retry,
 ) -> Result<Created, ProtoError> {
-    let r = retry
-        .run(|| {
-            let payload = PutPayload::from(body.clone());
-            async move {
-                store
-                    .put_opts(path, payload, PutOptions::from(PutMode::Create))
-                    .await
+    // Whether an earlier try may have landed although it reported an error: only then
+    // can an "already exists" be our own write, and only then is a read-back needed.
+    let mut maybe_landed = false;
+    let mut n = 0;
+    let r = loop {
+        let payload = PutPayload::from(body.clone());
+        match store
+            .put_opts(path, payload, PutOptions::from(PutMode::Create))
+            .await
+        {
+            Err(e) if is_transient(&e) && n + 1 < retry.attempts => {
+                tracing::debug!(error = %e, attempt = n, "transient error on create, retrying");
+                maybe_landed = true;
+                tokio::time::sleep(retry.delay(n)).await;
+                n += 1;
             }
-        })
-        .await;
+            r => break r,
+        }
+    };
     match r {
         Ok(_) => Ok(Created::Mine),
         Err(
             object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
         ) => {
+            if !maybe_landed && write_id.is_some() {
+                return Ok(Created::Theirs(Bytes::new()));
+            }
             let existing =
                 get_bytes(store, path, retry)
                     .await?

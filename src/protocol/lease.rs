@@ -2,7 +2,7 @@
 //! renew, release and commit. Works on every object_store backend (no compare-and-swap
 //! needed). Time comes only from the injected [`Clock`], ids only from [`Entropy`], so
 //! every transition is tested on a mock clock (tests/lease_conformance.rs).
-use super::io::{Created, ProtoError, Retry, create_json, decode, get_json, list_all};
+use super::io::{Created, ProtoError, Retry, create_json, decode, get_json, list_all, read_theirs};
 use super::records::{CommitRecord, LeaseKind, LeaseRecord, VERSION};
 use crate::clock::{Clock, Entropy};
 use object_store::ObjectStore;
@@ -117,12 +117,13 @@ impl LeaseCtx<'_> {
             if let Some(held) = self.try_create(h, 0).await? {
                 return Ok(Claim::Acquired(held));
             }
+            // Somebody claimed it since the caller last looked: almost surely a live
+            // lease. Come back when it would have expired (then with `fresh = false`).
+            return Ok(Claim::Busy {
+                until_ms: now + self.ttl_ms,
+            });
         }
         let Some(top) = self.latest(dir).await? else {
-            if fresh {
-                // Created between our create and our list: someone holds it now.
-                return Ok(Claim::Busy { until_ms: now });
-            }
             let h = new_attempt(0, 0, None, 0);
             return Ok(match self.try_create(h, 0).await? {
                 Some(held) => Claim::Acquired(held),
@@ -168,24 +169,28 @@ impl LeaseCtx<'_> {
         let seq = held.seq + 1;
         let write_id = self.entropy.hex_id(8);
         let rec = self.record(held, seq, LeaseKind::Lease, &write_id);
-        match create_json(
-            self.store,
-            &seq_path(&held.dir, seq),
-            &rec,
-            &write_id,
-            self.retry,
-        )
-        .await?
-        {
+        let path = seq_path(&held.dir, seq);
+        match create_json(self.store, &path, &rec, &write_id, self.retry).await? {
             Created::Mine => {
                 held.seq = seq;
                 held.expires_at_ms = rec.expires_at_ms;
                 Ok(())
             }
-            Created::Theirs(_) => Err(LeaseError::Fenced {
-                dir: held.dir.to_string(),
-                seq,
-            }),
+            Created::Theirs(b) => {
+                // A renewal of ours that reported failure after its retries may have
+                // landed: the record then names our attempt.
+                let b = read_theirs(self.store, &path, b, self.retry).await?;
+                let other: LeaseRecord = decode(&path, &b)?;
+                if other.attempt == held.attempt && other.kind == LeaseKind::Lease {
+                    held.seq = seq;
+                    held.expires_at_ms = other.expires_at_ms;
+                    return Box::pin(self.renew(held)).await;
+                }
+                Err(LeaseError::Fenced {
+                    dir: held.dir.to_string(),
+                    seq,
+                })
+            }
         }
     }
 
@@ -240,7 +245,15 @@ impl LeaseCtx<'_> {
         }
         match create_json(self.store, path, record, &record.write_id, self.retry).await? {
             Created::Mine => Ok(CommitOutcome::Committed),
-            Created::Theirs(b) => Ok(CommitOutcome::AlreadyCommitted(Box::new(decode(path, &b)?))),
+            Created::Theirs(b) => {
+                let b = read_theirs(self.store, path, b, self.retry).await?;
+                let other: CommitRecord = decode(path, &b)?;
+                if other.write_id == record.write_id {
+                    // A commit of ours that reported failure had landed.
+                    return Ok(CommitOutcome::Committed);
+                }
+                Ok(CommitOutcome::AlreadyCommitted(Box::new(other)))
+            }
         }
     }
 }

@@ -63,7 +63,10 @@ pub enum WorkerError {
 
 /// Shared, read-only context of one worker.
 pub struct WorkerCtx {
+    /// Stores without task counters (commits count themselves).
     pub base: Registry,
+    /// Stores counting into the worker's own counters (work outside tasks).
+    pub coord: Registry,
     pub job: LoadedJob,
     pub clock: Arc<dyn Clock>,
     pub entropy: Entropy,
@@ -120,6 +123,9 @@ type Key = (usize, String);
 struct View {
     /// Task ids per phase; the last entry is the finalize phase.
     ids: Vec<Vec<String>>,
+    /// Per phase, the order in which this worker tries tasks: a permutation seeded
+    /// by the worker id, so concurrent workers rarely reach for the same task.
+    order: Vec<Vec<usize>>,
     names: Vec<String>,
     /// For phase k > 0: task id → upstream task id.
     upstream: Vec<HashMap<String, String>>,
@@ -165,6 +171,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let stages = bind_stages(&job).map_err(WorkerError::Plan)?;
     let ctx = Arc::new(WorkerCtx {
         base: base.clone(),
+        coord: coord.clone(),
         job,
         clock: opts.clock.clone(),
         entropy: opts.entropy.clone(),
@@ -207,8 +214,19 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             downstream[k - 1].insert(up.clone(), down);
         }
     }
+    let seed = u64::from_str_radix(&hash16(&[&worker_id])[..16], 16).unwrap_or(0);
+    let order = ids
+        .iter()
+        .map(|v| {
+            use rand::{SeedableRng, seq::SliceRandom};
+            let mut o: Vec<usize> = (0..v.len()).collect();
+            o.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+            o
+        })
+        .collect();
     let mut view = View {
         ids,
+        order,
         names,
         upstream,
         downstream,
@@ -216,7 +234,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         seen_leased: HashSet::new(),
         busy_until: HashMap::new(),
     };
-    let offset = u64::from_str_radix(&hash16(&[&worker_id])[..8], 16).unwrap_or(0) as usize;
+    let offset = seed as usize;
     let mut report = WorkerReport {
         worker_id: worker_id.clone(),
         ..Default::default()
@@ -239,7 +257,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             report.job_complete = true;
             break;
         }
-        let Some((p, task, fresh)) = pick(&ctx, &view, offset, opts.gpu) else {
+        let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu) else {
             tokio::time::sleep(
                 poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1)),
             )
@@ -350,9 +368,9 @@ async fn refresh(
     Ok(())
 }
 
-/// The next task to try: deepest phase first (drains pipelines), tasks in a
-/// per-worker rotation (spreads workers over the task list), never-leased first.
-fn pick(ctx: &WorkerCtx, view: &View, offset: usize, gpu: bool) -> Option<(usize, String, bool)> {
+/// The next task to try: deepest phase first (drains pipelines), tasks in the
+/// worker's own random order (spreads workers over the task list), never-leased first.
+fn pick(ctx: &WorkerCtx, view: &View, gpu: bool) -> Option<(usize, String, bool)> {
     let now = ctx.clock.now_ms();
     let nphases = view.names.len() - 1;
     let max_unconsumed = ctx.job.spec.job.max_unconsumed_tasks;
@@ -381,9 +399,8 @@ fn pick(ctx: &WorkerCtx, view: &View, offset: usize, gpu: bool) -> Option<(usize
                 }
             }
             let ids = &view.ids[p];
-            let n = ids.len();
-            for i in 0..n {
-                let t = &ids[(i + offset) % n];
+            for &i in &view.order[p] {
+                let t = &ids[i];
                 let key = (p, t.clone());
                 if view.terminal.contains(&key)
                     || view.busy_until.get(&key).is_some_and(|&u| u > now)

@@ -243,7 +243,7 @@ pub async fn run(
         Ok(CommitOutcome::Committed) => {
             if record.status == TaskStatus::Committed {
                 for t in publish::targets(&ctx.job.manifest, &record) {
-                    if let Err(e) = publish::copy(&ctx.base, &t.from, &t.to, &ctx.retry).await {
+                    if let Err(e) = publish::copy(&ctx.coord, &t.from, &t.to, &ctx.retry).await {
                         tracing::warn!(error = %e, "publish failed; finalize will publish it");
                     }
                 }

@@ -302,7 +302,7 @@ mod tests {
         let mut buf = Vec::new();
         assert_eq!(read_line_capped(&mut r, &mut buf, 8).unwrap(), (6, false));
         assert_eq!(buf, b"short");
-        assert_eq!(read_line_capped(&mut r, &mut buf, 8).unwrap(), (23, true));
+        assert_eq!(read_line_capped(&mut r, &mut buf, 8).unwrap(), (24, true));
         assert_eq!(buf.len(), 8);
         assert_eq!(read_line_capped(&mut r, &mut buf, 8).unwrap(), (4, false));
         assert_eq!(buf, b"last");
