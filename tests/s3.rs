@@ -1,0 +1,82 @@
+//! End to end against a real S3-compatible server (`.ci/run` starts moto on
+//! 127.0.0.1 and sets MDF_TEST_S3_ENDPOINT): inputs, job root and output all on
+//! `s3://`, endpoint and credentials from the standard AWS variables.
+mod common;
+use common::*;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+fn endpoint() -> Option<String> {
+    match std::env::var("MDF_TEST_S3_ENDPOINT") {
+        Ok(e) => Some(e),
+        Err(_) => {
+            assert!(std::env::var("CI").is_err(), "CI must run the S3 tests (set MDF_TEST_S3_ENDPOINT)");
+            eprintln!("skipping: MDF_TEST_S3_ENDPOINT is not set");
+            None
+        }
+    }
+}
+
+fn aws_env(cmd: &mut std::process::Command, ep: &str) {
+    cmd.env("AWS_ENDPOINT_URL", ep)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_runs_entirely_on_s3() {
+    let Some(ep) = endpoint() else { return };
+    let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
+    let s3 = AmazonS3Builder::new()
+        .with_bucket_name(&bucket)
+        .with_endpoint(&ep)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .build()
+        .unwrap();
+    let prefix = format!("e2e-{}", mdf::clock::Entropy::from_os().hex_id(6));
+    let lines = docs(9, 500);
+    for (i, chunk) in lines.chunks(125).enumerate() {
+        let body = chunk.join("\n") + "\n";
+        s3.put(&Path::from(format!("{prefix}/in/{i}.jsonl")), body.into()).await.unwrap();
+    }
+    let d = tempfile::tempdir().unwrap();
+    let spec = write_spec(d.path(), &format!(
+        "name: s3e2e\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}, {{op: length_filter, params: {{min_words: 2}}}}]\noutput: {{uri: \"s3://{bucket}/{prefix}/out\"}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n"));
+    let mut cmd = mdf();
+    cmd.args(["run", spec.to_str().unwrap(), "--workers", "3", "--job-root", &format!("s3://{bucket}/{prefix}/jobs")]);
+    aws_env(&mut cmd, &ep);
+    let o = run_ok(&mut cmd);
+    let job = job_uri(&o);
+    assert!(job.starts_with(&format!("s3://{bucket}/{prefix}/jobs/jobs/s3e2e-")), "{job}");
+    let m: serde_json::Value = serde_json::from_slice(
+        &s3.get(&Path::from(format!("{prefix}/out/_manifest.json"))).await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    let short = lines
+        .iter()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["text"].as_str().unwrap().split_whitespace().count() < 2)
+        .count() as u64;
+    assert_eq!(m["rows"].as_u64().unwrap(), 500 - short);
+    // Exactly the manifest's files (and rejects) are under the output prefix.
+    let listed: Vec<String> = {
+        use futures::TryStreamExt;
+        s3.list(Some(&Path::from(format!("{prefix}/out"))))
+            .map_ok(|o| o.location.to_string())
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    let n_files = m["files"].as_array().unwrap().len() + m["rejects"].as_array().unwrap().len() + 1;
+    assert_eq!(listed.len(), n_files, "{listed:?}");
+    let mut st = mdf();
+    st.args(["status", &job, "--json"]);
+    aws_env(&mut st, &ep);
+    let v: serde_json::Value = serde_json::from_slice(&run_ok(&mut st).stdout).unwrap();
+    assert_eq!(v["complete"], true);
+    assert!(v["phases"][0]["requests"]["put"].as_u64().unwrap() > 0);
+}
