@@ -11,7 +11,10 @@ fn endpoint() -> Option<String> {
     match std::env::var("MDF_TEST_S3_ENDPOINT") {
         Ok(e) => Some(e),
         Err(_) => {
-            assert!(std::env::var("CI").is_err(), "CI must run the S3 tests (set MDF_TEST_S3_ENDPOINT)");
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run the S3 tests (set MDF_TEST_S3_ENDPOINT)"
+            );
             eprintln!("skipping: MDF_TEST_S3_ENDPOINT is not set");
             None
         }
@@ -42,24 +45,52 @@ async fn a_job_runs_entirely_on_s3() {
     let lines = docs(9, 500);
     for (i, chunk) in lines.chunks(125).enumerate() {
         let body = chunk.join("\n") + "\n";
-        s3.put(&Path::from(format!("{prefix}/in/{i}.jsonl")), body.into()).await.unwrap();
+        s3.put(&Path::from(format!("{prefix}/in/{i}.jsonl")), body.into())
+            .await
+            .unwrap();
     }
     let d = tempfile::tempdir().unwrap();
-    let spec = write_spec(d.path(), &format!(
-        "name: s3e2e\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}, {{op: length_filter, params: {{min_words: 2}}}}]\noutput: {{uri: \"s3://{bucket}/{prefix}/out\"}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n"));
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: s3e2e\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}, {{op: length_filter, params: {{min_words: 2}}}}]\noutput: {{uri: \"s3://{bucket}/{prefix}/out\"}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n"
+        ),
+    );
     let mut cmd = mdf();
-    cmd.args(["run", spec.to_str().unwrap(), "--workers", "3", "--job-root", &format!("s3://{bucket}/{prefix}/jobs")]);
+    cmd.args([
+        "run",
+        spec.to_str().unwrap(),
+        "--workers",
+        "3",
+        "--job-root",
+        &format!("s3://{bucket}/{prefix}/jobs"),
+    ]);
     aws_env(&mut cmd, &ep);
     let o = run_ok(&mut cmd);
     let job = job_uri(&o);
-    assert!(job.starts_with(&format!("s3://{bucket}/{prefix}/jobs/jobs/s3e2e-")), "{job}");
+    assert!(
+        job.starts_with(&format!("s3://{bucket}/{prefix}/jobs/jobs/s3e2e-")),
+        "{job}"
+    );
     let m: serde_json::Value = serde_json::from_slice(
-        &s3.get(&Path::from(format!("{prefix}/out/_manifest.json"))).await.unwrap().bytes().await.unwrap(),
+        &s3.get(&Path::from(format!("{prefix}/out/_manifest.json")))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
     )
     .unwrap();
     let short = lines
         .iter()
-        .filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["text"].as_str().unwrap().split_whitespace().count() < 2)
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .count()
+                < 2
+        })
         .count() as u64;
     assert_eq!(m["rows"].as_u64().unwrap(), 500 - short);
     // Exactly the manifest's files (and rejects) are under the output prefix.
