@@ -383,3 +383,74 @@ fn a_task_failing_the_same_way_is_recorded_as_failed() {
     );
     assert_eq!(manifest(&out)["failed_tasks"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn the_bundled_examples_validate_and_the_quickstart_runs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for ex in ["examples/quickstart.yaml", "examples/jsonl.yaml"] {
+        let o = run_ok(mdf().current_dir(root).args(["validate", ex]));
+        assert!(
+            stdout(&o).contains("✓ output columns"),
+            "{ex}: {}",
+            stdout(&o)
+        );
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let o = run_ok(
+        mdf()
+            .current_dir(root)
+            .args(["run", "examples/quickstart.yaml", "--workers", "2", "-o"])
+            .arg(&out)
+            .arg("--job-root")
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    let p0 = &st["phases"][0];
+    assert_eq!(p0["records_in"], 381);
+    assert_eq!(p0["stats"]["rejects_by_reason"]["bad_json"], 3);
+    assert_eq!(p0["stats"]["rejects_by_reason"]["invalid_utf8"], 3);
+    assert_eq!(
+        output_ids(&out).len() as u64,
+        p0["records_out"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn a_truncated_gzip_member_keeps_what_was_read_and_rejects_the_rest() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let lines = docs(8, 2000);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+    let full = gz.finish().unwrap();
+    std::fs::create_dir_all(d.path().join("in")).unwrap();
+    std::fs::write(d.path().join("in/cut.jsonl.gz"), &full[..full.len() / 2]).unwrap();
+    write_lines(&d.path().join("in/ok.jsonl"), &docs(9, 10));
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "input: {{uris: [\"{0}/in/*\"], format: jsonl}}\nstages: []\noutput: {{uri: \"{1}\"}}\njob: {{poll_millis: 50}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    assert_eq!(st["succeeded"], true);
+    let p0 = &st["phases"][0];
+    assert_eq!(
+        p0["stats"]["rejects_by_reason"]["corrupt_input"], 1,
+        "{p0:#}"
+    );
+    let kept = output_ids(&out).len();
+    assert!(
+        kept > 10 + 200 && kept < 10 + 2000,
+        "records before the cut are kept: {kept}"
+    );
+}

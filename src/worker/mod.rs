@@ -267,6 +267,20 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         };
         let key = (p, task.clone());
         let phase_name = view.names[p].clone();
+        // A task seen leased may have been committed since our last listing; taking
+        // over its expired lease would redo it for nothing. One HEAD settles it.
+        if !fresh {
+            use object_store::ObjectStoreExt;
+            let path = job.paths.commit(&phase_name, &task);
+            match retry.run(|| store.head(&path)).await {
+                Ok(_) => {
+                    view.terminal.insert(key);
+                    continue;
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(ProtoError::store(&path, e).into()),
+            }
+        }
         // Lease cap: hold a slot first.
         let slot = match job.spec.job.lease_caps.get(&phase_name) {
             None => None,
