@@ -102,7 +102,7 @@ fn killed_workers_are_replaced_and_output_is_exactly_once() {
     assert_eq!(unique.len(), ids.len(), "no duplicates");
     assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
 
-    // Reference: one in-process worker on the same inputs.
+    // Reference: a single process with one worker on the same inputs.
     let out2 = d.path().join("out-ref");
     run_ok(
         mdf()

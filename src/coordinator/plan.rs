@@ -187,7 +187,9 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
     }
 }
 
-fn hash16(parts: &[&str]) -> String {
+/// The first 16 hex digits of blake3 over length-prefixed parts: task ids. Workers
+/// derive downstream task ids with this same function.
+pub fn hash16(parts: &[&str]) -> String {
     let mut h = blake3::Hasher::new();
     for p in parts {
         h.update(&(p.len() as u64).to_le_bytes());

@@ -10,6 +10,7 @@ pub mod task;
 pub mod writer;
 
 use crate::clock::{Clock, Entropy};
+use crate::coordinator::plan::hash16;
 use crate::coordinator::{JobError, LoadedJob, load_job};
 use crate::ops;
 use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
@@ -80,6 +81,18 @@ impl WorkerCtx {
     pub fn ttl_ms(&self) -> u64 {
         self.job.spec.job.lease_ttl_secs * 1000
     }
+
+    /// The lease operations of this worker on `store`.
+    pub fn lease<'a>(&'a self, store: &'a dyn object_store::ObjectStore) -> LeaseCtx<'a> {
+        LeaseCtx {
+            store,
+            clock: self.clock.as_ref(),
+            entropy: &self.entropy,
+            worker: &self.worker_id,
+            ttl_ms: self.ttl_ms(),
+            retry: &self.retry,
+        }
+    }
 }
 
 /// Binds each phase's stages to its planned input schema and checks the result
@@ -147,15 +160,6 @@ impl View {
     }
 }
 
-fn hash16(parts: &[&str]) -> String {
-    let mut h = blake3::Hasher::new();
-    for p in parts {
-        h.update(&(p.len() as u64).to_le_bytes());
-        h.update(p.as_bytes());
-    }
-    h.finalize().to_hex()[..16].to_string()
-}
-
 /// Runs a worker until the job is complete, `max_tasks` is reached, or shutdown.
 pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, WorkerError> {
     let retry = Retry::new(opts.entropy.clone());
@@ -181,14 +185,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         shutdown: opts.shutdown.clone(),
     });
     let job = &ctx.job;
-    let lease = LeaseCtx {
-        store: store.as_ref(),
-        clock: ctx.clock.as_ref(),
-        entropy: &ctx.entropy,
-        worker: &worker_id,
-        ttl_ms: ctx.ttl_ms(),
-        retry: &retry,
-    };
+    let lease = ctx.lease(store.as_ref());
 
     // Task ids never change after submit: list them once.
     let mut names: Vec<String> = job.manifest.phases.iter().map(|p| p.name.clone()).collect();

@@ -75,14 +75,7 @@ pub async fn run(
             (held.clone(), slot.clone(), cancel.clone(), fenced.clone());
         tokio::spawn(async move {
             let every = Duration::from_secs(ctx.job.spec.job.heartbeat_secs);
-            let lease = LeaseCtx {
-                store: store.as_ref(),
-                clock: ctx.clock.as_ref(),
-                entropy: &ctx.entropy,
-                worker: &ctx.worker_id,
-                ttl_ms: ctx.ttl_ms(),
-                retry: &ctx.retry,
-            };
+            let lease = ctx.lease(store.as_ref());
             let mut ticks = tokio::time::interval(Duration::from_millis(200));
             let mut last = tokio::time::Instant::now();
             loop {
@@ -147,14 +140,7 @@ pub async fn run(
     hb.abort();
     let _ = hb.await;
 
-    let lease = LeaseCtx {
-        store: store.as_ref(),
-        clock: ctx.clock.as_ref(),
-        entropy: &ctx.entropy,
-        worker: &ctx.worker_id,
-        ttl_ms: ctx.ttl_ms(),
-        retry: &ctx.retry,
-    };
+    let lease = ctx.lease(store.as_ref());
     let mut held = held.lock().await.clone();
     let slot = slot.lock().await.clone();
     let release_slot = || async {
