@@ -454,3 +454,39 @@ fn a_truncated_gzip_member_keeps_what_was_read_and_rejects_the_rest() {
         "records before the cut are kept: {kept}"
     );
 }
+
+#[test]
+fn warc_gz_inputs_split_into_byte_ranges_read_each_record_once() {
+    let data =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/warc/other-crawlers");
+    assert!(data.is_dir(), "missing test data: {}", data.display());
+    let d = tempfile::tempdir().unwrap();
+    let run = |task_bytes: &str, out: &str| {
+        let out = d.path().join(out);
+        let s = write_spec(
+            d.path(),
+            &format!(
+                "name: warc\ninput: {{uris: [\"{}/*.warc.gz\"]}}\nstages: []\noutput: {{uri: \"{}\"}}\njob: {{task_bytes: {task_bytes}, poll_millis: 50}}\n",
+                data.display(),
+                out.display()
+            ),
+        );
+        let o = run_ok(
+            mdf()
+                .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+                .arg(d.path().join("jobs")),
+        );
+        let st = status_json(&job_uri(&o));
+        assert_eq!(st["succeeded"], true);
+        assert_eq!(st["phases"][0]["rejected"], 0);
+        let mut ids = output_ids(&out);
+        ids.sort();
+        (st["phases"][0]["tasks"]["total"].as_u64().unwrap(), ids)
+    };
+    let (whole_tasks, whole) = run("1GiB", "whole");
+    let (split_tasks, split) = run("16KiB", "split");
+    assert_eq!(whole_tasks, 1);
+    assert!(split_tasks > 4, "{split_tasks}");
+    assert!(whole.len() > 20, "{}", whole.len());
+    assert_eq!(whole, split);
+}

@@ -87,6 +87,9 @@ pub async fn input_columns(
     reg: &Registry,
     first: &InputFile,
 ) -> Result<Vec<(String, DataType)>, PlanError> {
+    if spec.input.format == Format::Warc {
+        return Ok(readers::warc::columns());
+    }
     if let Some(cols) = &spec.input.schema {
         return Ok(cols.clone());
     }
@@ -118,6 +121,7 @@ pub async fn input_columns(
             }
             Ok(crate::records::infer_schema(rows.iter()))
         }
+        Format::Warc => unreachable!("handled above"),
         Format::Parquet => {
             let (store, u) = reg
                 .resolve(&first.uri)

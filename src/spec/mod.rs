@@ -18,6 +18,7 @@ use std::sync::Arc;
 pub enum Format {
     Jsonl,
     Parquet,
+    Warc,
 }
 
 impl Format {
@@ -25,6 +26,7 @@ impl Format {
         match s {
             "jsonl" | "json" | "ndjson" => Some(Format::Jsonl),
             "parquet" => Some(Format::Parquet),
+            "warc" => Some(Format::Warc),
             _ => None,
         }
     }
@@ -40,6 +42,8 @@ impl Format {
             Some(Format::Jsonl)
         } else if base.ends_with(".parquet") || base.ends_with(".pq") {
             Some(Format::Parquet)
+        } else if base.ends_with(".warc") {
+            Some(Format::Warc)
         } else {
             None
         }
@@ -308,7 +312,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         Some(f) => Format::parse(&f).or_else(|| {
             sink.error(
                 &o.field_path("format"),
-                format!("unknown format {f:?}, expected one of: jsonl, parquet"),
+                format!("unknown format {f:?}, expected one of: jsonl, parquet, warc"),
             );
             None
         }),
@@ -319,7 +323,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
                 sink.error(
                     &o.field_path("format"),
                     format!(
-                        "cannot infer the format from {:?}; set input.format (jsonl, parquet)",
+                        "cannot infer the format from {:?}; set input.format (jsonl, parquet, warc)",
                         uris[0]
                     ),
                 );

@@ -62,9 +62,20 @@ impl Uri {
             if local.is_empty() {
                 return Err(bad("empty path"));
             }
+            // A local path is the user's own: `..` is resolved lexically here, so no
+            // `..` ever reaches an object key.
             let abs = std::path::absolute(local).map_err(|e| bad(&e.to_string()))?;
-            let text = abs.to_string_lossy();
-            ("file".to_string(), text.trim_start_matches('/').to_string())
+            let mut parts: Vec<String> = Vec::new();
+            for c in abs.components() {
+                match c {
+                    std::path::Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+                    std::path::Component::ParentDir => {
+                        parts.pop();
+                    }
+                    _ => {}
+                }
+            }
+            ("file".to_string(), parts.join("/"))
         };
         if rest.split('/').any(|seg| seg == ".." || seg == ".") {
             return Err(bad("path segments '.' and '..' are not allowed"));

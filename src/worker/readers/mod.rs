@@ -5,6 +5,7 @@
 //! storage failures that outlast retries are errors (the attempt is retried).
 pub mod jsonl;
 pub mod parquet;
+pub mod warc;
 
 use crate::protocol::records::InputSlice;
 use crate::records::Reject;
@@ -76,6 +77,8 @@ pub fn splittable(format: Format, uri: &str) -> bool {
     match format {
         Format::Jsonl => Compression::of(uri) == Compression::None,
         Format::Parquet => true,
+        // Per-record gzip members are the split points.
+        Format::Warc => Compression::of(uri) == Compression::Gzip,
     }
 }
 
@@ -98,6 +101,7 @@ pub fn read_slice(
     match slice.format {
         Format::Jsonl => jsonl::read(ctx, slice, schema, out),
         Format::Parquet => parquet::read(ctx, slice, schema, out),
+        Format::Warc => warc::read(ctx, slice, schema, out),
     }
 }
 

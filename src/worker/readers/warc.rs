@@ -1,0 +1,712 @@
+//! WARC input (`format: warc`): WARC/1.0, 1.1 and 0.18, per-record gzip (CommonCrawl)
+//! or uncompressed, streaming: memory never scales with the file size. Emits one row
+//! per HTTP `response` record: url (angle brackets stripped), WARC date and record id,
+//! HTTP status, content type and charset, and the de-chunked body. Other record types
+//! are skipped. A gzip member that fails to decode is rejected (`corrupt_input`) and
+//! reading resumes at the next gzip member. A response cut short (end of file, broken
+//! compression, or a `WARC-Truncated` header) is kept with what was read and
+//! `truncated = true`, as warcio and FastWARC keep it; a body over `max_record_bytes`
+//! is rejected without being buffered (`record_too_large`).
+//!
+//! Byte-range tasks on `.warc.gz`: a task owns every gzip member that starts in its
+//! range; it finds the first member boundary at or after its start by scanning for the
+//! gzip magic and checking that the member decodes to `WARC/`. Record ids use the
+//! compressed offset of their member, as CommonCrawl's index does.
+use super::{Compression, Item, ReadCtx, ReadError, SliceStats, file_reject};
+use crate::protocol::records::InputSlice;
+use crate::records::{Reject, file_key, record_id};
+use arrow_array::builder::{BinaryBuilder, BooleanBuilder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
+
+/// The columns a WARC input provides (after `id`).
+pub fn columns() -> Vec<(String, DataType)> {
+    [
+        ("url", DataType::Utf8),
+        ("warc_date", DataType::Utf8),
+        ("warc_record_id", DataType::Utf8),
+        ("http_status", DataType::Int64),
+        ("content_type", DataType::Utf8),
+        ("charset", DataType::Utf8),
+        ("content", DataType::Binary),
+        ("truncated", DataType::Boolean),
+    ]
+    .into_iter()
+    .map(|(n, t)| (n.to_string(), t))
+    .collect()
+}
+
+/// One parsed WARC record header.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct WarcHeader {
+    pub version: String,
+    pub fields: Vec<(String, String)>,
+}
+
+impl WarcHeader {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn content_length(&self) -> Option<u64> {
+        self.get("Content-Length")?.trim().parse().ok()
+    }
+}
+
+/// Reads the next record header; `Ok(None)` at a clean end of input.
+pub fn read_header(r: &mut impl BufRead) -> std::io::Result<Option<WarcHeader>> {
+    let mut line = Vec::new();
+    // Skip blank lines between records.
+    loop {
+        line.clear();
+        if r.take(64 << 10).read_until(b'\n', &mut line)? == 0 {
+            return Ok(None);
+        }
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            break;
+        }
+    }
+    let first = String::from_utf8_lossy(&line).trim().to_string();
+    if !first.starts_with("WARC/") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "expected a WARC version line, found {:?}",
+                first.chars().take(40).collect::<String>()
+            ),
+        ));
+    }
+    let mut h = WarcHeader {
+        version: first,
+        fields: vec![],
+    };
+    loop {
+        line.clear();
+        if r.take(64 << 10).read_until(b'\n', &mut line)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "record header cut short",
+            ));
+        }
+        let l = String::from_utf8_lossy(&line);
+        let l = l.trim_end_matches(['\r', '\n']);
+        if l.is_empty() {
+            break;
+        }
+        if (l.starts_with(' ') || l.starts_with('\t')) && !h.fields.is_empty() {
+            // Folded continuation line.
+            let last = h.fields.last_mut().expect("non-empty");
+            last.1.push(' ');
+            last.1.push_str(l.trim());
+            continue;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            h.fields.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        if h.fields.len() > 1000 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "more than 1000 header fields",
+            ));
+        }
+    }
+    Ok(Some(h))
+}
+
+/// An HTTP response split into status, headers and the (de-chunked) body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpResponse {
+    /// The body is shorter than the HTTP Content-Length said.
+    pub short: bool,
+    pub status: Option<i64>,
+    pub content_type: Option<String>,
+    pub charset: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// Parses an HTTP response block. Tolerant like browsers: a bad chunked encoding
+/// keeps the raw body.
+pub fn parse_http(block: &[u8]) -> HttpResponse {
+    let header_end = find(block, b"\r\n\r\n")
+        .map(|i| (i, i + 4))
+        .or_else(|| find(block, b"\n\n").map(|i| (i, i + 2)));
+    let Some((hend, bstart)) = header_end else {
+        return HttpResponse {
+            short: false,
+            status: None,
+            content_type: None,
+            charset: None,
+            body: block.to_vec(),
+        };
+    };
+    let head = String::from_utf8_lossy(&block[..hend]);
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok());
+    let (mut content_type, mut chunked, mut declared, mut encoding) = (None, false, None, None);
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            let k = k.trim();
+            if k.eq_ignore_ascii_case("content-type") {
+                content_type = Some(v.trim().to_string());
+            } else if k.eq_ignore_ascii_case("transfer-encoding")
+                && v.to_ascii_lowercase().contains("chunked")
+            {
+                chunked = true;
+            } else if k.eq_ignore_ascii_case("content-encoding") {
+                encoding = Some(v.trim().to_ascii_lowercase());
+            } else if k.eq_ignore_ascii_case("content-length") {
+                declared = v.trim().parse::<usize>().ok();
+            }
+        }
+    }
+    let raw = &block[bstart..];
+    let body = if chunked {
+        dechunk(raw).unwrap_or_else(|| raw.to_vec())
+    } else {
+        raw.to_vec()
+    };
+    let short = !chunked && declared.is_some_and(|d| body.len() < d);
+    // Undo Content-Encoding (gzip, deflate) so the body is the document itself.
+    let (body, cut) = match encoding.as_deref() {
+        Some("gzip" | "x-gzip") => {
+            decode_bounded(flate2::read::MultiGzDecoder::new(&body[..]), body.clone())
+        }
+        Some("deflate") => decode_bounded(flate2::read::ZlibDecoder::new(&body[..]), body.clone()),
+        _ => (body, false),
+    };
+    let charset = content_type.as_deref().and_then(charset_of);
+    let mime = content_type.map(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
+    HttpResponse {
+        short: short || cut,
+        status,
+        content_type: mime,
+        charset,
+        body,
+    }
+}
+
+/// Decompresses at most 64 MiB (a decompression bomb is cut there). On a broken
+/// stream keeps what was decoded and reports it cut; if nothing decodes, keeps `raw`.
+fn decode_bounded(d: impl Read, raw: Vec<u8>) -> (Vec<u8>, bool) {
+    const MAX: u64 = 64 << 20;
+    let mut out = Vec::new();
+    let mut limited = d.take(MAX + 1);
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        match limited.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) if out.is_empty() => return (raw, false),
+            Err(_) => return (out, true),
+        }
+    }
+    if out.len() as u64 > MAX {
+        out.truncate(MAX as usize);
+        return (out, true);
+    }
+    (out, false)
+}
+
+/// `charset=` of a Content-Type value, lowercased, quotes removed.
+pub fn charset_of(ct: &str) -> Option<String> {
+    ct.split(';').skip(1).find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| v.trim().trim_matches(['"', '\'']).to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+    })
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    memchr::memmem::find(h, n)
+}
+
+/// Decodes `Transfer-Encoding: chunked`; `None` if the chunk sizes do not add up.
+pub fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(b.len());
+    loop {
+        let nl = find(b, b"\n")?;
+        let size_text = std::str::from_utf8(&b[..nl]).ok()?.trim();
+        let size_text = size_text.split(';').next()?.trim();
+        let size = usize::from_str_radix(size_text, 16).ok()?;
+        b = &b[nl + 1..];
+        if size == 0 {
+            return Some(out);
+        }
+        if b.len() < size {
+            return None;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size..];
+        b = b
+            .strip_prefix(b"\r\n")
+            .or_else(|| b.strip_prefix(b"\n"))
+            .unwrap_or(b);
+        if b.is_empty() {
+            return Some(out);
+        }
+    }
+}
+
+/// Counts the bytes consumed from a buffered reader.
+struct Counting<R> {
+    inner: R,
+    pos: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counting<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.pos += amt as u64;
+        self.inner.consume(amt);
+    }
+}
+
+const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
+
+/// Whether a gzip member starting at `buf[0]` decodes to a WARC record.
+fn member_starts_warc(buf: &[u8]) -> bool {
+    let mut d = flate2::bufread::GzDecoder::new(buf);
+    let mut head = [0u8; 5];
+    d.read_exact(&mut head).is_ok() && &head == b"WARC/"
+}
+
+/// Row builders for one batch.
+struct Rows {
+    schema: SchemaRef,
+    id: StringBuilder,
+    url: StringBuilder,
+    date: StringBuilder,
+    rid: StringBuilder,
+    status: Int64Builder,
+    ctype: StringBuilder,
+    charset: StringBuilder,
+    content: BinaryBuilder,
+    truncated: BooleanBuilder,
+    n: usize,
+}
+
+impl Rows {
+    fn new(schema: SchemaRef) -> Self {
+        Rows {
+            schema,
+            id: StringBuilder::new(),
+            url: StringBuilder::new(),
+            date: StringBuilder::new(),
+            rid: StringBuilder::new(),
+            status: Int64Builder::new(),
+            ctype: StringBuilder::new(),
+            charset: StringBuilder::new(),
+            content: BinaryBuilder::new(),
+            truncated: BooleanBuilder::new(),
+            n: 0,
+        }
+    }
+    fn push(&mut self, id: &str, h: &WarcHeader, http: HttpResponse, cut: bool) {
+        self.truncated
+            .append_value(cut || h.get("WARC-Truncated").is_some());
+        self.id.append_value(id);
+        let url = h
+            .get("WARC-Target-URI")
+            .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
+        self.url.append_option(url);
+        self.date.append_option(h.get("WARC-Date"));
+        self.rid.append_option(h.get("WARC-Record-ID"));
+        self.status.append_option(http.status);
+        self.ctype.append_option(http.content_type);
+        self.charset.append_option(http.charset);
+        self.content.append_value(&http.body);
+        self.n += 1;
+    }
+    fn finish(&mut self) -> RecordBatch {
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(self.id.finish()),
+            Arc::new(self.url.finish()),
+            Arc::new(self.date.finish()),
+            Arc::new(self.rid.finish()),
+            Arc::new(self.status.finish()),
+            Arc::new(self.ctype.finish()),
+            Arc::new(self.charset.finish()),
+            Arc::new(self.content.finish()),
+            Arc::new(self.truncated.finish()),
+        ];
+        self.n = 0;
+        RecordBatch::try_new(self.schema.clone(), cols).expect("warc schema")
+    }
+}
+
+/// Reads records from one decoded stream (a gzip member, or a whole plain file).
+/// Returns false when the consumer stopped.
+#[allow(clippy::too_many_arguments)]
+fn read_records(
+    r: &mut impl BufRead,
+    base: u64,
+    per_member: bool,
+    key: &str,
+    ctx: &ReadCtx,
+    rows: &mut Rows,
+    rejects: &mut Vec<Reject>,
+    stats: &mut SliceStats,
+) -> std::io::Result<()> {
+    let mut n_in_member = 0u64;
+    let mut counting = Counting { inner: r, pos: 0 };
+    loop {
+        let start = counting.pos;
+        let Some(h) = read_header(&mut counting)? else {
+            return Ok(());
+        };
+        let offset = if per_member { base } else { base + start };
+        let id = if per_member && n_in_member > 0 {
+            // More than one record in one member (whole-file gzip): keep ids unique.
+            record_id(key, offset + n_in_member)
+        } else {
+            record_id(key, offset)
+        };
+        n_in_member += 1;
+        let len = h.content_length().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "record without a valid Content-Length",
+            )
+        })?;
+        let is_response = h
+            .get("WARC-Type")
+            .is_some_and(|t| t.eq_ignore_ascii_case("response"));
+        let wanted = is_response && len <= ctx.max_record_bytes as u64;
+        let mut block = Vec::new();
+        // Read what there is: a stream may end or break inside the block.
+        let mut limited = (&mut counting).take(len);
+        let mut broken = None;
+        let mut got = 0u64;
+        let mut chunk = [0u8; 64 << 10];
+        loop {
+            match limited.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got += n as u64;
+                    if wanted {
+                        block.extend_from_slice(&chunk[..n]);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    broken = Some(e);
+                    break;
+                }
+            }
+        }
+        stats.bytes += got;
+        let cut = got < len;
+        if is_response && !wanted {
+            stats.rejected += 1;
+            rejects.push(Reject {
+                id,
+                reason: "record_too_large".into(),
+                operator: "reader".into(),
+                detail: Some(format!(
+                    "block of {len} bytes exceeds input.max_record_bytes ({})",
+                    ctx.max_record_bytes
+                )),
+                record: None,
+            });
+        } else if is_response {
+            stats.records += 1;
+            rows.push(&id, &h, parse_http(&block), cut);
+        }
+        if let Some(e) = broken {
+            return Err(e);
+        }
+        if cut {
+            return Ok(());
+        }
+    }
+}
+
+pub fn read(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    schema: &SchemaRef,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<SliceStats, ReadError> {
+    let key = file_key(&slice.uri);
+    let mut gz = Compression::of(&slice.uri) == Compression::Gzip;
+    let mut stats = SliceStats::default();
+    let mut rows = Rows::new(schema.clone());
+    let mut rejects: Vec<Reject> = Vec::new();
+    let flush = |rows: &mut Rows, rj: &mut Vec<Reject>, out: &mut dyn FnMut(Item) -> bool| {
+        let mut go = true;
+        if !rj.is_empty() {
+            go &= out(Item::Rejects(std::mem::take(rj)));
+        }
+        if rows.n > 0 {
+            go &= out(Item::Batch(rows.finish()));
+        }
+        go
+    };
+    let open = |from: u64| match super::jsonl::open_range(ctx, &slice.uri, from) {
+        Ok(r) => Ok(Some(BufReader::with_capacity(1 << 16, r))),
+        Err(ReadError::Missing { message, .. }) => Err(Ok(message)),
+        Err(e) => Err(Err(e)),
+    };
+    if !gz {
+        let mut r = match open(0) {
+            Ok(r) => r.expect("opened"),
+            Err(Ok(m)) => {
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "input_missing",
+                    m,
+                )]));
+                return Ok(SliceStats {
+                    rejected: 1,
+                    ..stats
+                });
+            }
+            Err(Err(e)) => return Err(e),
+        };
+        // Whatever the name says, gzip magic means gzip (read as one whole file).
+        if r.fill_buf().is_ok_and(|b| b.starts_with(&GZIP_MAGIC)) {
+            gz = true;
+        }
+    }
+    if !gz {
+        let mut r = match open(0) {
+            Ok(r) => r.expect("opened"),
+            Err(Ok(m)) => {
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "input_missing",
+                    m,
+                )]));
+                return Ok(SliceStats {
+                    rejected: 1,
+                    ..stats
+                });
+            }
+            Err(Err(e)) => return Err(e),
+        };
+        if let Err(e) = read_records(
+            &mut r,
+            0,
+            false,
+            &key,
+            ctx,
+            &mut rows,
+            &mut rejects,
+            &mut stats,
+        ) {
+            rejects.push(file_reject(slice, 0, "corrupt_input", e.to_string()));
+            stats.rejected += 1;
+        }
+        flush(&mut rows, &mut rejects, out);
+        return Ok(stats);
+    }
+    // Find the first member boundary at or after the range start.
+    let mut begin = slice.start;
+    if slice.start > 0 {
+        let mut r = match open(slice.start) {
+            Ok(r) => r.expect("opened"),
+            Err(Ok(m)) => {
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "input_missing",
+                    m,
+                )]));
+                return Ok(SliceStats {
+                    rejected: 1,
+                    ..stats
+                });
+            }
+            Err(Err(e)) => return Err(e),
+        };
+        let mut window = Vec::new();
+        let found = loop {
+            let before = window.len();
+            (&mut r)
+                .take(1 << 20)
+                .read_to_end(&mut window)
+                .map_err(|e| ReadError::Storage {
+                    uri: slice.uri.clone(),
+                    message: e.to_string(),
+                })?;
+            let eof = window.len() == before;
+            let scan_to = window.len().saturating_sub(if eof { 0 } else { 64 << 10 });
+            let hit = memchr::memmem::find_iter(&window[..scan_to], &GZIP_MAGIC)
+                .find(|&i| member_starts_warc(&window[i..]));
+            if let Some(i) = hit {
+                break Some(i as u64);
+            }
+            if eof || slice.start + window.len() as u64 >= slice.end + (64 << 10) {
+                break None;
+            }
+        };
+        match found {
+            Some(i) if slice.start + i < slice.end => begin = slice.start + i,
+            _ => return Ok(stats),
+        }
+    }
+    // A file that is gzip only by its content is read whole.
+    let end = if Compression::of(&slice.uri) == Compression::Gzip {
+        slice.end
+    } else {
+        u64::MAX
+    };
+    let mut r = match open(begin) {
+        Ok(r) => Counting {
+            inner: r.expect("opened"),
+            pos: begin,
+        },
+        Err(Ok(m)) => {
+            out(Item::Rejects(vec![file_reject(
+                slice,
+                begin,
+                "input_missing",
+                m,
+            )]));
+            return Ok(SliceStats {
+                rejected: 1,
+                ..stats
+            });
+        }
+        Err(Err(e)) => return Err(e),
+    };
+    loop {
+        if ctx.cancelled() {
+            return Err(ReadError::Cancelled);
+        }
+        let member = r.pos;
+        if member >= end {
+            break;
+        }
+        match r.fill_buf() {
+            Ok([]) => break,
+            Ok(_) => {}
+            Err(e) => {
+                rejects.push(file_reject(slice, member, "corrupt_input", e.to_string()));
+                stats.rejected += 1;
+                break;
+            }
+        }
+        let result = {
+            let dec = flate2::bufread::GzDecoder::new(&mut r);
+            let mut br = BufReader::with_capacity(1 << 16, dec);
+            read_records(
+                &mut br,
+                member,
+                true,
+                &key,
+                ctx,
+                &mut rows,
+                &mut rejects,
+                &mut stats,
+            )
+            .and_then(|()| std::io::copy(&mut br, &mut std::io::sink()).map(|_| ()))
+        };
+        if let Err(e) = result {
+            rejects.push(Reject {
+                id: record_id(&key, member),
+                reason: "corrupt_input".into(),
+                operator: "reader".into(),
+                detail: Some(format!("{}: gzip member at byte {member}: {e}", slice.uri)),
+                record: None,
+            });
+            stats.rejected += 1;
+            // Resynchronise at the next gzip member that starts a WARC record.
+            if !resync(&mut r) {
+                break;
+            }
+        } else if r.pos == member {
+            break; // no progress: not gzip at all
+        }
+        if (rows.n >= ctx.batch_rows || rejects.len() >= ctx.batch_rows)
+            && !flush(&mut rows, &mut rejects, out)
+        {
+            return Err(ReadError::Cancelled);
+        }
+    }
+    flush(&mut rows, &mut rejects, out);
+    Ok(stats)
+}
+
+/// Skips forward to the next gzip member that decodes to `WARC/`; false at the end.
+fn resync<R: BufRead>(r: &mut Counting<R>) -> bool {
+    loop {
+        let buf = match r.fill_buf() {
+            Ok(b) if !b.is_empty() => b,
+            _ => return false,
+        };
+        let len = buf.len();
+        // Look for the magic beyond the first byte (the broken member's own start).
+        match memchr::memmem::find(&buf[1.min(len)..], &GZIP_MAGIC) {
+            Some(i) if member_starts_warc(&buf[i + 1..]) || len - (i + 1) < 512 => {
+                r.consume(i + 1);
+                return true;
+            }
+            Some(i) => r.consume(i + 1),
+            None => r.consume(len.saturating_sub(2).max(1)),
+        }
+    }
+}
+
+/// The schema of a WARC input (id first).
+pub fn schema() -> SchemaRef {
+    let mut fields = vec![Field::new(crate::records::ID, DataType::Utf8, false)];
+    fields.extend(columns().into_iter().map(|(n, t)| Field::new(n, t, true)));
+    Arc::new(Schema::new(fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_parsing_dechunks_and_finds_charset() {
+        let r = parse_http(b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=\"ISO-8859-1\"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+        assert_eq!(r.status, Some(200));
+        assert_eq!(r.content_type.as_deref(), Some("text/html"));
+        assert_eq!(r.charset.as_deref(), Some("iso-8859-1"));
+        assert_eq!(r.body, b"hello world");
+        // Wrong chunk sizes keep the raw body.
+        let bad = parse_http(b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\nff\nshort");
+        assert_eq!(bad.body, b"ff\nshort");
+    }
+
+    #[test]
+    fn headers_parse_with_folding_and_blank_lines() {
+        let mut r = &b"\r\nWARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: <http://x/>\r\nX: a\r\n  b\r\nContent-Length: 3\r\n\r\nabc"[..];
+        let h = read_header(&mut r).unwrap().unwrap();
+        assert_eq!(h.version, "WARC/1.0");
+        assert_eq!(h.get("x"), Some("a b"));
+        assert_eq!(h.content_length(), Some(3));
+        assert!(read_header(&mut &b"HTTP/1.1 200"[..]).is_err());
+        assert!(read_header(&mut &b"\n\n"[..]).unwrap().is_none());
+    }
+}
