@@ -15,7 +15,7 @@
 use super::{Compression, Item, ReadCtx, ReadError, SliceStats, file_reject};
 use crate::protocol::records::InputSlice;
 use crate::records::{Reject, file_key, record_id};
-use arrow_array::builder::{BinaryBuilder, BooleanBuilder, Int64Builder, StringBuilder};
+use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use std::io::{BufRead, BufReader, Read};
@@ -30,7 +30,7 @@ pub fn columns() -> Vec<(String, DataType)> {
         ("http_status", DataType::Int64),
         ("content_type", DataType::Utf8),
         ("charset", DataType::Utf8),
-        ("content", DataType::Binary),
+        ("html", DataType::Utf8),
         ("truncated", DataType::Boolean),
     ]
     .into_iter()
@@ -221,6 +221,105 @@ fn decode_bounded(d: impl Read, raw: Vec<u8>) -> (Vec<u8>, bool) {
     (out, false)
 }
 
+/// Whether a MIME type is text that a text pipeline wants (HTML, XHTML, plain text,
+/// or unknown).
+pub fn is_text(mime: Option<&str>) -> bool {
+    match mime {
+        None | Some("") => true,
+        Some(m) => m.starts_with("text/") || m.contains("html") || m.contains("xml"),
+    }
+}
+
+/// A body converted to UTF-8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub text: String,
+    /// The WHATWG name of the encoding used.
+    pub encoding: &'static str,
+    /// Share of characters that did not decode.
+    pub bad_ratio: f64,
+}
+
+/// Decodes an HTML body: byte-order mark, then the HTTP charset, then `<meta>` in the
+/// first 1,024 bytes, then detection (chardetng, with the URL's TLD as a hint).
+pub fn decode_text(body: &[u8], http_charset: Option<&str>, url: Option<&str>) -> Decoded {
+    use encoding_rs::Encoding;
+    let enc = Encoding::for_bom(body)
+        .map(|(e, _)| e)
+        .or_else(|| http_charset.and_then(|c| Encoding::for_label(c.as_bytes())))
+        .or_else(|| {
+            meta_charset(&body[..body.len().min(1024)])
+                .and_then(|c| Encoding::for_label(c.as_bytes()))
+        })
+        .unwrap_or_else(|| {
+            let mut det = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
+            det.feed(&body[..body.len().min(64 << 10)], body.len() <= 64 << 10);
+            let tld = url
+                .and_then(|u| u.split("://").nth(1))
+                .and_then(|rest| rest.split(['/', ':', '?']).next())
+                .and_then(|host| host.rsplit('.').next())
+                .map(str::as_bytes);
+            det.guess(tld, chardetng::Utf8Detection::Allow)
+        });
+    // A <meta> naming UTF-16 in an ASCII-compatible document means UTF-8 (WHATWG).
+    let enc = if enc == encoding_rs::UTF_16LE || enc == encoding_rs::UTF_16BE {
+        if Encoding::for_bom(body).is_some() {
+            enc
+        } else {
+            encoding_rs::UTF_8
+        }
+    } else {
+        enc
+    };
+    let (text, used, _) = enc.decode(body);
+    let bad = text.chars().filter(|&c| c == '\u{FFFD}').count();
+    let total = text.chars().count().max(1);
+    Decoded {
+        bad_ratio: bad as f64 / total as f64,
+        text: text.into_owned(),
+        encoding: used.name(),
+    }
+}
+
+/// The charset a `<meta charset=...>` or `<meta http-equiv content="...charset=...">`
+/// names in the first bytes of a document.
+pub fn meta_charset(head: &[u8]) -> Option<String> {
+    let lower = head.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = memchr::memmem::find(&lower[from..], b"<meta") {
+        let tag_start = from + i;
+        let tag_end = memchr::memchr(b'>', &lower[tag_start..])
+            .map(|e| tag_start + e)
+            .unwrap_or(lower.len());
+        let tag = &lower[tag_start..tag_end];
+        if let Some(c) = memchr::memmem::find(tag, b"charset") {
+            let rest = &tag[c + 7..];
+            let rest = rest
+                .iter()
+                .position(|&b| b != b' ')
+                .map(|p| &rest[p..])
+                .unwrap_or(rest);
+            if let Some(rest) = rest.strip_prefix(b"=") {
+                let rest: &[u8] = rest
+                    .iter()
+                    .position(|&b| !b" \"'".contains(&b))
+                    .map(|p| &rest[p..])
+                    .unwrap_or(&[]);
+                let end = rest
+                    .iter()
+                    .position(|b| b" \"';/>".contains(b))
+                    .unwrap_or(rest.len());
+                let label = String::from_utf8_lossy(&rest[..end]).into_owned();
+                if !label.is_empty() {
+                    return Some(label);
+                }
+            }
+        }
+        from = tag_end.max(tag_start + 1);
+    }
+    None
+}
+
 /// `charset=` of a Content-Type value, lowercased, quotes removed.
 pub fn charset_of(ct: &str) -> Option<String> {
     ct.split(';').skip(1).find_map(|p| {
@@ -306,7 +405,7 @@ struct Rows {
     status: Int64Builder,
     ctype: StringBuilder,
     charset: StringBuilder,
-    content: BinaryBuilder,
+    html: StringBuilder,
     truncated: BooleanBuilder,
     n: usize,
 }
@@ -322,25 +421,30 @@ impl Rows {
             status: Int64Builder::new(),
             ctype: StringBuilder::new(),
             charset: StringBuilder::new(),
-            content: BinaryBuilder::new(),
+            html: StringBuilder::new(),
             truncated: BooleanBuilder::new(),
             n: 0,
         }
     }
-    fn push(&mut self, id: &str, h: &WarcHeader, http: HttpResponse, cut: bool) {
+    fn push(
+        &mut self,
+        id: &str,
+        url: Option<&str>,
+        h: &WarcHeader,
+        http: &HttpResponse,
+        text: Decoded,
+        cut: bool,
+    ) {
         self.truncated
-            .append_value(cut || h.get("WARC-Truncated").is_some());
+            .append_value(cut || http.short || h.get("WARC-Truncated").is_some());
         self.id.append_value(id);
-        let url = h
-            .get("WARC-Target-URI")
-            .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
         self.url.append_option(url);
         self.date.append_option(h.get("WARC-Date"));
         self.rid.append_option(h.get("WARC-Record-ID"));
         self.status.append_option(http.status);
-        self.ctype.append_option(http.content_type);
-        self.charset.append_option(http.charset);
-        self.content.append_value(&http.body);
+        self.ctype.append_option(http.content_type.as_deref());
+        self.charset.append_value(text.encoding);
+        self.html.append_value(&text.text);
         self.n += 1;
     }
     fn finish(&mut self) -> RecordBatch {
@@ -352,7 +456,7 @@ impl Rows {
             Arc::new(self.status.finish()),
             Arc::new(self.ctype.finish()),
             Arc::new(self.charset.finish()),
-            Arc::new(self.content.finish()),
+            Arc::new(self.html.finish()),
             Arc::new(self.truncated.finish()),
         ];
         self.n = 0;
@@ -435,8 +539,43 @@ fn read_records(
                 record: None,
             });
         } else if is_response {
-            stats.records += 1;
-            rows.push(&id, &h, parse_http(&block), cut);
+            let http = parse_http(&block);
+            let url = h
+                .get("WARC-Target-URI")
+                .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
+            let reject = |reason: &str, detail: String| Reject {
+                id: id.clone(),
+                reason: reason.into(),
+                operator: "reader".into(),
+                detail: Some(detail),
+                record: None,
+            };
+            if !is_text(http.content_type.as_deref()) {
+                stats.rejected += 1;
+                rejects.push(reject(
+                    "not_text",
+                    format!(
+                        "content type {}",
+                        http.content_type.as_deref().unwrap_or("?")
+                    ),
+                ));
+            } else {
+                let text = decode_text(&http.body, http.charset.as_deref(), url);
+                if text.bad_ratio > 0.1 {
+                    stats.rejected += 1;
+                    rejects.push(reject(
+                        "undecodable",
+                        format!(
+                            "{:.0}% of characters do not decode as {}",
+                            text.bad_ratio * 100.0,
+                            text.encoding
+                        ),
+                    ));
+                } else {
+                    stats.records += 1;
+                    rows.push(&id, url, &h, &http, text, cut);
+                }
+            }
         }
         if let Some(e) = broken {
             return Err(e);
@@ -697,6 +836,32 @@ mod tests {
         // Wrong chunk sizes keep the raw body.
         let bad = parse_http(b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\nff\nshort");
         assert_eq!(bad.body, b"ff\nshort");
+    }
+
+    #[test]
+    fn charsets_from_header_meta_bom_and_detection() {
+        let latin1 = b"<html><body>caf\xe9 cr\xe8me br\xfbl\xe9e</body></html>";
+        assert_eq!(
+            decode_text(latin1, Some("iso-8859-1"), None).text,
+            "<html><body>café crème brûlée</body></html>"
+        );
+        let meta = b"<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1251\"></head>\xcf\xf0\xe8\xe2\xe5\xf2";
+        let d = decode_text(meta, None, None);
+        assert_eq!(
+            (d.encoding, d.text.ends_with("Привет")),
+            ("windows-1251", true)
+        );
+        assert_eq!(
+            meta_charset(b"<meta charset='Shift_JIS'>").as_deref(),
+            Some("shift_jis")
+        );
+        let bom = b"\xef\xbb\xbfhello";
+        assert_eq!(decode_text(bom, Some("iso-8859-1"), None).encoding, "UTF-8");
+        let sjis = "日本語のテキストです。これは検出のテストです。".repeat(5);
+        let (bytes, _, _) = encoding_rs::SHIFT_JIS.encode(&sjis);
+        let d = decode_text(&bytes, None, Some("http://example.jp/x"));
+        assert_eq!((d.encoding, d.text.as_str()), ("Shift_JIS", sjis.as_str()));
+        assert!(is_text(Some("text/html")) && is_text(None) && !is_text(Some("image/png")));
     }
 
     #[test]
