@@ -490,3 +490,93 @@ fn warc_gz_inputs_split_into_byte_ranges_read_each_record_once() {
     assert!(whole.len() > 20, "{}", whole.len());
     assert_eq!(whole, split);
 }
+
+#[test]
+fn url_filter_with_the_real_ut1_lists() {
+    let bl = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/blocklists/datatrove-0.10.1");
+    assert!(bl.is_dir(), "missing test data: {}", bl.display());
+    let bl = bl.canonicalize().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let urls = [
+        (
+            "https://www.0-1avsex.com/index.html",
+            Some("blocked_domain"),
+        ),
+        (
+            "https://en.wikipedia.org/wiki/Rust_(programming_language)",
+            None,
+        ),
+        (
+            "http://0149614511.strimbat.fr/porno-anal-escort-granville-faire-sa-salope-baise-une-vache-video-gratuite-x-escort-girl-auxerre",
+            Some("any"),
+        ),
+        (
+            "https://news.example.org/2g1c-compilation",
+            Some("banned_word"),
+        ),
+        ("https://docs.rs/object_store/latest/object_store/", None),
+    ];
+    let lines: Vec<String> = urls
+        .iter()
+        .map(|(u, _)| serde_json::json!({"url": u, "text": "some words here"}).to_string())
+        .collect();
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "input: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - op: url_filter\n    params:\n      blocklists: [\"{1}/url_filterblacklistsv0_3_0.tar.gz\"]\n      banned_words: [\"{1}/banned_words.txt\"]\n      soft_banned_words: [\"{1}/soft_banned_words.txt\"]\n      banned_subwords: [\"{1}/banned_subwords.txt\"]\noutput: {{uri: \"{2}\"}}\njob: {{poll_millis: 50}}\n",
+            d.path().display(),
+            bl.display(),
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    let kept: Vec<String> = {
+        let m = manifest(&out);
+        m["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| strings(&read_parquet(&out.join(f["path"].as_str().unwrap())), "url"))
+            .collect()
+    };
+    let expect_kept: Vec<&str> = urls
+        .iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(u, _)| *u)
+        .collect();
+    assert_eq!(kept, expect_kept);
+    let reasons = &st["phases"][0]["stats"]["rejects_by_reason"];
+    assert!(
+        reasons["blocked_domain"].as_u64().unwrap() >= 1,
+        "{reasons}"
+    );
+    assert_eq!(reasons["banned_word"], 1, "{reasons}");
+    // A missing list is refused before anything runs, naming the param.
+    let bad = write_spec(
+        d.path(),
+        &format!(
+            "input: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages: [{{op: url_filter, params: {{domains: [\"{0}/nope.txt\"]}}}}]\noutput: {{uri: \"{0}/out2\"}}\n",
+            d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", bad.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("stages[0].params.domains[0]: file://")
+            && stderr(&o).contains("nope.txt does not exist"),
+        "{}",
+        stderr(&o)
+    );
+}

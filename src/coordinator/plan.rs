@@ -81,6 +81,36 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
     Ok(files)
 }
 
+/// Every file an operator needs must exist before any task starts.
+pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
+    use object_store::ObjectStoreExt;
+    let mut errors = Vec::new();
+    for (i, st) in spec.stages.iter().enumerate() {
+        for a in st.operator.assets() {
+            let path = format!("stages[{i}].{}", a.param);
+            match reg.resolve(&a.uri) {
+                Err(e) => errors.push(FieldError {
+                    path,
+                    message: e.to_string(),
+                }),
+                Ok((store, u)) => match store.head(&u.path).await {
+                    Ok(_) => {}
+                    Err(object_store::Error::NotFound { .. }) => errors.push(FieldError {
+                        path,
+                        message: format!("{} does not exist", u.to_uri_string()),
+                    }),
+                    Err(e) => return Err(PlanError::Storage(format!("checking {}: {e}", a.uri))),
+                },
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(PlanError::Spec(SpecErrors(errors)))
+    }
+}
+
 /// The phase-0 input columns: declared, inferred from a JSONL sample, or a Parquet footer.
 pub async fn input_columns(
     spec: &Spec,
@@ -285,6 +315,7 @@ pub fn split(
 /// Plans a job: inputs, schemas, phases and tasks.
 pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let files = list_inputs(spec, reg).await?;
+    check_assets(spec, reg).await?;
     let cols = input_columns(spec, reg, &files[0]).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;

@@ -2,3 +2,4 @@
 //! knowledge of storage or scheduling. Large batches run in parallel on rayon; the
 //! worker calls them from its pipeline threads, never from the async runtime.
 pub mod text;
+pub mod url;

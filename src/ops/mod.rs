@@ -7,6 +7,7 @@ pub mod exact_key;
 pub mod length_filter;
 pub mod text_length;
 pub mod throttle;
+pub mod url_filter;
 
 use crate::records::Reject;
 use crate::spec::reader::Obj;
@@ -38,9 +39,26 @@ pub trait Refiner: Send + Sync {
     fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String>;
 }
 
+/// A file an operator needs (a block list, a model), named by a param. The worker
+/// fetches it (operators do no I/O) and hands the bytes to `load` before any batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asset {
+    /// The param that names it, for error messages (`params.domains[0]`).
+    pub param: String,
+    pub uri: String,
+}
+
 /// Keeps or drops each record.
 pub trait Filter: Send + Sync {
     fn check(&self, input: &Schema) -> Result<(), String>;
+    /// Files to fetch before the first batch.
+    fn assets(&self) -> Vec<Asset> {
+        vec![]
+    }
+    /// Receives the fetched assets, in the order `assets` listed them.
+    fn load(&self, _assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
+        Ok(())
+    }
     /// `None` keeps the row; `Some` drops it with a reason.
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String>;
 }
@@ -57,6 +75,21 @@ pub enum Operator {
     Refiner(Box<dyn Refiner>),
     Filter(Box<dyn Filter>),
     Keys(Box<dyn KeyProducer>),
+}
+
+impl Operator {
+    pub fn assets(&self) -> Vec<Asset> {
+        match self {
+            Operator::Filter(f) => f.assets(),
+            _ => vec![],
+        }
+    }
+    pub fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
+        match self {
+            Operator::Filter(f) => f.load(assets),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Operator {
@@ -82,6 +115,7 @@ pub static REGISTRY: &[OpDef] = &[
     length_filter::DEF,
     exact_key::DEF,
     throttle::DEF,
+    url_filter::DEF,
 ];
 
 pub fn find(name: &str) -> Option<&'static OpDef> {

@@ -18,6 +18,7 @@ use crate::protocol::lease::{Claim, Held, LeaseCtx};
 use crate::protocol::records::{FINALIZE, VERSION, WorkerStats};
 use crate::protocol::task_of;
 use crate::store::{Registry, RequestCounts};
+use object_store::ObjectStoreExt;
 use pipeline::BoundStage;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -130,6 +131,50 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
     Ok(out)
 }
 
+/// Specs whose operator assets are loaded, by spec hash: workers of one process share
+/// them (a 4.5M-domain block list is loaded once per process, not once per worker).
+fn loaded_specs() -> &'static tokio::sync::Mutex<HashMap<String, crate::spec::Spec>> {
+    static M: std::sync::OnceLock<tokio::sync::Mutex<HashMap<String, crate::spec::Spec>>> =
+        std::sync::OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+/// The job's spec with every operator's assets fetched and loaded.
+async fn with_assets(
+    reg: &Registry,
+    job: &LoadedJob,
+    retry: &Retry,
+) -> Result<crate::spec::Spec, WorkerError> {
+    let mut cache = loaded_specs().lock().await;
+    if let Some(s) = cache.get(&job.manifest.spec_hash) {
+        return Ok(s.clone());
+    }
+    for st in &job.spec.stages {
+        let assets = st.operator.assets();
+        if assets.is_empty() {
+            continue;
+        }
+        let mut loaded = Vec::new();
+        for a in assets {
+            let (store, uri) = reg
+                .resolve(&a.uri)
+                .map_err(|e| WorkerError::Plan(format!("stage {}: {}: {e}", st.name, a.param)))?;
+            let bytes = retry
+                .run(|| async { store.get(&uri.path).await?.bytes().await })
+                .await
+                .map_err(|e| {
+                    WorkerError::Plan(format!("stage {}: {} ({}): {e}", st.name, a.param, a.uri))
+                })?;
+            loaded.push((a, bytes));
+        }
+        st.operator
+            .load(&loaded)
+            .map_err(|e| WorkerError::Plan(format!("stage {}: {e}", st.name)))?;
+    }
+    cache.insert(job.manifest.spec_hash.clone(), job.spec.clone());
+    Ok(job.spec.clone())
+}
+
 type Key = (usize, String);
 
 /// The worker's cache of the job's state.
@@ -163,10 +208,11 @@ impl View {
 /// Runs a worker until the job is complete, `max_tasks` is reached, or shutdown.
 pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, WorkerError> {
     let retry = Retry::new(opts.entropy.clone());
-    let job = load_job(reg, &opts.job_uri, &retry).await?;
+    let mut job = load_job(reg, &opts.job_uri, &retry).await?;
     let base = reg.with_s3(job.spec.s3.clone());
     let counts = Arc::new(RequestCounts::default());
     let coord = base.counting_into(counts.clone());
+    job.spec = with_assets(&coord, &job, &retry).await?;
     let store = coord.open(&job.uri).map_err(JobError::from)?;
     let worker_id = opts
         .worker_id
