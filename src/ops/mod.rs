@@ -4,6 +4,9 @@
 //! its params (parsed with the spec reader, unknown keys refused), its schema check,
 //! the kernel call, its tests. Operators never do I/O.
 pub mod exact_key;
+pub mod fineweb_quality;
+pub mod gopher_quality;
+pub mod gopher_repetition;
 pub mod length_filter;
 pub mod text_length;
 pub mod throttle;
@@ -116,6 +119,9 @@ pub static REGISTRY: &[OpDef] = &[
     exact_key::DEF,
     throttle::DEF,
     url_filter::DEF,
+    gopher_quality::DEF,
+    gopher_repetition::DEF,
+    fineweb_quality::DEF,
 ];
 
 pub fn find(name: &str) -> Option<&'static OpDef> {

@@ -1,0 +1,588 @@
+//! Document quality heuristics with their published default thresholds: Gopher
+//! quality and Gopher repetition (Rae et al. 2021, as datatrove implements them) and
+//! FineWeb's line-level rules (Penedo et al. 2024). Each check returns the rule that
+//! fired, named as datatrove names it, so rejects say exactly why.
+use std::collections::{HashMap, HashSet};
+
+/// Punctuation characters (ASCII and common Unicode), for word tokenizing.
+fn is_punct(c: char) -> bool {
+    c.is_ascii_punctuation()
+        || matches!(
+            c,
+            '…' | '“'
+                | '”'
+                | '‘'
+                | '’'
+                | '«'
+                | '»'
+                | '–'
+                | '—'
+                | '。'
+                | '、'
+                | '，'
+                | '！'
+                | '？'
+                | '：'
+                | '；'
+                | '（'
+                | '）'
+                | '「'
+                | '」'
+                | '¿'
+                | '¡'
+                | '·'
+        )
+}
+
+/// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
+/// leading and trailing punctuation split off as tokens of their own.
+pub fn words(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for tok in text.split_whitespace() {
+        let start = tok
+            .char_indices()
+            .find(|&(_, c)| !is_punct(c))
+            .map(|(i, _)| i);
+        let Some(start) = start else {
+            out.push(tok);
+            continue;
+        };
+        let end = tok
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !is_punct(c))
+            .map(|(i, c)| i + c.len_utf8())
+            .unwrap_or(tok.len());
+        if start > 0 {
+            out.push(&tok[..start]);
+        }
+        out.push(&tok[start..end]);
+        if end < tok.len() {
+            out.push(&tok[end..]);
+        }
+    }
+    out
+}
+
+/// Gopher quality thresholds (defaults as published).
+#[derive(Debug, Clone)]
+pub struct GopherQuality {
+    pub min_doc_words: Option<usize>,
+    pub max_doc_words: Option<usize>,
+    pub min_avg_word_length: Option<f64>,
+    pub max_avg_word_length: Option<f64>,
+    pub max_symbol_word_ratio: Option<f64>,
+    pub max_bullet_lines_ratio: Option<f64>,
+    pub max_ellipsis_lines_ratio: Option<f64>,
+    pub max_non_alpha_words_ratio: Option<f64>,
+    pub min_stop_words: Option<usize>,
+    pub stop_words: Vec<String>,
+}
+
+impl Default for GopherQuality {
+    fn default() -> Self {
+        GopherQuality {
+            min_doc_words: Some(50),
+            max_doc_words: Some(100_000),
+            min_avg_word_length: Some(3.0),
+            max_avg_word_length: Some(10.0),
+            max_symbol_word_ratio: Some(0.1),
+            max_bullet_lines_ratio: Some(0.9),
+            max_ellipsis_lines_ratio: Some(0.3),
+            max_non_alpha_words_ratio: Some(0.8),
+            min_stop_words: Some(2),
+            stop_words: ["the", "be", "to", "of", "and", "that", "have", "with"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
+    let words = words(text);
+    let n_words = words.len().max(1) as f64;
+    let non_symbol: Vec<&&str> = words
+        .iter()
+        .filter(|w| w.chars().any(|c| !is_punct(c)))
+        .collect();
+    let n = non_symbol.len();
+    if q.min_doc_words.is_some_and(|m| n < m) {
+        return Some("gopher_short_doc");
+    }
+    if q.max_doc_words.is_some_and(|m| n > m) {
+        return Some("gopher_long_doc");
+    }
+    let avg = non_symbol.iter().map(|w| w.chars().count()).sum::<usize>() as f64 / n.max(1) as f64;
+    if q.min_avg_word_length.is_some_and(|m| avg < m) {
+        return Some("gopher_below_avg_threshold");
+    }
+    if q.max_avg_word_length.is_some_and(|m| avg > m) {
+        return Some("gopher_above_avg_threshold");
+    }
+    if let Some(m) = q.max_symbol_word_ratio {
+        if text.matches('#').count() as f64 / n_words > m {
+            return Some("gopher_too_many_hashes");
+        }
+        if (text.matches("...").count() + text.matches('…').count()) as f64 / n_words > m {
+            return Some("gopher_too_many_ellipsis");
+        }
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let n_lines = lines.len().max(1) as f64;
+    if let Some(m) = q.max_bullet_lines_ratio {
+        let bullets = lines.iter().filter(|l| {
+            let t = l.trim_start();
+            t.starts_with('•') || t.starts_with('-')
+        });
+        if bullets.count() as f64 / n_lines > m {
+            return Some("gopher_too_many_bullets");
+        }
+    }
+    if let Some(m) = q.max_ellipsis_lines_ratio {
+        let ell = lines.iter().filter(|l| {
+            let t = l.trim_end();
+            t.ends_with("...") || t.ends_with('…')
+        });
+        if ell.count() as f64 / n_lines > m {
+            return Some("gopher_too_many_end_ellipsis");
+        }
+    }
+    if let Some(m) = q.max_non_alpha_words_ratio
+        && (words
+            .iter()
+            .filter(|w| w.chars().any(char::is_alphabetic))
+            .count() as f64
+            / n_words)
+            < m
+    {
+        return Some("gopher_below_alpha_threshold");
+    }
+    if let Some(m) = q.min_stop_words {
+        let present: HashSet<&str> = words.iter().copied().collect();
+        if q.stop_words
+            .iter()
+            .filter(|s| present.contains(s.as_str()))
+            .count()
+            < m
+        {
+            return Some("gopher_enough_stop_words");
+        }
+    }
+    None
+}
+
+/// Gopher repetition thresholds (defaults as published).
+#[derive(Debug, Clone)]
+pub struct GopherRepetition {
+    pub dup_line_frac: Option<f64>,
+    pub dup_para_frac: Option<f64>,
+    pub dup_line_char_frac: Option<f64>,
+    pub dup_para_char_frac: Option<f64>,
+    pub top_n_grams: Vec<(usize, f64)>,
+    pub dup_n_grams: Vec<(usize, f64)>,
+}
+
+impl Default for GopherRepetition {
+    fn default() -> Self {
+        GopherRepetition {
+            dup_line_frac: Some(0.3),
+            dup_para_frac: Some(0.3),
+            dup_line_char_frac: Some(0.2),
+            dup_para_char_frac: Some(0.2),
+            top_n_grams: vec![(2, 0.2), (3, 0.18), (4, 0.16)],
+            dup_n_grams: vec![
+                (5, 0.15),
+                (6, 0.14),
+                (7, 0.13),
+                (8, 0.12),
+                (9, 0.11),
+                (10, 0.10),
+            ],
+        }
+    }
+}
+
+/// (duplicate elements, characters in duplicates) of a sequence.
+fn duplicates<'a>(xs: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
+    let mut seen = HashSet::new();
+    let (mut n, mut chars) = (0, 0);
+    for x in xs {
+        if !seen.insert(x) {
+            n += 1;
+            chars += x.chars().count();
+        }
+    }
+    (n, chars)
+}
+
+/// Characters covered by repeated word n-grams, counting non-overlapping repeats.
+fn all_duplicate_chars(words: &[&str], n: usize) -> usize {
+    let mut seen: HashSet<String> = HashSet::new();
+    let (mut i, mut chars) = (0, 0);
+    while i + n <= words.len() {
+        let g: String = words[i..i + n].concat();
+        if seen.contains(&g) {
+            chars += g.chars().count();
+            i += n;
+        } else {
+            seen.insert(g);
+            i += 1;
+        }
+    }
+    chars
+}
+
+fn top_name(n: usize) -> &'static str {
+    match n {
+        2 => "top_2_gram",
+        3 => "top_3_gram",
+        4 => "top_4_gram",
+        _ => "top_n_gram",
+    }
+}
+
+fn dup_name(n: usize) -> &'static str {
+    const NAMES: [&str; 6] = [
+        "duplicated_5_n_grams",
+        "duplicated_6_n_grams",
+        "duplicated_7_n_grams",
+        "duplicated_8_n_grams",
+        "duplicated_9_n_grams",
+        "duplicated_10_n_grams",
+    ];
+    NAMES
+        .get(n.wrapping_sub(5))
+        .copied()
+        .unwrap_or("duplicated_n_grams")
+}
+
+pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static str> {
+    let len = text.chars().count().max(1) as f64;
+    let paras: Vec<&str> = split_runs(text.trim(), 2);
+    let (pd, pc) = duplicates(paras.iter().copied());
+    if r.dup_para_frac
+        .is_some_and(|m| pd as f64 / paras.len().max(1) as f64 > m)
+    {
+        return Some("dup_para_frac");
+    }
+    if r.dup_para_char_frac.is_some_and(|m| pc as f64 / len > m) {
+        return Some("dup_para_char_frac");
+    }
+    let lines: Vec<&str> = split_runs(text, 1);
+    let (ld, lc) = duplicates(lines.iter().copied());
+    if r.dup_line_frac
+        .is_some_and(|m| ld as f64 / lines.len().max(1) as f64 > m)
+    {
+        return Some("dup_line_frac");
+    }
+    if r.dup_line_char_frac.is_some_and(|m| lc as f64 / len > m) {
+        return Some("dup_line_char_frac");
+    }
+    let words = words(text);
+    for &(n, frac) in &r.top_n_grams {
+        if words.len() < n {
+            continue;
+        }
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for g in words.windows(n) {
+            *counts.entry(g.join(" ")).or_default() += 1;
+        }
+        // The most frequent n-gram (first seen wins ties, as Counter.most_common does).
+        let mut best: Option<(&String, usize)> = None;
+        for g in words.windows(n) {
+            let k = g.join(" ");
+            let (key, c) = counts.get_key_value(&k).expect("counted");
+            if best.is_none_or(|(_, bc)| *c > bc) {
+                best = Some((key, *c));
+            }
+        }
+        if let Some((g, c)) = best
+            && (g.chars().count() * c) as f64 / len > frac
+        {
+            return Some(top_name(n));
+        }
+    }
+    for &(n, frac) in &r.dup_n_grams {
+        if all_duplicate_chars(&words, n) as f64 / len > frac {
+            return Some(dup_name(n));
+        }
+    }
+    None
+}
+
+/// Splits at runs of at least `min` newlines.
+fn split_runs(text: &str, min: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        if b[i] == b'\n' {
+            let mut j = i;
+            while j < b.len() && b[j] == b'\n' {
+                j += 1;
+            }
+            if j - i >= min {
+                out.push(&text[start..i]);
+                start = j;
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+/// FineWeb's line rules (defaults as published).
+#[derive(Debug, Clone)]
+pub struct FineWeb {
+    pub line_punct_thr: f64,
+    pub line_punct_exclude_zero: bool,
+    pub short_line_thr: f64,
+    pub short_line_length: usize,
+    pub char_duplicates_ratio: f64,
+    pub new_line_ratio: f64,
+}
+
+impl Default for FineWeb {
+    fn default() -> Self {
+        FineWeb {
+            line_punct_thr: 0.12,
+            line_punct_exclude_zero: false,
+            short_line_thr: 0.67,
+            short_line_length: 30,
+            char_duplicates_ratio: 0.01,
+            new_line_ratio: 0.3,
+        }
+    }
+}
+
+/// Sentence-ending punctuation across scripts.
+fn terminal(c: char) -> bool {
+    matches!(
+        c,
+        '.' | '!'
+            | '?'
+            | '"'
+            | '\''
+            | '。'
+            | '！'
+            | '？'
+            | '…'
+            | '؟'
+            | '۔'
+            | '।'
+            | '॥'
+            | '」'
+            | '』'
+            | '”'
+            | '’'
+            | '»'
+    )
+}
+
+pub fn fineweb_quality(text: &str, f: &FineWeb) -> Option<&'static str> {
+    let lines: Vec<&str> = text.split('\n').filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return Some("empty");
+    }
+    let n = lines.len() as f64;
+    let ratio = lines
+        .iter()
+        .filter(|l| l.chars().last().is_some_and(terminal))
+        .count() as f64
+        / n;
+    if ratio < f.line_punct_thr && !(ratio == 0.0 && f.line_punct_exclude_zero) {
+        return Some("line_punct_ratio");
+    }
+    if lines
+        .iter()
+        .filter(|l| l.chars().count() <= f.short_line_length)
+        .count() as f64
+        / n
+        > f.short_line_thr
+    {
+        return Some("short_line_ratio");
+    }
+    let chars = text.chars().filter(|&c| c != '\n').count().max(1) as f64;
+    if duplicates(lines.iter().copied()).1 as f64 / chars > f.char_duplicates_ratio {
+        return Some("char_dup_ratio");
+    }
+    let words = words(text).len().max(1) as f64;
+    if text.matches('\n').count() as f64 / words > f.new_line_ratio {
+        return Some("list_ratio");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Varied English-like prose: `n` sentences of twelve pseudo-random words.
+    fn prose(n: usize) -> String {
+        let vocab = [
+            "the",
+            "river",
+            "of",
+            "quiet",
+            "mountains",
+            "and",
+            "that",
+            "city",
+            "with",
+            "ancient",
+            "walls",
+            "have",
+            "seen",
+            "many",
+            "travellers",
+            "crossing",
+            "bridges",
+            "under",
+            "autumn",
+            "skies",
+            "where",
+            "merchants",
+            "sold",
+            "spices",
+            "silver",
+            "lanterns",
+            "glowing",
+            "evenings",
+            "stories",
+            "be",
+            "to",
+            "told",
+        ];
+        let mut x: u64 = 12345;
+        let mut out = String::new();
+        for _ in 0..n {
+            let words: Vec<&str> = (0..12)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    vocab[(x >> 33) as usize % vocab.len()]
+                })
+                .collect();
+            out += &words.join(" ");
+            out += ". ";
+        }
+        out
+    }
+
+    #[test]
+    fn tokens_split_punctuation_like_nltk() {
+        assert_eq!(
+            words("Hello, world... (really)!"),
+            ["Hello", ",", "world", "...", "(", "really", ")!"]
+        );
+    }
+
+    #[test]
+    fn gopher_quality_rule_by_rule() {
+        let q = GopherQuality::default();
+        let varied = prose(60);
+        assert_eq!(gopher_quality(&varied, &q), None);
+        assert_eq!(
+            gopher_quality("too short to keep", &q),
+            Some("gopher_short_doc")
+        );
+        let tiny = "a b c d e f g h the of ".repeat(10);
+        assert_eq!(
+            gopher_quality(&tiny, &q),
+            Some("gopher_below_avg_threshold")
+        );
+        let long = "internationalization characterization the of ".repeat(20);
+        assert_eq!(
+            gopher_quality(&long, &q),
+            Some("gopher_above_avg_threshold")
+        );
+        let hashes = format!("{} {}", varied, "#tag ".repeat(120));
+        assert_eq!(gopher_quality(&hashes, &q), Some("gopher_too_many_hashes"));
+        let ell = format!("{varied}{}fine.", "wait... ".repeat(150));
+        assert_eq!(gopher_quality(&ell, &q), Some("gopher_too_many_ellipsis"));
+        let bullets: String = (0..60)
+            .map(|i| format!("- item number {i} of the list\n"))
+            .collect();
+        assert_eq!(
+            gopher_quality(&bullets, &q),
+            Some("gopher_too_many_bullets")
+        );
+        let trailing: String = (0..60)
+            .map(|i| format!("a line {i} that trails off and the rest…\n"))
+            .collect();
+        assert_eq!(
+            gopher_quality(&trailing, &q),
+            Some("gopher_too_many_end_ellipsis")
+        );
+        let numbers: String = (0..80)
+            .map(|i| format!("{} ", 1000 + i))
+            .collect::<String>()
+            + "the of words here and there";
+        assert_eq!(
+            gopher_quality(&numbers, &q),
+            Some("gopher_below_alpha_threshold")
+        );
+        let no_stop: String = (0..60)
+            .map(|i| format!("Lorem ipsum dolor sit amet number{i}. "))
+            .collect();
+        assert_eq!(
+            gopher_quality(&no_stop, &q),
+            Some("gopher_enough_stop_words")
+        );
+    }
+
+    #[test]
+    fn gopher_repetition_rule_by_rule() {
+        let r = GopherRepetition::default();
+        let ok: String = prose(80).split(". ").collect::<Vec<_>>().join(".\n\n");
+        assert_eq!(gopher_repetition(&ok, &r), None);
+        let paras = "same paragraph here\n\n".repeat(50) + &ok;
+        assert_eq!(gopher_repetition(&paras, &r), Some("dup_para_frac"));
+        let lines: String = (0..20)
+            .map(|i| format!("unique line {i}\nrepeated line\n"))
+            .collect();
+        assert_eq!(gopher_repetition(&lines, &r), Some("dup_line_frac"));
+        let bigram = "buy now ".repeat(30) + &ok[..200];
+        assert_eq!(gopher_repetition(&bigram, &r), Some("top_2_gram"));
+        // A repeated passage too long to be a top n-gram: caught by duplicated n-grams.
+        let passage = prose(3);
+        let dup = format!(
+            "{}{passage}{}{passage}{}",
+            prose(4),
+            &prose(9)[600..],
+            &prose(12)[900..]
+        );
+        assert_eq!(
+            gopher_repetition(&dup, &r).map(|x| x.starts_with("duplicated_")),
+            Some(true),
+            "{:?}",
+            gopher_repetition(&dup, &r)
+        );
+    }
+
+    #[test]
+    fn fineweb_rule_by_rule() {
+        let f = FineWeb::default();
+        let ok: String = (0..10)
+            .map(|i| format!("This is a reasonably long line of prose number {i}, ending well.\n"))
+            .collect();
+        assert_eq!(fineweb_quality(&ok, &f), None);
+        assert_eq!(fineweb_quality("\n \n", &f), Some("empty"));
+        let no_punct: String = (0..10)
+            .map(|i| format!("a long line without any terminal punctuation {i}\n"))
+            .collect();
+        assert_eq!(fineweb_quality(&no_punct, &f), Some("line_punct_ratio"));
+        let short: String = (0..10).map(|i| format!("Short {i}.\n")).collect();
+        assert_eq!(fineweb_quality(&short, &f), Some("short_line_ratio"));
+        let dup = ok.clone() + "This is a reasonably long line of prose number 1, ending well.\n";
+        assert_eq!(fineweb_quality(&dup, &f), Some("char_dup_ratio"));
+        let list: String = (0..10)
+            .map(|i| format!("This is a longer list entry {i} that ends.\n\n\n\n"))
+            .collect();
+        assert_eq!(fineweb_quality(&list, &f), Some("list_ratio"));
+    }
+}
