@@ -39,6 +39,7 @@ fn read(path: &std::path::Path, start: u64, end: u64) -> (Vec<RecordBatch>, Vec<
         registry: Registry::with_wrapper(Default::default(), None),
         handle: rt.handle().clone(),
         batch_rows: 7,
+        batch_bytes: 1 << 20,
         max_record_bytes: 8 << 20,
         cancel: Default::default(),
         assign_ids: true,

@@ -235,6 +235,7 @@ async fn protocol(
             props: worker::writer::properties(&spec.output),
             target_file_bytes: spec.output.target_file_bytes,
             batch_rows: spec.job.batch_rows,
+            batch_bytes: spec.job.batch_bytes,
             channel_batches: spec.job.channel_batches,
             max_record_bytes: spec.input.max_record_bytes as usize,
             keep_rejected_records: true,

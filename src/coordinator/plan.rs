@@ -129,6 +129,7 @@ pub async fn input_columns(
                 registry: reg.clone(),
                 handle: tokio::runtime::Handle::current(),
                 batch_rows: 1,
+                batch_bytes: 1 << 20,
                 max_record_bytes: 1 << 24,
                 cancel: Default::default(),
                 assign_ids: true,

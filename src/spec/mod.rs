@@ -115,6 +115,7 @@ pub struct JobSettings {
     pub lease_caps: BTreeMap<String, u32>,
     pub max_unconsumed_tasks: Option<u64>,
     pub batch_rows: usize,
+    pub batch_bytes: usize,
     pub channel_batches: usize,
     pub poll_millis: u64,
 }
@@ -514,6 +515,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     caps.finish();
     let max_unconsumed_tasks = o.opt_u64("max_unconsumed_tasks");
     let batch_rows = o.u64_in("batch_rows", 8192, 1, 1 << 22) as usize;
+    let batch_bytes = o.opt_bytes("batch_bytes").unwrap_or(32 << 20).max(1) as usize;
     let channel_batches = o.u64_in("channel_batches", 4, 1, 1024) as usize;
     let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
     o.finish();
@@ -527,6 +529,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
         lease_caps,
         max_unconsumed_tasks,
         batch_rows,
+        batch_bytes,
         channel_batches,
         poll_millis,
     }

@@ -324,6 +324,7 @@ async fn execute(
             spec.output.target_file_bytes.min(256 << 20)
         },
         batch_rows: spec.job.batch_rows,
+        batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,
         max_record_bytes: spec.input.max_record_bytes as usize,
         keep_rejected_records: spec.rejects.include_record,

@@ -158,6 +158,7 @@ pub fn read(
         }
     }
     let mut builder = JsonBatchBuilder::new(schema.clone());
+    let mut batch_bytes = 0usize;
     let mut rejects: Vec<Reject> = Vec::new();
     let flush =
         |b: &mut JsonBatchBuilder, rj: &mut Vec<Reject>, out: &mut dyn FnMut(Item) -> bool| {
@@ -191,6 +192,7 @@ pub fn read(
         }
         pos += n;
         stats.bytes += n;
+        batch_bytes += n as usize;
         let id = record_id(&key, line_start);
         let reject = |reason: &str, detail: String, record: Option<String>| Reject {
             id: id.clone(),
@@ -244,10 +246,14 @@ pub fn read(
                 }
             }
         }
-        if (builder.len() >= ctx.batch_rows || rejects.len() >= ctx.batch_rows)
-            && !flush(&mut builder, &mut rejects, out)
+        if builder.len() >= ctx.batch_rows
+            || rejects.len() >= ctx.batch_rows
+            || batch_bytes >= ctx.batch_bytes
         {
-            return Err(ReadError::Cancelled);
+            batch_bytes = 0;
+            if !flush(&mut builder, &mut rejects, out) {
+                return Err(ReadError::Cancelled);
+            }
         }
     }
     flush(&mut builder, &mut rejects, out);

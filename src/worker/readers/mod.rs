@@ -39,6 +39,8 @@ pub struct ReadCtx {
     pub registry: Registry,
     pub handle: tokio::runtime::Handle,
     pub batch_rows: usize,
+    /// A batch is also cut when its records reach this many bytes.
+    pub batch_bytes: usize,
     pub max_record_bytes: usize,
     pub cancel: Arc<AtomicBool>,
     /// Phase-0 inputs get record ids assigned; upstream outputs already carry them.

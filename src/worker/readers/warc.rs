@@ -408,6 +408,7 @@ struct Rows {
     html: StringBuilder,
     truncated: BooleanBuilder,
     n: usize,
+    bytes: usize,
 }
 
 impl Rows {
@@ -424,6 +425,7 @@ impl Rows {
             html: StringBuilder::new(),
             truncated: BooleanBuilder::new(),
             n: 0,
+            bytes: 0,
         }
     }
     fn push(
@@ -446,6 +448,7 @@ impl Rows {
         self.charset.append_value(text.encoding);
         self.html.append_value(&text.text);
         self.n += 1;
+        self.bytes += text.text.len();
     }
     fn finish(&mut self) -> RecordBatch {
         let cols: Vec<ArrayRef> = vec![
@@ -460,6 +463,7 @@ impl Rows {
             Arc::new(self.truncated.finish()),
         ];
         self.n = 0;
+        self.bytes = 0;
         RecordBatch::try_new(self.schema.clone(), cols).expect("warc schema")
     }
 }
@@ -476,6 +480,7 @@ fn read_records(
     rows: &mut Rows,
     rejects: &mut Vec<Reject>,
     stats: &mut SliceStats,
+    out: &mut dyn FnMut(Item) -> bool,
 ) -> std::io::Result<()> {
     let mut n_in_member = 0u64;
     let mut counting = Counting { inner: r, pos: 0 };
@@ -583,7 +588,41 @@ fn read_records(
         if cut {
             return Ok(());
         }
+        if (rows.n >= ctx.batch_rows
+            || rows.bytes >= ctx.batch_bytes
+            || rejects.len() >= ctx.batch_rows)
+            && !flush(rows, rejects, out)
+        {
+            return Err(std::io::Error::other(Stopped));
+        }
     }
+}
+
+/// The consumer stopped reading (cancelled task).
+#[derive(Debug)]
+struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+fn is_stopped(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<Stopped>())
+}
+
+fn flush(rows: &mut Rows, rj: &mut Vec<Reject>, out: &mut dyn FnMut(Item) -> bool) -> bool {
+    let mut go = true;
+    if !rj.is_empty() {
+        go &= out(Item::Rejects(std::mem::take(rj)));
+    }
+    if rows.n > 0 {
+        go &= out(Item::Batch(rows.finish()));
+    }
+    go
 }
 
 pub fn read(
@@ -597,16 +636,6 @@ pub fn read(
     let mut stats = SliceStats::default();
     let mut rows = Rows::new(schema.clone());
     let mut rejects: Vec<Reject> = Vec::new();
-    let flush = |rows: &mut Rows, rj: &mut Vec<Reject>, out: &mut dyn FnMut(Item) -> bool| {
-        let mut go = true;
-        if !rj.is_empty() {
-            go &= out(Item::Rejects(std::mem::take(rj)));
-        }
-        if rows.n > 0 {
-            go &= out(Item::Batch(rows.finish()));
-        }
-        go
-    };
     let open = |from: u64| match super::jsonl::open_range(ctx, &slice.uri, from) {
         Ok(r) => Ok(Some(BufReader::with_capacity(1 << 16, r))),
         Err(ReadError::Missing { message, .. }) => Err(Ok(message)),
@@ -660,7 +689,11 @@ pub fn read(
             &mut rows,
             &mut rejects,
             &mut stats,
+            out,
         ) {
+            if is_stopped(&e) {
+                return Err(ReadError::Cancelled);
+            }
             rejects.push(file_reject(slice, 0, "corrupt_input", e.to_string()));
             stats.rejected += 1;
         }
@@ -766,9 +799,15 @@ pub fn read(
                 &mut rows,
                 &mut rejects,
                 &mut stats,
+                out,
             )
             .and_then(|()| std::io::copy(&mut br, &mut std::io::sink()).map(|_| ()))
         };
+        if let Err(e) = &result
+            && is_stopped(e)
+        {
+            return Err(ReadError::Cancelled);
+        }
         if let Err(e) = result {
             rejects.push(Reject {
                 id: record_id(&key, member),
@@ -784,11 +823,6 @@ pub fn read(
             }
         } else if r.pos == member {
             break; // no progress: not gzip at all
-        }
-        if (rows.n >= ctx.batch_rows || rejects.len() >= ctx.batch_rows)
-            && !flush(&mut rows, &mut rejects, out)
-        {
-            return Err(ReadError::Cancelled);
         }
     }
     flush(&mut rows, &mut rejects, out);
