@@ -38,9 +38,75 @@ pub struct Blocked {
     pub detail: String,
 }
 
+/// A blocked Bloom filter: one 64-byte block per key, six bits set in it. Small enough
+/// to stay in cache, it answers "certainly not listed" for almost every host suffix
+/// without touching the large exact set.
+#[derive(Default)]
+struct Prefilter {
+    blocks: Vec<[u64; 8]>,
+    mask: u64,
+}
+
+impl Prefilter {
+    fn build(keys: &HashedSet) -> Self {
+        let n = (keys.len() / 48).max(1).next_power_of_two();
+        let mut p = Prefilter {
+            blocks: vec![[0u64; 8]; n],
+            mask: n as u64 - 1,
+        };
+        for &k in keys {
+            let (b, bits) = p.locate(k);
+            for (w, m) in bits {
+                p.blocks[b][w] |= m;
+            }
+        }
+        p
+    }
+
+    #[inline]
+    fn locate(&self, k: u64) -> (usize, [(usize, u64); 6]) {
+        let b = (k & self.mask) as usize;
+        let mut x = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 10;
+        let mut bits = [(0usize, 0u64); 6];
+        for slot in &mut bits {
+            let pos = (x & 511) as usize;
+            *slot = (pos >> 6, 1u64 << (pos & 63));
+            x >>= 9;
+        }
+        (b, bits)
+    }
+
+    /// Asks the CPU to start loading the block of `k`.
+    #[inline]
+    fn prefetch(&self, k: u64) {
+        if self.blocks.is_empty() {
+            return;
+        }
+        let ptr = self.blocks[(k & self.mask) as usize].as_ptr();
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching is a hint; the pointer is to a live block.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch(ptr as *const i8, core::arch::x86_64::_MM_HINT_T0);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = ptr;
+    }
+
+    #[inline]
+    fn may_contain(&self, k: u64) -> bool {
+        if self.blocks.is_empty() {
+            return true;
+        }
+        let (b, bits) = self.locate(k);
+        let block = &self.blocks[b];
+        bits.iter().all(|&(w, m)| block[w] & m != 0)
+    }
+}
+
 #[derive(Default)]
 pub struct UrlBlocklist {
     domains: HashedSet,
+    prefilter: Prefilter,
     urls: HashedSet,
     banned_words: HashedSet,
     soft_words: HashedSet,
@@ -77,7 +143,10 @@ pub fn normalise(s: &str) -> String {
 /// The host of a URL, lowercased, without port, userinfo or trailing dot.
 pub fn host(url: &str) -> &str {
     let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let end = rest
+        .bytes()
+        .position(|b| b == b'/' || b == b'?' || b == b'#')
+        .unwrap_or(rest.len());
     let auth = &rest[..end];
     let auth = auth.rsplit_once('@').map(|(_, h)| h).unwrap_or(auth);
     let host = if auth.starts_with('[') {
@@ -86,6 +155,36 @@ pub fn host(url: &str) -> &str {
         auth.split(':').next().unwrap_or(auth)
     };
     host.trim_end_matches('.')
+}
+
+/// Host suffixes checked per URL at most (`a.b.c.d.example.com` and its parents).
+const MAX_SUFFIXES: usize = 8;
+
+/// Hashes of the lowercased host and its parent domains (down to two labels).
+#[inline]
+fn suffix_hashes(url: &str, out: &mut [u64; MAX_SUFFIXES]) -> usize {
+    let host = host(url).as_bytes();
+    let mut buf = [0u8; 256];
+    if host.is_empty() || host.len() > buf.len() {
+        return 0;
+    }
+    let lower = &mut buf[..host.len()];
+    for (d, s) in lower.iter_mut().zip(host) {
+        *d = s.to_ascii_lowercase();
+    }
+    let mut n = 0;
+    let mut start = 0;
+    loop {
+        let d = &lower[start..];
+        out[n] = xxh3_64(d);
+        n += 1;
+        match memchr::memchr(b'.', d) {
+            Some(i) if n < MAX_SUFFIXES && memchr::memchr(b'.', &d[i + 1..]).is_some() => {
+                start += i + 1
+            }
+            _ => return n,
+        }
+    }
 }
 
 /// A URL without its scheme, as UT1 lists URLs.
@@ -164,9 +263,72 @@ impl UrlBlocklist {
         self.domains.len()
     }
 
+    /// Builds the cache-resident prefilter; call after the last `add_domain`.
+    pub fn seal(&mut self) {
+        self.prefilter = Prefilter::build(&self.domains);
+    }
+
     /// Checks one URL; `None` keeps it. Allocation-free unless the URL is blocked or
     /// longer than 512 bytes.
     pub fn check(&self, url: &str) -> Option<Blocked> {
+        let mut hs = [0u64; MAX_SUFFIXES];
+        let n = suffix_hashes(url, &mut hs);
+        self.domain_hit(url, &hs[..n])
+            .or_else(|| self.check_rest(url))
+    }
+
+    /// The listed host suffix, if any, given the suffix hashes.
+    #[inline]
+    fn domain_hit(&self, url: &str, hs: &[u64]) -> Option<Blocked> {
+        if self.domains.is_empty() {
+            return None;
+        }
+        for (i, &hd) in hs.iter().enumerate() {
+            if self.prefilter.may_contain(hd) && self.domains.contains(&hd) {
+                let host = host(url).to_ascii_lowercase();
+                let d = host.splitn(i + 1, '.').last().unwrap_or(&host).to_string();
+                return Some(Blocked {
+                    reason: "blocked_domain",
+                    detail: d,
+                });
+            }
+        }
+        None
+    }
+
+    /// Checks a batch on this thread: host suffixes of a group of URLs are hashed and
+    /// their prefilter blocks prefetched together, so the cache misses overlap.
+    pub fn check_serial(&self, urls: &[Option<&str>]) -> Vec<Option<Blocked>> {
+        const GROUP: usize = 32;
+        let mut out = Vec::with_capacity(urls.len());
+        let mut hs = [[0u64; MAX_SUFFIXES]; GROUP];
+        let mut ns = [0usize; GROUP];
+        for group in urls.chunks(GROUP) {
+            for (i, u) in group.iter().enumerate() {
+                ns[i] = u.map(|u| suffix_hashes(u, &mut hs[i])).unwrap_or(0);
+                for &k in &hs[i][..ns[i]] {
+                    self.prefilter.prefetch(k);
+                }
+            }
+            for (i, u) in group.iter().enumerate() {
+                out.push(u.and_then(|u| {
+                    self.domain_hit(u, &hs[i][..ns[i]])
+                        .or_else(|| self.check_rest(u))
+                }));
+            }
+        }
+        out
+    }
+
+    /// Every rule but the domain list.
+    fn check_rest(&self, url: &str) -> Option<Blocked> {
+        if self.urls.is_empty()
+            && self.banned_words.is_empty()
+            && self.soft_words.is_empty()
+            && self.subwords.is_none()
+        {
+            return None;
+        }
         let bytes = url.as_bytes();
         let mut stack = [0u8; 512];
         let mut heap = Vec::new();
@@ -181,22 +343,6 @@ impl UrlBlocklist {
         }
         // ASCII lowercasing keeps UTF-8 valid.
         let lower = std::str::from_utf8(lower).unwrap_or(url);
-        let host = host(lower);
-        if !self.domains.is_empty() && !host.is_empty() {
-            let mut d = host;
-            loop {
-                if self.domains.contains(&h(d)) {
-                    return Some(Blocked {
-                        reason: "blocked_domain",
-                        detail: d.to_string(),
-                    });
-                }
-                match d.split_once('.') {
-                    Some((_, parent)) if parent.contains('.') => d = parent,
-                    _ => break,
-                }
-            }
-        }
         if !self.urls.is_empty() {
             let u = without_scheme(lower);
             if self.urls.contains(&h(u)) || self.urls.contains(&h(u.trim_end_matches('/'))) {
@@ -267,11 +413,12 @@ impl UrlBlocklist {
 
     /// Checks a batch (in parallel when large).
     pub fn check_all(&self, urls: &[Option<&str>]) -> Vec<Option<Blocked>> {
-        let one = |u: &Option<&str>| u.and_then(|u| self.check(u));
         if urls.len() < 4096 {
-            urls.iter().map(one).collect()
+            self.check_serial(urls)
         } else {
-            urls.par_iter().map(one).collect()
+            urls.par_chunks(1024)
+                .flat_map_iter(|c| self.check_serial(c))
+                .collect()
         }
     }
 }
@@ -363,7 +510,23 @@ mod tests {
         b.add_soft_word("hot");
         b.add_soft_word("girls");
         b.set_subwords(["2 girls 1 cup", "# comment"]).unwrap();
+        b.seal();
         b
+    }
+
+    #[test]
+    fn the_prefilter_never_hides_a_listed_domain() {
+        let mut b = UrlBlocklist::new(2);
+        for i in 0..100_000 {
+            b.add_domain(&format!("site{i}.example"));
+        }
+        b.seal();
+        let urls: Vec<String> = (0..100_000).map(|i| format!("http://www.site{i}.example/x")).collect();
+        let refs: Vec<Option<&str>> = urls.iter().map(|u| Some(u.as_str())).collect();
+        assert!(b.check_serial(&refs).iter().all(|v| v.as_ref().is_some_and(|v| v.reason == "blocked_domain")));
+        let others: Vec<String> = (0..10_000).map(|i| format!("http://other{i}.example/x")).collect();
+        let refs: Vec<Option<&str>> = others.iter().map(|u| Some(u.as_str())).collect();
+        assert!(b.check_all(&refs).iter().all(Option::is_none));
     }
 
     #[test]

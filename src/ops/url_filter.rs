@@ -132,6 +132,7 @@ impl Filter for UrlFilter {
             }
         }
         b.set_subwords(subwords.iter().map(String::as_str))?;
+        b.seal();
         let _ = self.list.set(b);
         Ok(())
     }
