@@ -28,6 +28,15 @@ pub enum Bench {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Language identification accuracy and speed on labelled sentences
+    /// (`<iso639-1>.txt.gz`, one sentence a line, e.g. ../shared/data/langid/lingua-testdata-sentences).
+    Langid {
+        #[arg(long)]
+        data: std::path::PathBuf,
+        /// Sentences per language.
+        #[arg(long, default_value_t = 1000)]
+        per_language: usize,
+    },
     /// URL filter throughput on one core with a real block list loaded.
     UrlFilter {
         /// A UT1 archive (e.g. ../shared/data/blocklists/datatrove-0.10.1/url_filterblacklistsv0_3_0.tar.gz).
@@ -56,6 +65,29 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()?;
             rt.block_on(protocol(&dir, tasks, workers, records_per_task))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Langid { data, per_language } => {
+            let r = langid_accuracy(&data, per_language)?;
+            println!(
+                "mdf bench langid: {} languages known to the detector, {} sentences",
+                r.per_language.len(),
+                r.total
+            );
+            println!();
+            println!("| language | accuracy |");
+            println!("|---|---|");
+            for (l, a) in &r.per_language {
+                println!("| {l} | {a:.3} |");
+            }
+            println!("| **all (macro average)** | **{:.3}** |", r.macro_accuracy);
+            println!("| sentences/s, one core | {:.0} |", r.per_sec);
+            if !r.unsupported.is_empty() {
+                println!(
+                    "\nnot supported by the detector (not scored): {}",
+                    r.unsupported.join(", ")
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Bench::UrlFilter {
@@ -317,4 +349,57 @@ async fn protocol(
     );
     std::fs::remove_dir_all(dir).ok();
     Ok(())
+}
+
+/// Result of a language-id accuracy run.
+pub struct LangidReport {
+    pub per_language: Vec<(String, f64)>,
+    pub macro_accuracy: f64,
+    pub total: usize,
+    pub per_sec: f64,
+    pub unsupported: Vec<String>,
+}
+
+/// Accuracy of `kernels::lang::identify` on `<code>.txt.gz` files of labelled sentences.
+pub fn langid_accuracy(dir: &std::path::Path, per_language: usize) -> anyhow::Result<LangidReport> {
+    use std::io::{BufRead, BufReader};
+    let known = crate::kernels::lang::known_codes();
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let (mut per, mut unsupported, mut total, mut secs) = (Vec::new(), Vec::new(), 0usize, 0f64);
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Some(code) = name.strip_suffix(".txt.gz") else {
+            continue;
+        };
+        if !known.contains(&code) {
+            unsupported.push(code.to_string());
+            continue;
+        }
+        let r = BufReader::new(flate2::read::GzDecoder::new(std::fs::File::open(&f)?));
+        let lines: Vec<String> = r.lines().take(per_language).collect::<Result<_, _>>()?;
+        let t = Instant::now();
+        let right = lines
+            .iter()
+            .filter(|l| crate::kernels::lang::identify(l).map(|x| x.0) == Some(code))
+            .count();
+        secs += t.elapsed().as_secs_f64();
+        total += lines.len();
+        per.push((code.to_string(), right as f64 / lines.len().max(1) as f64));
+    }
+    let macro_accuracy = per.iter().map(|x| x.1).sum::<f64>() / per.len().max(1) as f64;
+    Ok(LangidReport {
+        per_language: per,
+        macro_accuracy,
+        total,
+        per_sec: total as f64 / secs.max(1e-9),
+        unsupported,
+    })
 }

@@ -1,7 +1,7 @@
 //! The `mdf` command line: a thin layer over the library. `main` → `run` →
 //! `anyhow::Result<ExitCode>`; exit 0 = success, 1 = the job failed or is incomplete,
 //! 2 = bad usage or configuration (refused before anything was written).
-mod bench;
+pub mod bench;
 
 use crate::clock::{Entropy, SystemClock};
 use crate::coordinator::plan::PlanError;

@@ -521,10 +521,18 @@ mod tests {
             b.add_domain(&format!("site{i}.example"));
         }
         b.seal();
-        let urls: Vec<String> = (0..100_000).map(|i| format!("http://www.site{i}.example/x")).collect();
+        let urls: Vec<String> = (0..100_000)
+            .map(|i| format!("http://www.site{i}.example/x"))
+            .collect();
         let refs: Vec<Option<&str>> = urls.iter().map(|u| Some(u.as_str())).collect();
-        assert!(b.check_serial(&refs).iter().all(|v| v.as_ref().is_some_and(|v| v.reason == "blocked_domain")));
-        let others: Vec<String> = (0..10_000).map(|i| format!("http://other{i}.example/x")).collect();
+        assert!(
+            b.check_serial(&refs)
+                .iter()
+                .all(|v| v.as_ref().is_some_and(|v| v.reason == "blocked_domain"))
+        );
+        let others: Vec<String> = (0..10_000)
+            .map(|i| format!("http://other{i}.example/x"))
+            .collect();
         let refs: Vec<Option<&str>> = others.iter().map(|u| Some(u.as_str())).collect();
         assert!(b.check_all(&refs).iter().all(Option::is_none));
     }

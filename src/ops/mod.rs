@@ -7,6 +7,7 @@ pub mod exact_key;
 pub mod fineweb_quality;
 pub mod gopher_quality;
 pub mod gopher_repetition;
+pub mod language_filter;
 pub mod length_filter;
 pub mod text_length;
 pub mod throttle;
@@ -64,6 +65,14 @@ pub trait Filter: Send + Sync {
     }
     /// `None` keeps the row; `Some` drops it with a reason.
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String>;
+    /// Columns a filter also writes for the rows it keeps (e.g. `language`).
+    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
+        vec![]
+    }
+    /// The added columns (for every row) and the verdicts; the default adds nothing.
+    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+        Ok((vec![], self.filter(batch)?))
+    }
 }
 
 /// Produces a 128-bit deduplication key per record (`None`: the record has no key).
@@ -122,6 +131,7 @@ pub static REGISTRY: &[OpDef] = &[
     gopher_quality::DEF,
     gopher_repetition::DEF,
     fineweb_quality::DEF,
+    language_filter::DEF,
 ];
 
 pub fn find(name: &str) -> Option<&'static OpDef> {
@@ -138,7 +148,7 @@ pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<Sc
         Operator::Refiner(r) => r.output_fields(input)?,
         Operator::Filter(f) => {
             f.check(input)?;
-            vec![]
+            f.added_fields(input)
         }
         Operator::Keys(k) => {
             k.check(input)?;
@@ -195,10 +205,18 @@ pub fn run_stage(
             Ok((out, vec![]))
         }
         Operator::Filter(f) => {
-            let verdicts = f.filter(&batch).map_err(err)?;
+            let (added, verdicts) = f.annotate(&batch).map_err(err)?;
             if verdicts.len() != batch.num_rows() {
                 return Err(err("returned the wrong number of verdicts".into()));
             }
+            let batch = if added.is_empty() {
+                batch
+            } else {
+                let mut cols = batch.columns().to_vec();
+                cols.extend(added);
+                RecordBatch::try_new(out_schema.clone(), cols)
+                    .map_err(|e| err(format!("produced a bad batch: {e}")))?
+            };
             if verdicts.iter().all(Option::is_none) {
                 return Ok((batch, vec![]));
             }

@@ -1,0 +1,22 @@
+//! Language identification accuracy on real labelled sentences
+//! (../shared/data/langid/lingua-testdata-sentences): a regression floor.
+#[test]
+fn accuracy_on_lingua_test_sentences() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/langid/lingua-testdata-sentences");
+    assert!(dir.is_dir(), "missing test data: {}", dir.display());
+    let r = mdf::cli::bench::langid_accuracy(&dir, 100).unwrap();
+    assert!(
+        r.per_language.len() >= 50,
+        "{} languages scored",
+        r.per_language.len()
+    );
+    assert!(
+        r.macro_accuracy >= 0.92,
+        "macro accuracy {:.3}",
+        r.macro_accuracy
+    );
+    for (l, a) in &r.per_language {
+        assert!(*a >= 0.6, "{l}: {a:.3}");
+    }
+}
