@@ -86,7 +86,7 @@ fn input_format_is_inferred_or_refused() {
     assert_eq!(
         t("x/data.bin"),
         vec![
-            "input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet, warc)"
+            "input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet, warc, wet)"
         ]
     );
 }

@@ -21,6 +21,15 @@ fn data() -> PathBuf {
 }
 
 fn read(path: &std::path::Path, start: u64, end: u64) -> (Vec<RecordBatch>, Vec<Reject>) {
+    read_as(path, start, end, Format::Warc)
+}
+
+fn read_as(
+    path: &std::path::Path,
+    start: u64,
+    end: u64,
+    format: Format,
+) -> (Vec<RecordBatch>, Vec<Reject>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -31,7 +40,7 @@ fn read(path: &std::path::Path, start: u64, end: u64) -> (Vec<RecordBatch>, Vec<
         uri: format!("file://{}", path.canonicalize().unwrap().display()),
         size,
         etag: None,
-        format: Format::Warc,
+        format,
         start,
         end: end.min(size),
     };
@@ -45,7 +54,12 @@ fn read(path: &std::path::Path, start: u64, end: u64) -> (Vec<RecordBatch>, Vec<
         assign_ids: true,
     };
     let (mut batches, mut rejects) = (vec![], vec![]);
-    let schema = warc::schema();
+    let cols = if format == Format::Wet {
+        warc::wet_columns()
+    } else {
+        warc::columns()
+    };
+    let schema = mdf::records::with_id_column(&cols);
     rt.block_on(async {
         tokio::task::spawn_blocking(move || {
             warc::read(&ctx, &slice, &schema, &mut |item| {
@@ -301,5 +315,49 @@ fn a_corrupt_gzip_member_is_skipped_and_reading_resumes() {
         rows(&b) >= 14,
         "records after the damaged member are still read: {}",
         rows(&b)
+    );
+}
+
+#[test]
+fn wet_conversion_records_match_their_warc_response() {
+    let (w, rejects) = read_as(
+        &data().join("commoncrawl/whirlwind.warc.wet.gz"),
+        0,
+        u64::MAX,
+        Format::Wet,
+    );
+    assert!(rejects.is_empty(), "{rejects:?}");
+    assert_eq!(rows(&w), 1);
+    let col = |b: &RecordBatch, c: &str| {
+        b.column_by_name(c)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap()
+            .value(0)
+            .to_string()
+    };
+    let text = col(&w[0], "text");
+    assert!(text.len() > 100, "{text}");
+    let (h, _) = read(&data().join("commoncrawl/whirlwind.warc.gz"), 0, u64::MAX);
+    assert_eq!(
+        col(&w[0], "url"),
+        col(&h[0], "url"),
+        "the WET record is of the same page"
+    );
+    // Every line of CommonCrawl's text appears in the page's HTML (modulo entities).
+    let html = col(&h[0], "html");
+    let first = text
+        .lines()
+        .find(|l| l.split_whitespace().count() >= 3 && !l.contains('&'))
+        .unwrap();
+    let probe: String = first
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        html.contains(&probe) || html.contains(first.split_whitespace().next().unwrap()),
+        "{probe}"
     );
 }

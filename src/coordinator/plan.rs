@@ -117,8 +117,10 @@ pub async fn input_columns(
     reg: &Registry,
     first: &InputFile,
 ) -> Result<Vec<(String, DataType)>, PlanError> {
-    if spec.input.format == Format::Warc {
-        return Ok(readers::warc::columns());
+    match spec.input.format {
+        Format::Warc => return Ok(readers::warc::columns()),
+        Format::Wet => return Ok(readers::warc::wet_columns()),
+        _ => {}
     }
     if let Some(cols) = &spec.input.schema {
         return Ok(cols.clone());
@@ -152,7 +154,7 @@ pub async fn input_columns(
             }
             Ok(crate::records::infer_schema(rows.iter()))
         }
-        Format::Warc => unreachable!("handled above"),
+        Format::Warc | Format::Wet => unreachable!("handled above"),
         Format::Parquet => {
             let (store, u) = reg
                 .resolve(&first.uri)

@@ -19,6 +19,7 @@ pub enum Format {
     Jsonl,
     Parquet,
     Warc,
+    Wet,
 }
 
 impl Format {
@@ -27,6 +28,7 @@ impl Format {
             "jsonl" | "json" | "ndjson" => Some(Format::Jsonl),
             "parquet" => Some(Format::Parquet),
             "warc" => Some(Format::Warc),
+            "wet" => Some(Format::Wet),
             _ => None,
         }
     }
@@ -42,6 +44,8 @@ impl Format {
             Some(Format::Jsonl)
         } else if base.ends_with(".parquet") || base.ends_with(".pq") {
             Some(Format::Parquet)
+        } else if base.ends_with(".wet") {
+            Some(Format::Wet)
         } else if base.ends_with(".warc") {
             Some(Format::Warc)
         } else {
@@ -313,7 +317,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         Some(f) => Format::parse(&f).or_else(|| {
             sink.error(
                 &o.field_path("format"),
-                format!("unknown format {f:?}, expected one of: jsonl, parquet, warc"),
+                format!("unknown format {f:?}, expected one of: jsonl, parquet, warc, wet"),
             );
             None
         }),
@@ -324,7 +328,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
                 sink.error(
                     &o.field_path("format"),
                     format!(
-                        "cannot infer the format from {:?}; set input.format (jsonl, parquet, warc)",
+                        "cannot infer the format from {:?}; set input.format (jsonl, parquet, warc, wet)",
                         uris[0]
                     ),
                 );

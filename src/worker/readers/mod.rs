@@ -80,7 +80,7 @@ pub fn splittable(format: Format, uri: &str) -> bool {
         Format::Jsonl => Compression::of(uri) == Compression::None,
         Format::Parquet => true,
         // Per-record gzip members are the split points.
-        Format::Warc => Compression::of(uri) == Compression::Gzip,
+        Format::Warc | Format::Wet => Compression::of(uri) == Compression::Gzip,
     }
 }
 
@@ -103,7 +103,7 @@ pub fn read_slice(
     match slice.format {
         Format::Jsonl => jsonl::read(ctx, slice, schema, out),
         Format::Parquet => parquet::read(ctx, slice, schema, out),
-        Format::Warc => warc::read(ctx, slice, schema, out),
+        Format::Warc | Format::Wet => warc::read(ctx, slice, schema, out),
     }
 }
 

@@ -38,6 +38,21 @@ pub fn columns() -> Vec<(String, DataType)> {
     .collect()
 }
 
+/// The columns a WET input provides (after `id`): CommonCrawl's extracted text.
+pub fn wet_columns() -> Vec<(String, DataType)> {
+    [
+        ("url", DataType::Utf8),
+        ("warc_date", DataType::Utf8),
+        ("warc_record_id", DataType::Utf8),
+        ("text", DataType::Utf8),
+        ("cc_languages", DataType::Utf8),
+        ("truncated", DataType::Boolean),
+    ]
+    .into_iter()
+    .map(|(n, t)| (n.to_string(), t))
+    .collect()
+}
+
 /// One parsed WARC record header.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct WarcHeader {
@@ -397,6 +412,9 @@ fn member_starts_warc(buf: &[u8]) -> bool {
 
 /// Row builders for one batch.
 struct Rows {
+    /// WET mode: `conversion` records with plain text, instead of HTTP responses.
+    wet: bool,
+    langs: StringBuilder,
     schema: SchemaRef,
     id: StringBuilder,
     url: StringBuilder,
@@ -412,8 +430,10 @@ struct Rows {
 }
 
 impl Rows {
-    fn new(schema: SchemaRef) -> Self {
+    fn new(schema: SchemaRef, wet: bool) -> Self {
         Rows {
+            wet,
+            langs: StringBuilder::new(),
             schema,
             id: StringBuilder::new(),
             url: StringBuilder::new(),
@@ -450,7 +470,35 @@ impl Rows {
         self.n += 1;
         self.bytes += text.text.len();
     }
+    fn push_wet(&mut self, id: &str, url: Option<&str>, h: &WarcHeader, text: &str, cut: bool) {
+        self.truncated
+            .append_value(cut || h.get("WARC-Truncated").is_some());
+        self.id.append_value(id);
+        self.url.append_option(url);
+        self.date.append_option(h.get("WARC-Date"));
+        self.rid.append_option(h.get("WARC-Record-ID"));
+        self.html.append_value(text);
+        self.langs
+            .append_option(h.get("WARC-Identified-Content-Language"));
+        self.n += 1;
+        self.bytes += text.len();
+    }
+
     fn finish(&mut self) -> RecordBatch {
+        if self.wet {
+            let cols: Vec<ArrayRef> = vec![
+                Arc::new(self.id.finish()),
+                Arc::new(self.url.finish()),
+                Arc::new(self.date.finish()),
+                Arc::new(self.rid.finish()),
+                Arc::new(self.html.finish()),
+                Arc::new(self.langs.finish()),
+                Arc::new(self.truncated.finish()),
+            ];
+            self.n = 0;
+            self.bytes = 0;
+            return RecordBatch::try_new(self.schema.clone(), cols).expect("wet schema");
+        }
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.id.finish()),
             Arc::new(self.url.finish()),
@@ -503,9 +551,10 @@ fn read_records(
                 "record without a valid Content-Length",
             )
         })?;
+        let wanted_type = if rows.wet { "conversion" } else { "response" };
         let is_response = h
             .get("WARC-Type")
-            .is_some_and(|t| t.eq_ignore_ascii_case("response"));
+            .is_some_and(|t| t.eq_ignore_ascii_case(wanted_type));
         let wanted = is_response && len <= ctx.max_record_bytes as u64;
         let mut block = Vec::new();
         // Read what there is: a stream may end or break inside the block.
@@ -543,6 +592,25 @@ fn read_records(
                 )),
                 record: None,
             });
+        } else if is_response && rows.wet {
+            let url = h
+                .get("WARC-Target-URI")
+                .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
+            let text = String::from_utf8_lossy(&block);
+            let bad = text.chars().filter(|&c| c == '\u{FFFD}').count();
+            if bad * 10 > text.chars().count().max(1) {
+                stats.rejected += 1;
+                rejects.push(Reject {
+                    id,
+                    reason: "undecodable".into(),
+                    operator: "reader".into(),
+                    detail: Some(format!("{bad} characters are not UTF-8")),
+                    record: None,
+                });
+            } else {
+                stats.records += 1;
+                rows.push_wet(&id, url, &h, text.trim_end(), cut);
+            }
         } else if is_response {
             let http = parse_http(&block);
             let url = h
@@ -634,7 +702,7 @@ pub fn read(
     let key = file_key(&slice.uri);
     let mut gz = Compression::of(&slice.uri) == Compression::Gzip;
     let mut stats = SliceStats::default();
-    let mut rows = Rows::new(schema.clone());
+    let mut rows = Rows::new(schema.clone(), slice.format == crate::spec::Format::Wet);
     let mut rejects: Vec<Reject> = Vec::new();
     let open = |from: u64| match super::jsonl::open_range(ctx, &slice.uri, from) {
         Ok(r) => Ok(Some(BufReader::with_capacity(1 << 16, r))),
@@ -847,13 +915,6 @@ fn resync<R: BufRead>(r: &mut Counting<R>) -> bool {
             None => r.consume(len.saturating_sub(2).max(1)),
         }
     }
-}
-
-/// The schema of a WARC input (id first).
-pub fn schema() -> SchemaRef {
-    let mut fields = vec![Field::new(crate::records::ID, DataType::Utf8, false)];
-    fields.extend(columns().into_iter().map(|(n, t)| Field::new(n, t, true)));
-    Arc::new(Schema::new(fields))
 }
 
 #[cfg(test)]
