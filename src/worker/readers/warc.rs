@@ -17,7 +17,7 @@ use crate::protocol::records::InputSlice;
 use crate::records::{Reject, file_key, record_id};
 use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, SchemaRef};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 
