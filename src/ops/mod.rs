@@ -9,6 +9,7 @@ pub mod gopher_quality;
 pub mod gopher_repetition;
 pub mod language_filter;
 pub mod length_filter;
+pub mod pii_redact;
 pub mod text_length;
 pub mod throttle;
 pub mod url_filter;
@@ -35,10 +36,15 @@ pub struct Drop {
     pub detail: Option<String>,
 }
 
-/// Adds columns computed from each record.
+/// Adds columns computed from each record (or rewrites them, see `replaces`).
 pub trait Refiner: Send + Sync {
     /// The fields appended, given the input schema; `Err` names the offending param.
     fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, String>;
+    /// Whether an output field named like an input column replaces it (same type)
+    /// instead of being refused as a duplicate.
+    fn replaces(&self) -> bool {
+        false
+    }
     /// One array per output field, each as long as the batch.
     fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String>;
 }
@@ -132,6 +138,7 @@ pub static REGISTRY: &[OpDef] = &[
     gopher_repetition::DEF,
     fineweb_quality::DEF,
     language_filter::DEF,
+    pii_redact::DEF,
 ];
 
 pub fn find(name: &str) -> Option<&'static OpDef> {
@@ -144,6 +151,7 @@ pub fn names() -> Vec<&'static str> {
 
 /// The schema after a stage, or a message naming what does not fit.
 pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<SchemaRef, String> {
+    let replaces = matches!(op, Operator::Refiner(r) if r.replaces());
     let added = match op {
         Operator::Refiner(r) => r.output_fields(input)?,
         Operator::Filter(f) => {
@@ -161,10 +169,11 @@ pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<Sc
     };
     let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
     for f in added {
-        if input.field_with_name(f.name()).is_ok() {
-            return Err(format!("adds column {:?}, which already exists", f.name()));
+        match input.index_of(f.name()) {
+            Ok(i) if replaces && input.field(i).data_type() == f.data_type() => fields[i] = f,
+            Ok(_) => return Err(format!("adds column {:?}, which already exists", f.name())),
+            Err(_) => fields.push(f),
         }
-        fields.push(f);
     }
     Ok(Arc::new(Schema::new(fields)))
 }
@@ -186,7 +195,20 @@ pub fn run_stage(
         Operator::Refiner(r) => {
             let added = r.refine(&batch).map_err(err)?;
             let mut cols = batch.columns().to_vec();
-            cols.extend(added);
+            let in_schema = batch.schema();
+            // Output fields in order: replaced ones keep their position, new ones follow.
+            let names: Vec<String> = r
+                .output_fields(&in_schema)
+                .map_err(err)?
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            for (name, a) in names.iter().zip(added) {
+                match in_schema.index_of(name) {
+                    Ok(i) if r.replaces() => cols[i] = a,
+                    _ => cols.push(a),
+                }
+            }
             let out = RecordBatch::try_new(out_schema.clone(), cols)
                 .map_err(|e| err(format!("produced a bad batch: {e}")))?;
             Ok((out, vec![]))
