@@ -37,6 +37,12 @@ pub enum Bench {
         #[arg(long, default_value_t = 1000)]
         per_language: usize,
     },
+    /// Main-text extraction quality (snippet precision/recall/F1) and speed on a
+    /// labelled set (../shared/data/extraction-dev: evaldata.json + html/*.gz).
+    Extract {
+        #[arg(long)]
+        dev: std::path::PathBuf,
+    },
     /// URL filter throughput on one core with a real block list loaded.
     UrlFilter {
         /// A UT1 archive (e.g. ../shared/data/blocklists/datatrove-0.10.1/url_filterblacklistsv0_3_0.tar.gz).
@@ -65,6 +71,26 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()?;
             rt.block_on(protocol(&dir, tasks, workers, records_per_task))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Extract { dev } => {
+            let r = extract_quality(&dev, usize::MAX)?;
+            println!(
+                "mdf bench extract: {} pages, {:.1} MB of HTML, one core",
+                r.pages,
+                r.bytes as f64 / 1e6
+            );
+            println!();
+            println!("| measure | value |");
+            println!("|---|---|");
+            println!("| precision | {:.3} |", r.precision);
+            println!("| recall | {:.3} |", r.recall);
+            println!("| **F1** | **{:.3}** |", r.f1);
+            println!(
+                "| pages/s (extraction only) | {:.0} |",
+                r.pages as f64 / r.secs
+            );
+            println!("| MB/s of HTML | {:.1} |", r.bytes as f64 / 1e6 / r.secs);
             Ok(ExitCode::SUCCESS)
         }
         Bench::Langid { data, per_language } => {
@@ -401,5 +427,83 @@ pub fn langid_accuracy(dir: &std::path::Path, per_language: usize) -> anyhow::Re
         total,
         per_sec: total as f64 / secs.max(1e-9),
         unsupported,
+    })
+}
+
+/// Result of an extraction quality run.
+pub struct ExtractReport {
+    pub pages: usize,
+    pub bytes: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    pub secs: f64,
+}
+
+/// Snippet precision/recall/F1 of `kernels::html::extract` on a trafilatura-style
+/// evaluation set: a "with" snippet found is a true positive, missing a false negative;
+/// a "without" snippet found is a false positive.
+pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<ExtractReport> {
+    use std::io::Read;
+    let eval: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dev.join("evaldata.json"))?)?;
+    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (mut tp, mut fp, mut fn_, mut pages, mut bytes, mut secs) =
+        (0usize, 0usize, 0usize, 0usize, 0usize, 0f64);
+    for (url, e) in eval
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("evaldata.json is not a map"))?
+        .iter()
+        .take(limit)
+    {
+        let Some(file) = e["file"].as_str() else {
+            continue;
+        };
+        let path = dev.join("html").join(format!("{file}.gz"));
+        let Ok(f) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let mut raw = Vec::new();
+        flate2::read::MultiGzDecoder::new(f).read_to_end(&mut raw)?;
+        let html = crate::worker::readers::warc::decode_text(&raw, None, Some(url)).text;
+        let t = Instant::now();
+        let text = crate::kernels::html::extract(&html, std::time::Duration::from_secs(10))
+            .map(|x| norm(&x.text))
+            .unwrap_or_default();
+        secs += t.elapsed().as_secs_f64();
+        pages += 1;
+        bytes += html.len();
+        for s in e["with"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str())
+        {
+            if text.contains(&norm(s)) {
+                tp += 1
+            } else {
+                fn_ += 1
+            }
+        }
+        for s in e["without"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str())
+        {
+            if text.contains(&norm(s)) {
+                fp += 1
+            }
+        }
+    }
+    let precision = tp as f64 / (tp + fp).max(1) as f64;
+    let recall = tp as f64 / (tp + fn_).max(1) as f64;
+    Ok(ExtractReport {
+        pages,
+        bytes,
+        precision,
+        recall,
+        f1: 2.0 * precision * recall / (precision + recall).max(1e-9),
+        secs: secs.max(1e-9),
     })
 }

@@ -7,6 +7,7 @@ pub mod exact_key;
 pub mod fineweb_quality;
 pub mod gopher_quality;
 pub mod gopher_repetition;
+pub mod html_extract;
 pub mod language_filter;
 pub mod length_filter;
 pub mod pii_redact;
@@ -129,6 +130,7 @@ pub struct OpDef {
 }
 
 pub static REGISTRY: &[OpDef] = &[
+    html_extract::DEF,
     text_length::DEF,
     length_filter::DEF,
     exact_key::DEF,

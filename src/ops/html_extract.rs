@@ -1,0 +1,101 @@
+//! `html_extract`: main-content text and title from an HTML column (the WARC
+//! reader's `html`), written as `text` and `title`; the HTML column can then be
+//! dropped with `output.drop_columns`. A per-record CPU budget (`timeout_ms`) stops
+//! pathological pages: they are rejected with reason `timeout`; pages with no main
+//! text are rejected as `no_text`.
+use super::{Drop, Filter, OpDef, Operator, require_text, text_values};
+use crate::kernels::html::{ExtractError, extract};
+use crate::spec::reader::Obj;
+use arrow_array::builder::StringBuilder;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use rayon::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const DEF: OpDef = OpDef {
+    name: "html_extract",
+    summary: "main-content text and title from HTML, with a per-record time budget",
+    build,
+};
+
+struct Op {
+    field: String,
+    budget: Duration,
+}
+
+fn build(p: &Obj) -> Option<Operator> {
+    Some(Operator::Filter(Box::new(Op {
+        field: p.opt_str("field").unwrap_or_else(|| "html".into()),
+        budget: Duration::from_millis(p.u64_in("timeout_ms", 2000, 1, 600_000)),
+    })))
+}
+
+impl Filter for Op {
+    fn check(&self, input: &Schema) -> Result<(), String> {
+        require_text(input, &self.field)?;
+        for c in ["text", "title"] {
+            if input.field_with_name(c).is_ok() {
+                return Err(format!("the input already has a {c:?} column"));
+            }
+        }
+        Ok(())
+    }
+
+    fn added_fields(&self, _: &Schema) -> Vec<Field> {
+        vec![
+            Field::new("text", DataType::Utf8, true),
+            Field::new("title", DataType::Utf8, true),
+        ]
+    }
+
+    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
+        Ok(self.annotate(batch)?.1)
+    }
+
+    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+        let html = text_values(batch, &self.field)?;
+        let results: Vec<_> = html
+            .par_iter()
+            .map(|h| h.map(|h| extract(h, self.budget)))
+            .collect();
+        let (mut text, mut title) = (StringBuilder::new(), StringBuilder::new());
+        let verdicts = results
+            .into_iter()
+            .map(|r| match r {
+                None => {
+                    text.append_null();
+                    title.append_null();
+                    Some(Drop {
+                        reason: "missing_html",
+                        detail: None,
+                    })
+                }
+                Some(Err(ExtractError::Timeout)) => {
+                    text.append_null();
+                    title.append_null();
+                    Some(Drop {
+                        reason: "timeout",
+                        detail: Some(format!(
+                            "extraction took over {} ms",
+                            self.budget.as_millis()
+                        )),
+                    })
+                }
+                Some(Ok(e)) => {
+                    let empty = e.text.trim().is_empty();
+                    text.append_value(&e.text);
+                    title.append_option(e.title.as_deref());
+                    empty.then_some(Drop {
+                        reason: "no_text",
+                        detail: None,
+                    })
+                }
+            })
+            .collect();
+        Ok((
+            vec![Arc::new(text.finish()), Arc::new(title.finish())],
+            verdicts,
+        ))
+    }
+}

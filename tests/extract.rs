@@ -1,0 +1,18 @@
+//! Main-text extraction quality on real pages (../shared/data/extraction-dev, the
+//! trafilatura evaluation set, 990 pages): a regression floor. Speed is measured with
+//! `mdf bench extract` (docs/PERFORMANCE.md).
+#[test]
+fn snippet_f1_on_real_pages() {
+    let dev =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/extraction-dev");
+    assert!(dev.is_dir(), "missing test data: {}", dev.display());
+    let r = mdf::cli::bench::extract_quality(&dev, usize::MAX).unwrap();
+    assert_eq!(r.pages, 990);
+    assert!(
+        r.f1 >= 0.85,
+        "F1 {:.3} (precision {:.3}, recall {:.3})",
+        r.f1,
+        r.precision,
+        r.recall
+    );
+}
