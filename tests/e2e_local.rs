@@ -580,3 +580,67 @@ fn url_filter_with_the_real_ut1_lists() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_commoncrawl_example_runs_the_text_pipeline() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let o = run_ok(
+        mdf()
+            .current_dir(root)
+            .args(["run", "examples/commoncrawl.yaml", "--workers", "2", "-o"])
+            .arg(&out)
+            .arg("--job-root")
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    assert_eq!(st["succeeded"], true);
+    let m = manifest(&out);
+    let mut rejected: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for r in m["rejects"].as_array().unwrap() {
+        let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
+        for (reason, detail) in strings(&b, "reason").into_iter().zip(strings(&b, "detail")) {
+            rejected.entry(reason).or_default().push(detail);
+        }
+    }
+    let mut texts = Vec::new();
+    let mut urls = Vec::new();
+    for f in m["files"].as_array().unwrap() {
+        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        assert!(
+            b[0].column_by_name("html").is_none(),
+            "html dropped from the output"
+        );
+        texts.extend(strings(&b, "text"));
+        urls.extend(strings(&b, "url"));
+    }
+    for r in ["blocked_domain", "banned_word", "not_text"] {
+        assert!(rejected.contains_key(r), "{r} missing from {rejected:?}");
+    }
+    assert!(
+        rejected
+            .get("language")
+            .is_some_and(|d| d.iter().any(|d| d.starts_with("de "))),
+        "{rejected:?}"
+    );
+    assert!(
+        urls.iter().filter(|u| u.contains("/river-")).count() >= 10,
+        "{urls:?}"
+    );
+    assert!(
+        !urls
+            .iter()
+            .any(|u| u.contains("casino") || u.contains("xxx") || u.contains("watches")),
+        "{urls:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .all(|t| !t.contains("Copyright") && !t.contains("Home |") && !t.contains("cookies"))
+    );
+    assert!(
+        !texts.iter().any(|t| t.contains("desk@news.example.org")),
+        "emails redacted"
+    );
+}
