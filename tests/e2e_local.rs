@@ -644,3 +644,83 @@ fn the_commoncrawl_example_runs_the_text_pipeline() {
         "emails redacted"
     );
 }
+
+#[test]
+fn a_commoncrawl_crawl_id_expands_through_its_paths_file() {
+    use std::io::Write;
+    let data =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/warc/other-crawlers");
+    assert!(data.is_dir(), "missing test data: {}", data.display());
+    // A local stand-in for s3://commoncrawl with the crawl's layout.
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path().join("cc");
+    let mut listed = Vec::new();
+    for (i, f) in ["dolma_sample-0000.warc.gz", "dolma_sample-0001.warc.gz"]
+        .iter()
+        .enumerate()
+    {
+        let rel = format!("crawl-data/CC-MAIN-2099-01/segments/{i}/warc/{f}");
+        std::fs::create_dir_all(base.join(&rel).parent().unwrap()).unwrap();
+        std::fs::copy(data.join(f), base.join(&rel)).unwrap();
+        listed.push(rel);
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all((listed.join("\n") + "\n").as_bytes()).unwrap();
+    std::fs::write(
+        base.join("crawl-data/CC-MAIN-2099-01/warc.paths.gz"),
+        gz.finish().unwrap(),
+    )
+    .unwrap();
+    let spec = |files: &str, out: &str| {
+        write_spec(
+            d.path(),
+            &format!(
+                "input: {{commoncrawl: {{crawl: CC-MAIN-2099-01, {files} base: \"{}\"}}}}\nstages: []\noutput: {{uri: \"{}/{out}\"}}\njob: {{poll_millis: 50}}\n",
+                base.display(),
+                d.path().display()
+            ),
+        )
+    };
+    let o = run_ok(mdf().args(["validate", spec("files: 1,", "o1").to_str().unwrap()]));
+    assert!(stdout(&o).contains("✓ inputs: 1 files"), "{}", stdout(&o));
+    run_ok(
+        mdf()
+            .args([
+                "run",
+                spec("files: 1,", "o1").to_str().unwrap(),
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs")),
+    );
+    run_ok(
+        mdf()
+            .args([
+                "run",
+                spec("offset: 1,", "o2").to_str().unwrap(),
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs")),
+    );
+    let (a, b) = (
+        output_ids(&d.path().join("o1")),
+        output_ids(&d.path().join("o2")),
+    );
+    assert!(!a.is_empty() && !b.is_empty());
+    assert!(
+        a.iter().all(|x| !b.contains(x)),
+        "offset selects the other file"
+    );
+    let bad = write_spec(
+        d.path(),
+        "input: {commoncrawl: {crawl: CC-MAIN-24}}\noutput: {uri: o}\n",
+    );
+    let o = mdf()
+        .args(["validate", bad.to_str().unwrap(), "--offline"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&o).contains("input.commoncrawl.crawl: expected a crawl id such as CC-MAIN-2024-51"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -51,8 +51,79 @@ impl Plan {
     }
 }
 
+/// The files of a CommonCrawl crawl, from its `<kind>.paths.gz`, with their sizes.
+async fn commoncrawl_files(
+    cc: &crate::spec::CommonCrawl,
+    reg: &Registry,
+) -> Result<Vec<InputFile>, PlanError> {
+    use futures::{StreamExt, TryStreamExt};
+    use object_store::ObjectStoreExt;
+    use std::io::Read;
+    let kind = if cc.kind == Format::Wet {
+        "wet"
+    } else {
+        "warc"
+    };
+    let list = format!("{}/crawl-data/{}/{kind}.paths.gz", cc.base, cc.crawl);
+    let (store, u) = reg
+        .resolve(&list)
+        .map_err(|e| spec_err("input.commoncrawl.base", e.to_string()))?;
+    let gz = match store.get(&u.path).await {
+        Ok(r) => r
+            .bytes()
+            .await
+            .map_err(|e| PlanError::Storage(format!("{list}: {e}")))?,
+        Err(object_store::Error::NotFound { .. }) => {
+            return Err(spec_err(
+                "input.commoncrawl.crawl",
+                format!("{list} does not exist; is {} a crawl id?", cc.crawl),
+            ));
+        }
+        Err(e) => return Err(PlanError::Storage(format!("{list}: {e}"))),
+    };
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(&gz[..])
+        .read_to_string(&mut text)
+        .map_err(|e| PlanError::Storage(format!("{list}: {e}")))?;
+    let paths: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .skip(cc.offset)
+        .take(cc.files.unwrap_or(usize::MAX))
+        .map(|l| format!("{}/{l}", cc.base))
+        .collect();
+    futures::stream::iter(paths.into_iter().map(|uri| async move {
+        let (store, u) = reg
+            .resolve(&uri)
+            .map_err(|e| PlanError::Storage(e.to_string()))?;
+        let m = store
+            .head(&u.path)
+            .await
+            .map_err(|e| PlanError::Storage(format!("{uri}: {e}")))?;
+        Ok::<_, PlanError>(InputFile {
+            uri: u.to_uri_string(),
+            size: m.size,
+            etag: m.e_tag,
+        })
+    }))
+    .buffered(64)
+    .try_collect()
+    .await
+}
+
 /// Lists every input pattern; a pattern that matches nothing is a spec error.
 pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, PlanError> {
+    if let Some(cc) = &spec.input.commoncrawl {
+        let files = commoncrawl_files(cc, reg).await?;
+        if files.is_empty() {
+            return Err(spec_err(
+                "input.commoncrawl",
+                "the crawl's file list selects no file",
+            ));
+        }
+        return Ok(files);
+    }
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for (i, pat) in spec.input.uris.iter().enumerate() {

@@ -62,6 +62,23 @@ pub struct InputSpec {
     pub schema: Option<Vec<(String, DataType)>>,
     /// A JSONL line longer than this is rejected (`record_too_large`) without buffering it.
     pub max_record_bytes: u64,
+    /// A CommonCrawl crawl, expanded through its `<kind>.paths.gz` at planning.
+    pub commoncrawl: Option<CommonCrawl>,
+}
+
+/// `input.commoncrawl`: the files of one crawl.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommonCrawl {
+    /// e.g. `CC-MAIN-2024-51`.
+    pub crawl: String,
+    /// How many files, from the start of the crawl's list (all when absent).
+    pub files: Option<usize>,
+    /// Skip this many files first (to cut a crawl into several jobs).
+    pub offset: usize,
+    /// `warc` or `wet`.
+    pub kind: Format,
+    /// Where the crawl lives (default `s3://commoncrawl`).
+    pub base: String,
 }
 
 #[derive(Debug, Clone)]
@@ -180,6 +197,7 @@ impl Spec {
             v["input"]["uris"] = Value::from(ov.input.clone());
             if let Some(m) = v["input"].as_object_mut() {
                 m.remove("uri");
+                m.remove("commoncrawl");
             }
         }
         if let Some(o) = &ov.output {
@@ -302,10 +320,76 @@ fn build(v: &Value, sink: &Sink) -> Option<Spec> {
     })
 }
 
+fn build_commoncrawl(o: &Obj, sink: &Sink) -> Option<CommonCrawl> {
+    if !o.has("commoncrawl") {
+        return None;
+    }
+    let c = o.obj("commoncrawl");
+    let crawl = c.req_str("crawl").unwrap_or_default();
+    let ok = crawl.strip_prefix("CC-MAIN-").is_some_and(|r| {
+        let b = r.as_bytes();
+        b.len() == 7
+            && b[4] == b'-'
+            && r.chars()
+                .filter(|&ch| ch != '-')
+                .all(|ch| ch.is_ascii_digit())
+    });
+    if !crawl.is_empty() && !ok {
+        sink.error(
+            &c.field_path("crawl"),
+            format!("expected a crawl id such as CC-MAIN-2024-51, found {crawl:?}"),
+        );
+    }
+    let kind = match c.opt_str("kind").as_deref() {
+        None | Some("warc") => Format::Warc,
+        Some("wet") => Format::Wet,
+        Some(k) => {
+            sink.error(
+                &c.field_path("kind"),
+                format!("expected warc or wet, found {k:?}"),
+            );
+            Format::Warc
+        }
+    };
+    let out = CommonCrawl {
+        crawl,
+        files: c.opt_u64("files").map(|n| n as usize),
+        offset: c.opt_u64("offset").unwrap_or(0) as usize,
+        kind,
+        base: c
+            .opt_str("base")
+            .unwrap_or_else(|| "s3://commoncrawl".into())
+            .trim_end_matches('/')
+            .to_string(),
+    };
+    c.finish();
+    Some(out)
+}
+
 fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
     let mut uris = o.opt_str_list("uris").unwrap_or_default();
     if let Some(u) = o.opt_str("uri") {
         uris.push(u);
+    }
+    let commoncrawl = build_commoncrawl(o, sink);
+    if let Some(cc) = &commoncrawl {
+        if !uris.is_empty() {
+            sink.error(
+                &o.field_path("commoncrawl"),
+                "give either input.uris or input.commoncrawl, not both",
+            );
+        }
+        // The listed files carry the format in their names.
+        uris.push(format!(
+            "{}/crawl-data/{}/x.{}.gz",
+            cc.base,
+            cc.crawl,
+            if cc.kind == Format::Wet {
+                "warc.wet"
+            } else {
+                "warc"
+            }
+        ));
     }
     if uris.is_empty() {
         sink.error(
@@ -357,8 +441,12 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
     });
     let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
     o.finish();
+    if commoncrawl.is_some() {
+        uris.clear();
+    }
     Some(InputSpec {
         uris,
+        commoncrawl,
         format: format?,
         schema,
         max_record_bytes,
