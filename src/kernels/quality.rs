@@ -416,6 +416,150 @@ pub fn fineweb_quality(text: &str, f: &FineWeb) -> Option<&'static str> {
     None
 }
 
+/// C4's rules (Raffel et al. 2020, as datatrove implements them): lines are dropped
+/// (no terminal punctuation, fewer than 3 words, a word over 1,000 characters,
+/// "javascript", cookie/privacy policy boilerplate; citation marks removed) and whole
+/// documents are dropped (lorem ipsum, curly brackets, fewer than 5 sentences, a bad
+/// word).
+#[derive(Debug, Clone)]
+pub struct C4 {
+    pub min_words_per_line: usize,
+    pub max_word_length: usize,
+    pub min_num_sentences: usize,
+    pub remove_citations: bool,
+    pub filter_no_terminal_punct: bool,
+    pub filter_lorem_ipsum: bool,
+    pub filter_javascript: bool,
+    pub filter_curly_bracket: bool,
+    pub filter_policy: bool,
+}
+
+impl Default for C4 {
+    fn default() -> Self {
+        C4 {
+            min_words_per_line: 3,
+            max_word_length: 1000,
+            min_num_sentences: 5,
+            remove_citations: true,
+            filter_no_terminal_punct: true,
+            filter_lorem_ipsum: true,
+            filter_javascript: true,
+            filter_curly_bracket: true,
+            filter_policy: true,
+        }
+    }
+}
+
+const POLICY: &[&str] = &[
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+];
+
+/// Removes `[12]`, `[edit]`, `[citation needed]`.
+fn strip_citations(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.contains('[') {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find('[') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let end = tail.find(']');
+        let cut = end.filter(|&e| {
+            let inner = &tail[1..e];
+            inner.chars().all(|c| c.is_ascii_digit())
+                || inner == "edit"
+                || inner == "citation needed"
+        });
+        match cut {
+            Some(e) => rest = &tail[e + 1..],
+            None => {
+                out.push('[');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Sentences in a line: ends of `.`, `!` or `?` followed by a space or the end.
+fn sentences(line: &str) -> usize {
+    let b = line.as_bytes();
+    let n = (0..b.len())
+        .filter(|&i| matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' '))
+        .count();
+    n.max(1)
+}
+
+/// Applies C4: the cleaned text, or the rule that drops the document.
+pub fn c4_quality(
+    text: &str,
+    c: &C4,
+    bad_words: Option<&aho_corasick::AhoCorasick>,
+) -> Result<String, &'static str> {
+    let mut kept: Vec<String> = Vec::new();
+    let mut n_sentences = 0;
+    for raw in text.lines() {
+        let line = raw.trim();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.iter().any(|w| w.chars().count() > c.max_word_length) {
+            continue;
+        }
+        let line = if c.remove_citations {
+            strip_citations(line)
+        } else {
+            std::borrow::Cow::Borrowed(line)
+        };
+        let line = line.trim();
+        if c.filter_no_terminal_punct
+            && (!line.ends_with(['.', '?', '!', '"', '\'']) || line.ends_with("..."))
+        {
+            continue;
+        }
+        if words.len() < c.min_words_per_line {
+            continue;
+        }
+        let lower = line.to_lowercase();
+        if c.filter_lorem_ipsum && lower.contains("lorem ipsum") {
+            return Err("lorem_ipsum");
+        }
+        if c.filter_javascript && lower.contains("javascript") {
+            continue;
+        }
+        if c.filter_curly_bracket && line.contains('{') {
+            return Err("curly_bracket");
+        }
+        if c.filter_policy && POLICY.iter().any(|p| lower.contains(p)) {
+            continue;
+        }
+        n_sentences += sentences(line);
+        kept.push(line.to_string());
+    }
+    if n_sentences < c.min_num_sentences {
+        return Err("too_few_sentences");
+    }
+    let out = kept.join("\n");
+    if let Some(ac) = bad_words {
+        let lower = out.to_lowercase();
+        for m in ac.find_iter(&lower) {
+            let before = lower[..m.start()].chars().next_back();
+            let after = lower[m.end()..].chars().next();
+            if !before.is_some_and(char::is_alphanumeric)
+                && !after.is_some_and(char::is_alphanumeric)
+            {
+                return Err("badwords");
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,6 +705,40 @@ mod tests {
             Some(true),
             "{:?}",
             gopher_repetition(&dup, &r)
+        );
+    }
+
+    #[test]
+    fn c4_rule_by_rule() {
+        let c = C4::default();
+        let good = "The council met on Tuesday to discuss the plan.\nIt approved the budget after a long debate.\nResidents spoke for and against it at length.\nThe work starts in spring and ends next year.\nEngineers will publish a report every month.";
+        assert_eq!(c4_quality(good, &c, None).as_deref(), Ok(good));
+        let noisy = format!(
+            "Menu\nHome About\n{good}\nPlease enable JavaScript to view this page.\nRead our privacy policy for details.\nIt cost a lot.[12] Really.[citation needed]"
+        );
+        let cleaned = c4_quality(&noisy, &c, None).unwrap();
+        assert!(
+            cleaned.starts_with("The council") && cleaned.ends_with("It cost a lot. Really."),
+            "{cleaned}"
+        );
+        assert_eq!(
+            c4_quality("Only one sentence here is fine.", &c, None),
+            Err("too_few_sentences")
+        );
+        assert_eq!(
+            c4_quality(&format!("{good}\nLorem ipsum dolor sit amet."), &c, None),
+            Err("lorem_ipsum")
+        );
+        assert_eq!(
+            c4_quality(&format!("{good}\nfunction f() {{ return 1; }}."), &c, None),
+            Err("curly_bracket")
+        );
+        let bad = aho_corasick::AhoCorasick::new(["budget"]).unwrap();
+        assert_eq!(c4_quality(good, &c, Some(&bad)), Err("badwords"));
+        let partial = aho_corasick::AhoCorasick::new(["plan"]).unwrap();
+        assert!(
+            c4_quality(&good.replace("plan", "planet"), &c, Some(&partial)).is_ok(),
+            "whole words only"
         );
     }
 

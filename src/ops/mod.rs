@@ -3,6 +3,7 @@
 //! [`run_stage`], which applies one operator to one batch. An operator is one file:
 //! its params (parsed with the spec reader, unknown keys refused), its schema check,
 //! the kernel call, its tests. Operators never do I/O.
+pub mod c4_quality;
 pub mod exact_key;
 pub mod fineweb_quality;
 pub mod gopher_quality;
@@ -76,6 +77,11 @@ pub trait Filter: Send + Sync {
     fn added_fields(&self, _input: &Schema) -> Vec<Field> {
         vec![]
     }
+    /// Whether an added field named like an input column rewrites it (C4's line
+    /// removal rewrites `text`).
+    fn replaces(&self) -> bool {
+        false
+    }
     /// The added columns (for every row) and the verdicts; the default adds nothing.
     fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
         Ok((vec![], self.filter(batch)?))
@@ -138,6 +144,7 @@ pub static REGISTRY: &[OpDef] = &[
     url_filter::DEF,
     gopher_quality::DEF,
     gopher_repetition::DEF,
+    c4_quality::DEF,
     fineweb_quality::DEF,
     language_filter::DEF,
     pii_redact::DEF,
@@ -153,7 +160,11 @@ pub fn names() -> Vec<&'static str> {
 
 /// The schema after a stage, or a message naming what does not fit.
 pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<SchemaRef, String> {
-    let replaces = matches!(op, Operator::Refiner(r) if r.replaces());
+    let replaces = match op {
+        Operator::Refiner(r) => r.replaces(),
+        Operator::Filter(f) => f.replaces(),
+        Operator::Keys(_) => false,
+    };
     let added = match op {
         Operator::Refiner(r) => r.output_fields(input)?,
         Operator::Filter(f) => {
@@ -233,11 +244,19 @@ pub fn run_stage(
             if verdicts.len() != batch.num_rows() {
                 return Err(err("returned the wrong number of verdicts".into()));
             }
+            // Rejected records are kept as they arrived, before any rewrite.
+            let original = batch.clone();
             let batch = if added.is_empty() {
                 batch
             } else {
                 let mut cols = batch.columns().to_vec();
-                cols.extend(added);
+                let in_schema = batch.schema();
+                for (field, a) in f.added_fields(&in_schema).iter().zip(added) {
+                    match in_schema.index_of(field.name()) {
+                        Ok(i) if f.replaces() => cols[i] = a,
+                        _ => cols.push(a),
+                    }
+                }
                 RecordBatch::try_new(out_schema.clone(), cols)
                     .map_err(|e| err(format!("produced a bad batch: {e}")))?
             };
@@ -248,7 +267,7 @@ pub fn run_stage(
             let dropped_mask = arrow_array::BooleanArray::from(
                 verdicts.iter().map(Option::is_some).collect::<Vec<_>>(),
             );
-            let dropped = arrow_select::filter::filter_record_batch(&batch, &dropped_mask)
+            let dropped = arrow_select::filter::filter_record_batch(&original, &dropped_mask)
                 .map_err(|e| err(e.to_string()))?;
             let records = if keep_records {
                 crate::records::rows_as_json(&dropped)
