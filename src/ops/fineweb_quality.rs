@@ -1,12 +1,11 @@
 //! `fineweb_quality`: FineWeb's line rules (terminal punctuation, short lines,
 //! duplicated line characters, newline-to-word ratio) with the published defaults;
 //! the reason names the rule (`line_punct_ratio`, `short_line_ratio`, ...).
-use super::{Drop, Filter, OpDef, Operator, require_text, text_values};
+use super::{Drop, Filter, OpDef, Operator, per_text, require_text};
 use crate::kernels::quality::{FineWeb, fineweb_quality};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
-use rayon::prelude::*;
 
 pub const DEF: OpDef = OpDef {
     name: "fineweb_quality",
@@ -47,19 +46,6 @@ impl Filter for Op {
         require_text(input, &self.field)
     }
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        let texts = text_values(batch, &self.field)?;
-        Ok(texts
-            .par_iter()
-            .map(|t| match t {
-                None => Some(Drop {
-                    reason: "missing_text",
-                    detail: None,
-                }),
-                Some(t) => fineweb_quality(t, &self.f).map(|r| Drop {
-                    reason: r,
-                    detail: None,
-                }),
-            })
-            .collect())
+        per_text(batch, &self.field, |t| fineweb_quality(t, &self.f))
     }
 }

@@ -1,12 +1,11 @@
 //! `gopher_quality`: Gopher's document quality rules (word count, mean word length,
 //! symbol ratios, bullet and ellipsis lines, alphabetic words, stop words) with the
 //! published defaults; the reason names the rule (`gopher_short_doc`, ...).
-use super::{Drop, Filter, OpDef, Operator, require_text, text_values};
+use super::{Drop, Filter, OpDef, Operator, per_text, require_text};
 use crate::kernels::quality::{GopherQuality, gopher_quality};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
-use rayon::prelude::*;
 
 pub const DEF: OpDef = OpDef {
     name: "gopher_quality",
@@ -46,19 +45,6 @@ impl Filter for Op {
         require_text(input, &self.field)
     }
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        let texts = text_values(batch, &self.field)?;
-        Ok(texts
-            .par_iter()
-            .map(|t| match t {
-                None => Some(Drop {
-                    reason: "missing_text",
-                    detail: None,
-                }),
-                Some(t) => gopher_quality(t, &self.q).map(|r| Drop {
-                    reason: r,
-                    detail: None,
-                }),
-            })
-            .collect())
+        per_text(batch, &self.field, |t| gopher_quality(t, &self.q))
     }
 }

@@ -1,12 +1,11 @@
 //! `gopher_repetition`: Gopher's repetition rules (duplicate lines and paragraphs,
 //! top n-grams, duplicated n-grams) with the published defaults; the reason names
 //! the rule (`dup_line_frac`, `top_2_gram`, `duplicated_5_n_grams`, ...).
-use super::{Drop, Filter, OpDef, Operator, require_text, text_values};
+use super::{Drop, Filter, OpDef, Operator, per_text, require_text};
 use crate::kernels::quality::{GopherRepetition, gopher_repetition};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
-use rayon::prelude::*;
 
 pub const DEF: OpDef = OpDef {
     name: "gopher_repetition",
@@ -41,19 +40,6 @@ impl Filter for Op {
         require_text(input, &self.field)
     }
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        let texts = text_values(batch, &self.field)?;
-        Ok(texts
-            .par_iter()
-            .map(|t| match t {
-                None => Some(Drop {
-                    reason: "missing_text",
-                    detail: None,
-                }),
-                Some(t) => gopher_repetition(t, &self.r).map(|r| Drop {
-                    reason: r,
-                    detail: None,
-                }),
-            })
-            .collect())
+        per_text(batch, &self.field, |t| gopher_repetition(t, &self.r))
     }
 }

@@ -319,6 +319,30 @@ pub fn require_text(input: &Schema, field: &str) -> Result<(), String> {
     }
 }
 
+/// Verdicts of a per-document rule over a text column, in parallel: a null text is
+/// dropped as `missing_text`, otherwise `rule` names the reason to drop or keeps.
+pub fn per_text(
+    batch: &RecordBatch,
+    field: &str,
+    rule: impl Fn(&str) -> Option<&'static str> + Sync,
+) -> Result<Vec<Option<Drop>>, String> {
+    use rayon::prelude::*;
+    let texts = text_values(batch, field)?;
+    Ok(texts
+        .par_iter()
+        .map(|t| match t {
+            None => Some(Drop {
+                reason: "missing_text",
+                detail: None,
+            }),
+            Some(t) => rule(t).map(|reason| Drop {
+                reason,
+                detail: None,
+            }),
+        })
+        .collect())
+}
+
 /// The values of a string column as options, for kernels.
 pub fn text_values<'a>(
     batch: &'a RecordBatch,

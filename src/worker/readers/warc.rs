@@ -700,92 +700,62 @@ pub fn read(
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<SliceStats, ReadError> {
     let key = file_key(&slice.uri);
-    let mut gz = Compression::of(&slice.uri) == Compression::Gzip;
+    let gz = Compression::of(&slice.uri) == Compression::Gzip;
     let mut stats = SliceStats::default();
     let mut rows = Rows::new(schema.clone(), slice.format == crate::spec::Format::Wet);
     let mut rejects: Vec<Reject> = Vec::new();
-    let open = |from: u64| match super::jsonl::open_range(ctx, &slice.uri, from) {
+    // Opens the file from `from`; a vanished file becomes one reject and `None`.
+    let open = |from: u64, out: &mut dyn FnMut(Item) -> bool| match super::jsonl::open_range(
+        ctx, &slice.uri, from,
+    ) {
         Ok(r) => Ok(Some(BufReader::with_capacity(1 << 16, r))),
-        Err(ReadError::Missing { message, .. }) => Err(Ok(message)),
-        Err(e) => Err(Err(e)),
+        Err(ReadError::Missing { message, .. }) => {
+            out(Item::Rejects(vec![file_reject(
+                slice,
+                from,
+                "input_missing",
+                message,
+            )]));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    };
+    let missing = SliceStats {
+        rejected: 1,
+        ..Default::default()
     };
     if !gz {
-        let mut r = match open(0) {
-            Ok(r) => r.expect("opened"),
-            Err(Ok(m)) => {
-                out(Item::Rejects(vec![file_reject(
-                    slice,
-                    0,
-                    "input_missing",
-                    m,
-                )]));
-                return Ok(SliceStats {
-                    rejected: 1,
-                    ..stats
-                });
-            }
-            Err(Err(e)) => return Err(e),
+        let Some(mut r) = open(0, out)? else {
+            return Ok(missing);
         };
-        // Whatever the name says, gzip magic means gzip (read as one whole file).
-        if r.fill_buf().is_ok_and(|b| b.starts_with(&GZIP_MAGIC)) {
-            gz = true;
-        }
-    }
-    if !gz {
-        let mut r = match open(0) {
-            Ok(r) => r.expect("opened"),
-            Err(Ok(m)) => {
-                out(Item::Rejects(vec![file_reject(
-                    slice,
-                    0,
-                    "input_missing",
-                    m,
-                )]));
-                return Ok(SliceStats {
-                    rejected: 1,
-                    ..stats
-                });
+        // Whatever the name says, gzip magic means gzip (read below, as one whole file).
+        if !r.fill_buf().is_ok_and(|b| b.starts_with(&GZIP_MAGIC)) {
+            if let Err(e) = read_records(
+                &mut r,
+                0,
+                false,
+                &key,
+                ctx,
+                &mut rows,
+                &mut rejects,
+                &mut stats,
+                out,
+            ) {
+                if is_stopped(&e) {
+                    return Err(ReadError::Cancelled);
+                }
+                rejects.push(file_reject(slice, 0, "corrupt_input", e.to_string()));
+                stats.rejected += 1;
             }
-            Err(Err(e)) => return Err(e),
-        };
-        if let Err(e) = read_records(
-            &mut r,
-            0,
-            false,
-            &key,
-            ctx,
-            &mut rows,
-            &mut rejects,
-            &mut stats,
-            out,
-        ) {
-            if is_stopped(&e) {
-                return Err(ReadError::Cancelled);
-            }
-            rejects.push(file_reject(slice, 0, "corrupt_input", e.to_string()));
-            stats.rejected += 1;
+            flush(&mut rows, &mut rejects, out);
+            return Ok(stats);
         }
-        flush(&mut rows, &mut rejects, out);
-        return Ok(stats);
     }
     // Find the first member boundary at or after the range start.
     let mut begin = slice.start;
     if slice.start > 0 {
-        let mut r = match open(slice.start) {
-            Ok(r) => r.expect("opened"),
-            Err(Ok(m)) => {
-                out(Item::Rejects(vec![file_reject(
-                    slice,
-                    0,
-                    "input_missing",
-                    m,
-                )]));
-                return Ok(SliceStats {
-                    rejected: 1,
-                    ..stats
-                });
-            }
-            Err(Err(e)) => return Err(e),
+        let Some(mut r) = open(slice.start, out)? else {
+            return Ok(missing);
         };
         let mut window = Vec::new();
         let found = loop {
@@ -819,25 +789,10 @@ pub fn read(
     } else {
         u64::MAX
     };
-    let mut r = match open(begin) {
-        Ok(r) => Counting {
-            inner: r.expect("opened"),
-            pos: begin,
-        },
-        Err(Ok(m)) => {
-            out(Item::Rejects(vec![file_reject(
-                slice,
-                begin,
-                "input_missing",
-                m,
-            )]));
-            return Ok(SliceStats {
-                rejected: 1,
-                ..stats
-            });
-        }
-        Err(Err(e)) => return Err(e),
+    let Some(inner) = open(begin, out)? else {
+        return Ok(missing);
     };
+    let mut r = Counting { inner, pos: begin };
     loop {
         if ctx.cancelled() {
             return Err(ReadError::Cancelled);
