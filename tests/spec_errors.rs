@@ -74,6 +74,22 @@ fn overrides_and_interpolation_feed_validation() {
 }
 
 #[test]
+fn a_stage_memory_budget_must_cover_the_batches_in_flight() {
+    let text = "input: {uris: [a.jsonl]}\noutput: {uri: o}\nstages: [{op: text_length, resources: {memory: 64MiB}}]\njob: {batch_bytes: 16MiB}\n";
+    assert_eq!(
+        errors(text, Overrides::default()),
+        vec![
+            "stages[0].resources.memory: 67108864 bytes is below the pipeline's in-flight batches ((2 × job.channel_batches + 2) × job.batch_bytes = 167772160 bytes); raise it or lower job.batch_bytes"
+        ]
+    );
+    let ok = Overrides {
+        set: vec!["job.batch_bytes=4MiB".into()],
+        ..Default::default()
+    };
+    assert!(errors(text, ok).is_empty());
+}
+
+#[test]
 fn input_format_is_inferred_or_refused() {
     let t = |u: &str| {
         errors(

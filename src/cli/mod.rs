@@ -314,11 +314,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(s) => s,
                 Err(c) => return Ok(c),
             };
+            // Default: as many workers as the cores allow at the stages' `resources.cpu`.
             let n = workers
                 .unwrap_or_else(|| {
-                    std::thread::available_parallelism()
+                    let cores = std::thread::available_parallelism()
                         .map(|n| n.get())
-                        .unwrap_or(1)
+                        .unwrap_or(1);
+                    (cores as f64 / spec.max_stage_cpu()).floor() as usize
                 })
                 .max(1);
             let rt = runtime()?;

@@ -235,6 +235,14 @@ impl Spec {
     }
 
     /// Stage indices grouped into phases (a phase ends at `end_phase` or at the end).
+    /// The most CPUs any stage asks for (at least 1).
+    pub fn max_stage_cpu(&self) -> f64 {
+        self.stages
+            .iter()
+            .map(|s| s.resources.cpu)
+            .fold(1.0, f64::max)
+    }
+
     pub fn phases(&self) -> Vec<Vec<usize>> {
         let mut out = vec![vec![]];
         for (i, s) in self.stages.iter().enumerate() {
@@ -306,6 +314,20 @@ fn build(v: &Value, sink: &Sink) -> Option<Spec> {
         }
     };
     let job = build_job(&root.obj("job"), stages.as_deref().unwrap_or(&[]), sink);
+    // A worker holds at most two channels of batches plus one batch in each pipeline
+    // thread: a stage's memory budget must cover that.
+    let in_flight = (2 * job.channel_batches as u64 + 2) * job.batch_bytes as u64;
+    for (i, st) in stages.as_deref().unwrap_or(&[]).iter().enumerate() {
+        if st.resources.memory_bytes < in_flight {
+            sink.error(
+                &format!("stages[{i}].resources.memory"),
+                format!(
+                    "{} bytes is below the pipeline's in-flight batches ((2 × job.channel_batches + 2) × job.batch_bytes = {in_flight} bytes); raise it or lower job.batch_bytes",
+                    st.resources.memory_bytes
+                ),
+            );
+        }
+    }
     let s3 = build_s3(&root.obj("storage"), sink);
     root.finish();
     Some(Spec {
