@@ -256,9 +256,13 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         let (parent_boiler, parent_content) = flags(&stack);
         let mut boiler = parent_boiler || BOILER_TAGS.contains(&name.as_str());
         let mut content = parent_content || name == "article" || name == "main";
+        // Page-level containers carry site-wide classes ("has-navigation"): their
+        // class words say nothing about the content inside.
+        let container = matches!(name.as_str(), "html" | "body" | "main" | "article");
         for key in ["class", "id"] {
             if let Some(v) = attr(&lower_attrs, key) {
-                if words_of(v).any(|w| BOILER_WORDS.contains(&w))
+                if !container
+                    && words_of(v).any(|w| BOILER_WORDS.contains(&w))
                     && !words_of(v).any(|w| CONTENT_WORDS.contains(&w))
                 {
                     boiler = true;
@@ -267,6 +271,9 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                     content = true;
                 }
             }
+        }
+        if name == "article" || name == "main" {
+            boiler = false;
         }
         if attr(&lower_attrs, "itemprop").is_some_and(|v| v.contains("articlebody"))
             || attr(&lower_attrs, "role").is_some_and(|v| v == "main")
