@@ -125,6 +125,12 @@ const BOILER_WORDS: &[&str] = &[
     "tags",
     "byline",
     "copyright",
+    "caption",
+    "credit",
+    "author",
+    "bio",
+    "subscription",
+    "paywall",
 ];
 const CONTENT_WORDS: &[&str] = &[
     "article",
@@ -427,7 +433,7 @@ fn select(blocks: &[Block]) -> String {
             let density = b.link_chars as f64 / n as f64;
             if density > 0.5 {
                 C::Bad
-            } else if n >= 50 && density < 0.25 {
+            } else if (n >= 50 && density < 0.25) || (use_region && b.item && density < 0.3) {
                 C::Good
             } else if b.heading || (use_region && n >= 20) || n < 30 {
                 C::Near
