@@ -265,18 +265,18 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         // Page-level containers carry site-wide classes ("has-navigation"): their
         // class words say nothing about the content inside.
         let container = matches!(name.as_str(), "html" | "body" | "main" | "article");
-        for key in ["class", "id"] {
-            if let Some(v) = attr(&lower_attrs, key) {
-                if !container
-                    && words_of(v).any(|w| BOILER_WORDS.contains(&w))
-                    && !words_of(v).any(|w| CONTENT_WORDS.contains(&w))
-                {
-                    boiler = true;
-                }
-                if words_of(v).any(|w| CONTENT_WORDS.contains(&w)) {
-                    content = true;
-                }
-            }
+        // Class and id are read together: `id="social-scroll" class="row body"` is content.
+        let names = format!(
+            "{} {}",
+            attr(&lower_attrs, "class").unwrap_or(""),
+            attr(&lower_attrs, "id").unwrap_or("")
+        );
+        let has_content_word = words_of(&names).any(|w| CONTENT_WORDS.contains(&w));
+        if !container && !has_content_word && words_of(&names).any(|w| BOILER_WORDS.contains(&w)) {
+            boiler = true;
+        }
+        if has_content_word {
+            content = true;
         }
         if name == "article" || name == "main" {
             boiler = false;
@@ -324,17 +324,25 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
 }
 
 fn find_tag_end(b: &[u8], from: usize) -> usize {
+    // As an HTML tokenizer does: a quote opens a quoted value only right after `=`;
+    // a stray apostrophe elsewhere in a tag is just a character.
     let mut quote: Option<u8> = None;
+    let mut after_eq = false;
     for (i, &c) in b[from..].iter().enumerate() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, b'"' | b'\'') => quote = Some(c),
-            (None, b'>') => return from + i + 1,
-            _ => {}
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                b'"' | b'\'' if after_eq => quote = Some(c),
+                b'>' => return from + i + 1,
+                _ => {}
+            },
         }
-        if i > 8192 {
-            // A runaway attribute: give up on quoting.
+        if !c.is_ascii_whitespace() {
+            after_eq = quote.is_none() && c == b'=';
+        }
+        if i > 65536 {
+            // A runaway attribute value: give up on quoting.
             return memchr::memchr(b'>', &b[from..])
                 .map(|j| from + j + 1)
                 .unwrap_or(b.len());
