@@ -328,7 +328,7 @@ fn build(v: &Value, sink: &Sink) -> Option<Spec> {
             );
         }
     }
-    let s3 = build_s3(&root.obj("storage"), sink);
+    let s3 = build_s3(&root.obj("storage"));
     root.finish();
     Some(Spec {
         name,
@@ -649,7 +649,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     }
 }
 
-fn build_s3(o: &Obj, sink: &Sink) -> S3Settings {
+fn build_s3(o: &Obj) -> S3Settings {
     let s = o.obj("s3");
     let out = S3Settings {
         endpoint: s.opt_str("endpoint"),
@@ -662,6 +662,5 @@ fn build_s3(o: &Obj, sink: &Sink) -> S3Settings {
     };
     s.finish();
     o.finish();
-    let _ = sink;
     out
 }

@@ -390,11 +390,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             }
         }
         if last_stats.elapsed() > Duration::from_secs(30) {
-            write_stats(&store, &ctx, &report, &counts).await;
+            write_stats(&ctx, &report, &counts).await;
             last_stats = Instant::now();
         }
     }
-    write_stats(&store, &ctx, &report, &counts).await;
+    write_stats(&ctx, &report, &counts).await;
     Ok(report)
 }
 
@@ -499,13 +499,9 @@ async fn acquire_slot(
     Ok(None)
 }
 
-async fn write_stats(
-    store: &Arc<dyn object_store::ObjectStore>,
-    ctx: &WorkerCtx,
-    r: &WorkerReport,
-    counts: &RequestCounts,
-) {
-    // The stats write itself is counted first, so the file includes it.
+/// Writes the worker's counters (through an uncounted store: the write is counted
+/// by hand first, so the file includes it).
+async fn write_stats(ctx: &WorkerCtx, r: &WorkerReport, counts: &RequestCounts) {
     counts.put.fetch_add(1, Ordering::Relaxed);
     let stats = WorkerStats {
         version: VERSION,
@@ -516,9 +512,7 @@ async fn write_stats(
         requests: counts.snapshot(),
         updated_ms: ctx.clock.now_ms(),
     };
-    let plain = ctx.base.open(&ctx.job.uri);
-    let _ = store;
-    if let Ok(s) = plain
+    if let Ok(s) = ctx.base.open(&ctx.job.uri)
         && let Err(e) = put_json(
             s.as_ref(),
             &ctx.job.paths.worker(&r.worker_id),
