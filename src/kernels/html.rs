@@ -6,7 +6,10 @@
 //! then kept by region and by text and link density, in the manner of jusText and
 //! boilerpipe. A CPU-time budget turns pathological input into an error instead of a
 //! stalled task.
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
+
+use super::FastMap;
 
 /// What an extraction produced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -144,6 +147,60 @@ const CONTENT_WORDS: &[&str] = &[
     "articlebody",
 ];
 
+// Tag kinds, as bits.
+const K_BLOCK: u8 = 1;
+const K_SKIP_RAW: u8 = 2;
+const K_VOID: u8 = 4;
+const K_BOILER: u8 = 8;
+const K_SKIP_TREE: u8 = 16;
+
+/// Each known tag's kinds: one hash lookup per tag instead of a scan of five lists.
+static TAG_KINDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
+    let mut m = FastMap::default();
+    for (list, bit) in [
+        (BLOCK_TAGS, K_BLOCK),
+        (SKIP_RAW, K_SKIP_RAW),
+        (VOID, K_VOID),
+        (BOILER_TAGS, K_BOILER),
+        (SKIP_TREE, K_SKIP_TREE),
+    ] {
+        for t in list {
+            *m.entry(*t).or_insert(0) |= bit;
+        }
+    }
+    m
+});
+
+fn tag_kind(name: &str) -> u8 {
+    TAG_KINDS.get(name).copied().unwrap_or(0)
+}
+
+// Class and id word kinds.
+const W_CONTENT: u8 = 1;
+const W_BOILER: u8 = 2;
+
+static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
+    let mut m = FastMap::default();
+    for w in BOILER_WORDS {
+        *m.entry(*w).or_insert(0) |= W_BOILER;
+    }
+    for w in CONTENT_WORDS {
+        *m.entry(*w).or_insert(0) |= W_CONTENT;
+    }
+    m
+});
+
+/// The union of the kinds of the words in class and id values.
+fn class_kinds(values: &[&str]) -> u8 {
+    let mut k = 0;
+    for v in values {
+        for w in words_of(v) {
+            k |= CLASS_WORDS.get(w).copied().unwrap_or(0);
+        }
+    }
+    k
+}
+
 fn words_of(v: &str) -> impl Iterator<Item = &str> {
     v.split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -216,7 +273,8 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         let name = html[name_start..name_end].to_ascii_lowercase();
         let attrs = &html[name_end..tag_end.saturating_sub(1).max(name_end)];
         pos = tag_end;
-        let is_block = BLOCK_TAGS.contains(&name.as_str());
+        let kind = tag_kind(&name);
+        let is_block = kind & K_BLOCK != 0;
         if closing {
             if is_block {
                 flush(&mut cur, &mut blocks);
@@ -232,7 +290,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             }
             continue;
         }
-        if SKIP_RAW.contains(&name.as_str()) {
+        if kind & K_SKIP_RAW != 0 {
             // Raw text up to the matching end tag.
             let close = format!("</{name}");
             let end = find_ci(&b[pos..], close.as_bytes())
@@ -255,24 +313,21 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if name == "a" {
             in_link += 1;
         }
-        if VOID.contains(&name.as_str()) || b[..tag_end].ends_with(b"/>") {
+        if kind & K_VOID != 0 || b[..tag_end].ends_with(b"/>") {
             continue;
         }
         let lower_attrs = attrs.to_ascii_lowercase();
         let (parent_boiler, parent_content) = flags(&stack);
-        let mut boiler = parent_boiler || BOILER_TAGS.contains(&name.as_str());
+        let mut boiler = parent_boiler || kind & K_BOILER != 0;
         let mut content = parent_content || name == "article" || name == "main";
         // Page-level containers carry site-wide classes ("has-navigation"): their
         // class words say nothing about the content inside.
         let container = matches!(name.as_str(), "html" | "body" | "main" | "article");
         // Class and id are read together: `id="social-scroll" class="row body"` is content.
-        let names = format!(
-            "{} {}",
-            attr(&lower_attrs, "class").unwrap_or(""),
-            attr(&lower_attrs, "id").unwrap_or("")
-        );
-        let has_content_word = words_of(&names).any(|w| CONTENT_WORDS.contains(&w));
-        if !container && !has_content_word && words_of(&names).any(|w| BOILER_WORDS.contains(&w)) {
+        let a = Attrs::parse(&lower_attrs);
+        let words = class_kinds(&[a.class, a.id]);
+        let has_content_word = words & W_CONTENT != 0;
+        if !container && !has_content_word && words & W_BOILER != 0 {
             boiler = true;
         }
         if has_content_word {
@@ -281,17 +336,13 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if name == "article" || name == "main" {
             boiler = false;
         }
-        if attr(&lower_attrs, "itemprop").is_some_and(|v| v.contains("articlebody"))
-            || attr(&lower_attrs, "role").is_some_and(|v| v == "main")
-        {
+        if a.itemprop.contains("articlebody") || a.role == "main" {
             content = true;
             boiler = false;
         }
-        if attr(&lower_attrs, "role")
-            .is_some_and(|v| v == "navigation" || v == "banner" || v == "contentinfo")
-            || attr(&lower_attrs, "aria-hidden").is_some_and(|v| v == "true")
-            || lower_attrs.contains("display:none")
-            || lower_attrs.contains("display: none")
+        if matches!(a.role, "navigation" | "banner" | "contentinfo")
+            || a.aria_hidden == "true"
+            || a.hidden_style
         {
             boiler = true;
         }
@@ -308,7 +359,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             boiler,
             content,
         });
-        if skip_depth.is_none() && SKIP_TREE.contains(&name.as_str()) {
+        if skip_depth.is_none() && kind & K_SKIP_TREE != 0 {
             skip_depth = Some(stack.len());
         }
         if stack.len() > 2048 {
@@ -324,28 +375,39 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
 }
 
 fn find_tag_end(b: &[u8], from: usize) -> usize {
-    // As an HTML tokenizer does: a quote opens a quoted value only right after `=`;
-    // a stray apostrophe elsewhere in a tag is just a character.
-    let mut quote: Option<u8> = None;
-    let mut after_eq = false;
-    for (i, &c) in b[from..].iter().enumerate() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None => match c {
-                b'"' | b'\'' if after_eq => quote = Some(c),
-                b'>' => return from + i + 1,
-                _ => {}
-            },
+    // As an HTML tokenizer does: a quote opens a quoted value only right after `=`
+    // (whitespace between allowed); a stray apostrophe elsewhere is just a character.
+    // Jumps between '>' and quotes with memchr rather than stepping byte by byte.
+    const RUNAWAY: usize = 65536;
+    let runaway = || {
+        memchr::memchr(b'>', &b[from..])
+            .map(|j| from + j + 1)
+            .unwrap_or(b.len())
+    };
+    let mut i = from;
+    while let Some(j) = memchr::memchr3(b'>', b'"', b'\'', &b[i..]) {
+        let at = i + j;
+        if at - from > RUNAWAY {
+            return runaway(); // a runaway attribute value: give up on quoting
         }
-        if !c.is_ascii_whitespace() {
-            after_eq = quote.is_none() && c == b'=';
+        let c = b[at];
+        if c == b'>' {
+            return at + 1;
         }
-        if i > 65536 {
-            // A runaway attribute value: give up on quoting.
-            return memchr::memchr(b'>', &b[from..])
-                .map(|j| from + j + 1)
-                .unwrap_or(b.len());
+        let after_eq = b[from..at]
+            .iter()
+            .rev()
+            .find(|c| !c.is_ascii_whitespace())
+            .is_some_and(|&p| p == b'=');
+        if !after_eq {
+            i = at + 1;
+            continue;
+        }
+        match memchr::memchr(c, &b[at + 1..]) {
+            Some(k) if at + 1 + k - from <= RUNAWAY => i = at + 1 + k + 1,
+            Some(_) => return runaway(),
+            None if b.len() - from > RUNAWAY => return runaway(),
+            None => return b.len(),
         }
     }
     b.len()
@@ -365,50 +427,111 @@ fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
-fn attr<'a>(attrs: &'a str, key: &str) -> Option<&'a str> {
-    let mut from = 0;
-    while let Some(i) = attrs[from..].find(key) {
-        let at = from + i;
-        let before_ok = at == 0 || attrs.as_bytes()[at - 1].is_ascii_whitespace();
-        let rest = attrs[at + key.len()..].trim_start();
-        if before_ok && let Some(v) = rest.strip_prefix('=') {
-            let v = v.trim_start();
-            return Some(match v.chars().next() {
-                Some(q @ ('"' | '\'')) => v[1..].split(q).next().unwrap_or(""),
-                _ => v
-                    .split(|c: char| c.is_ascii_whitespace() || c == '>')
-                    .next()
-                    .unwrap_or(""),
-            });
+/// The attributes the extractor reads, from one pass over a tag's (lower-cased)
+/// attribute text; the first occurrence of a name wins, as in HTML.
+#[derive(Default)]
+struct Attrs<'a> {
+    class: &'a str,
+    id: &'a str,
+    itemprop: &'a str,
+    role: &'a str,
+    aria_hidden: &'a str,
+    /// A `style` that hides the element (`display:none`).
+    hidden_style: bool,
+}
+
+impl<'a> Attrs<'a> {
+    fn parse(s: &'a str) -> Attrs<'a> {
+        let mut a = Attrs::default();
+        let mut seen_style = false;
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
+                i += 1;
+            }
+            let name_start = i;
+            while i < b.len() && !(b[i].is_ascii_whitespace() || b[i] == b'=' || b[i] == b'/') {
+                i += 1;
+            }
+            let name = &s[name_start..i];
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            let mut value = "";
+            if i < b.len() && b[i] == b'=' {
+                i += 1;
+                while i < b.len() && b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
+                    let q = b[i];
+                    let end = memchr::memchr(q, &b[i + 1..]).map_or(b.len(), |e| i + 1 + e);
+                    value = &s[i + 1..end];
+                    i = end + 1;
+                } else {
+                    let start = i;
+                    while i < b.len() && !b[i].is_ascii_whitespace() {
+                        i += 1;
+                    }
+                    value = &s[start..i];
+                }
+            } else if name.is_empty() {
+                i += 1; // a stray character: move on
+                continue;
+            }
+            let slot = match name {
+                "class" => &mut a.class,
+                "id" => &mut a.id,
+                "itemprop" => &mut a.itemprop,
+                "role" => &mut a.role,
+                "aria-hidden" => &mut a.aria_hidden,
+                "style" if !seen_style => {
+                    seen_style = true;
+                    let compact = value.split_whitespace().collect::<String>();
+                    a.hidden_style = compact.contains("display:none");
+                    continue;
+                }
+                _ => continue,
+            };
+            if slot.is_empty() {
+                *slot = value;
+            }
         }
-        from = at + key.len();
+        a
     }
-    None
 }
 
 fn push_text(cur: &mut Block, raw: &str, link: bool, boiler: bool, content: bool) {
-    let t = decode_entities(raw);
-    let t = collapse_keep_edges(&t);
+    // Whitespace between tags (most text nodes) needs no decoding.
+    let blank = raw.bytes().all(|c| c.is_ascii_whitespace());
+    let t = if blank {
+        std::borrow::Cow::Borrowed("")
+    } else {
+        decode_entities(raw)
+    };
     if t.trim().is_empty() {
         if !cur.text.is_empty() && !cur.text.ends_with(' ') {
             cur.text.push(' ');
         }
         return;
     }
+    let before = cur.text.len();
+    collapse_into(&mut cur.text, &t);
     if link {
-        cur.link_chars += t.trim().chars().count();
+        cur.link_chars += cur.text[before..].trim().chars().count();
     }
     cur.boiler |= boiler;
     cur.content |= content;
-    cur.text.push_str(&t);
 }
 
 fn flush(cur: &mut Block, blocks: &mut Vec<Block>) {
-    let text = cur.text.trim().to_string();
-    if !text.is_empty() {
-        let mut b = std::mem::take(cur);
-        b.text = text;
-        blocks.push(b);
+    let end = cur.text.trim_end().len();
+    cur.text.truncate(end);
+    let lead = cur.text.len() - cur.text.trim_start().len();
+    cur.text.drain(..lead);
+    if !cur.text.is_empty() {
+        blocks.push(std::mem::take(cur));
     } else {
         *cur = Block::default();
     }
@@ -478,25 +601,25 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Collapses whitespace runs to one space, keeping a leading/trailing space if any.
-fn collapse_keep_edges(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+/// Appends `s` with whitespace runs collapsed to one space, keeping a leading or
+/// trailing space if there is one; words are copied as whole slices.
+fn collapse_into(out: &mut String, s: &str) {
     let mut space = false;
-    for c in s.chars() {
-        if c.is_whitespace() {
+    for (i, part) in s.split(char::is_whitespace).enumerate() {
+        if i > 0 {
             space = true;
-        } else {
+        }
+        if !part.is_empty() {
             if space {
                 out.push(' ');
                 space = false;
             }
-            out.push(c);
+            out.push_str(part);
         }
     }
     if space {
         out.push(' ');
     }
-    out
 }
 
 /// Decodes numeric character references and the common named entities.
@@ -637,6 +760,36 @@ mod tests {
         ] {
             assert!(!e.text.contains(junk), "{junk} leaked: {}", e.text);
         }
+    }
+
+    #[test]
+    fn attributes_are_read_in_one_pass() {
+        let a = Attrs::parse(
+            r#" class="main content" id=post-1 data-id="x" role = 'main' style="color:red; display : none" aria-hidden=true"#,
+        );
+        assert_eq!(a.class, "main content");
+        assert_eq!(a.id, "post-1", "data-id must not be taken for id");
+        assert_eq!(a.role, "main");
+        assert_eq!(a.aria_hidden, "true");
+        assert!(a.hidden_style);
+        // The first occurrence wins; valueless attributes and stray characters pass.
+        let a = Attrs::parse(r#"hidden class=a class=b / = x"#);
+        assert_eq!(a.class, "a");
+        assert!(!a.hidden_style);
+        assert_eq!(Attrs::parse(r#"class="unterminated"#).class, "unterminated");
+    }
+
+    #[test]
+    fn tag_ends_honour_quotes_only_after_equals() {
+        let end = |s: &str| find_tag_end(s.as_bytes(), 0);
+        assert_eq!(end(r#"<a title="x>y">z"#), 15);
+        assert_eq!(end(r#"<a title = 'x>y'>z"#), 17);
+        // A stray apostrophe is not a quote.
+        assert_eq!(end(r#"<a don't>z"#), 9);
+        assert_eq!(end(r#"<a title="open"#), 14);
+        // A runaway quoted value gives up quoting at the first '>'.
+        let long = format!(r#"<a t="{}>rest"#, "x".repeat(70_000));
+        assert_eq!(end(&long), 70_007);
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub fn known_codes() -> Vec<&'static str> {
 }
 
 /// Detection considers at most this many bytes of a document (its beginning).
-const MAX_BYTES: usize = 4096;
+const MAX_BYTES: usize = 2048;
 
 /// The language of a text and the detector's confidence; `None` when undetectable.
 pub fn identify(text: &str) -> Option<(&'static str, f64)> {

@@ -2,7 +2,21 @@
 //! quality and Gopher repetition (Rae et al. 2021, as datatrove implements them) and
 //! FineWeb's line-level rules (Penedo et al. 2024). Each check returns the rule that
 //! fired, named as datatrove names it, so rejects say exactly why.
-use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+
+use super::{FastMap, FastSet};
+
+/// Occurrences of a byte in a text.
+fn count_byte(text: &str, b: u8) -> usize {
+    memchr::memchr_iter(b, text.as_bytes()).count()
+}
+
+/// Occurrences of a substring in a text (non-overlapping, as `str::matches`).
+fn count_str(text: &str, pat: &str) -> usize {
+    memchr::memmem::find_iter(text.as_bytes(), pat.as_bytes()).count()
+}
 
 /// Punctuation characters (ASCII and common Unicode), for word tokenizing.
 fn is_punct(c: char) -> bool {
@@ -120,10 +134,10 @@ pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
         return Some("gopher_above_avg_threshold");
     }
     if let Some(m) = q.max_symbol_word_ratio {
-        if text.matches('#').count() as f64 / n_words > m {
+        if count_byte(text, b'#') as f64 / n_words > m {
             return Some("gopher_too_many_hashes");
         }
-        if (text.matches("...").count() + text.matches('…').count()) as f64 / n_words > m {
+        if (count_str(text, "...") + count_str(text, "…")) as f64 / n_words > m {
             return Some("gopher_too_many_ellipsis");
         }
     }
@@ -158,13 +172,17 @@ pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
         return Some("gopher_below_alpha_threshold");
     }
     if let Some(m) = q.min_stop_words {
-        let present: HashSet<&str> = words.iter().copied().collect();
-        if q.stop_words
-            .iter()
-            .filter(|s| present.contains(s.as_str()))
-            .count()
-            < m
-        {
+        // Distinct stop words present; stops looking once there are enough.
+        let mut found = 0;
+        for s in &q.stop_words {
+            if found >= m {
+                break;
+            }
+            if words.iter().any(|w| w == s) {
+                found += 1;
+            }
+        }
+        if found < m {
             return Some("gopher_enough_stop_words");
         }
     }
@@ -204,7 +222,7 @@ impl Default for GopherRepetition {
 
 /// (duplicate elements, characters in duplicates) of a sequence.
 fn duplicates<'a>(xs: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
-    let mut seen = HashSet::new();
+    let mut seen = FastSet::default();
     let (mut n, mut chars) = (0, 0);
     for x in xs {
         if !seen.insert(x) {
@@ -215,14 +233,43 @@ fn duplicates<'a>(xs: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
     (n, chars)
 }
 
+/// A document's words as small integers (equal words, equal ids) with their
+/// character counts: n-grams are then compared as word sequences (the Gopher paper's
+/// definition) by hashing a few integers, and no string is built per n-gram.
+struct WordIds {
+    ids: Vec<u32>,
+    chars: Vec<u32>,
+}
+
+impl WordIds {
+    fn new(words: &[&str]) -> WordIds {
+        let mut intern: FastMap<&str, u32> = FastMap::default();
+        intern.reserve(words.len());
+        let mut ids = Vec::with_capacity(words.len());
+        let mut chars = Vec::with_capacity(words.len());
+        for w in words {
+            let next = intern.len() as u32;
+            ids.push(*intern.entry(w).or_insert(next));
+            chars.push(w.chars().count() as u32);
+        }
+        WordIds { ids, chars }
+    }
+
+    /// Characters of the n-gram at `i`, joined without separators.
+    fn chars_of(&self, i: usize, n: usize) -> usize {
+        self.chars[i..i + n].iter().map(|&c| c as usize).sum()
+    }
+}
+
 /// Characters covered by repeated word n-grams, counting non-overlapping repeats.
-fn all_duplicate_chars(words: &[&str], n: usize) -> usize {
-    let mut seen: HashSet<String> = HashSet::new();
+fn all_duplicate_chars(w: &WordIds, n: usize) -> usize {
+    let mut seen: FastSet<&[u32]> = FastSet::default();
+    seen.reserve(w.ids.len());
     let (mut i, mut chars) = (0, 0);
-    while i + n <= words.len() {
-        let g: String = words[i..i + n].concat();
-        if seen.contains(&g) {
-            chars += g.chars().count();
+    while i + n <= w.ids.len() {
+        let g = &w.ids[i..i + n];
+        if seen.contains(g) {
+            chars += w.chars_of(i, n);
             i += n;
         } else {
             seen.insert(g);
@@ -278,26 +325,27 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
     if r.dup_line_char_frac.is_some_and(|m| lc as f64 / len > m) {
         return Some("dup_line_char_frac");
     }
-    let words = words(text);
+    let words = WordIds::new(&words(text));
     for &(n, frac) in &r.top_n_grams {
-        if words.len() < n {
+        if words.ids.len() < n {
             continue;
         }
-        let mut counts: HashMap<String, usize> = HashMap::new();
-        for g in words.windows(n) {
-            *counts.entry(g.join(" ")).or_default() += 1;
+        let mut counts: FastMap<&[u32], usize> = FastMap::default();
+        counts.reserve(words.ids.len());
+        for g in words.ids.windows(n) {
+            *counts.entry(g).or_default() += 1;
         }
         // The most frequent n-gram (first seen wins ties, as Counter.most_common does).
-        let mut best: Option<(&String, usize)> = None;
-        for g in words.windows(n) {
-            let k = g.join(" ");
-            let (key, c) = counts.get_key_value(&k).expect("counted");
-            if best.is_none_or(|(_, bc)| *c > bc) {
-                best = Some((key, *c));
+        let mut best: Option<(usize, usize)> = None;
+        for (i, g) in words.ids.windows(n).enumerate() {
+            let c = counts[g];
+            if best.is_none_or(|(_, bc)| c > bc) {
+                best = Some((i, c));
             }
         }
-        if let Some((g, c)) = best
-            && (g.chars().count() * c) as f64 / len > frac
+        // Its characters as datatrove joins it: with a space between words.
+        if let Some((i, c)) = best
+            && ((words.chars_of(i, n) + n - 1) * c) as f64 / len > frac
         {
             return Some(top_name(n));
         }
@@ -410,7 +458,7 @@ pub fn fineweb_quality(text: &str, f: &FineWeb) -> Option<&'static str> {
         return Some("char_dup_ratio");
     }
     let words = words(text).len().max(1) as f64;
-    if text.matches('\n').count() as f64 / words > f.new_line_ratio {
+    if count_byte(text, b'\n') as f64 / words > f.new_line_ratio {
         return Some("list_ratio");
     }
     None
@@ -497,18 +545,39 @@ fn sentences(line: &str) -> usize {
     n.max(1)
 }
 
+/// The line patterns of C4, matched case-insensitively in one pass: pattern 0 is
+/// lorem ipsum, 1 javascript, the rest the policy phrases.
+static C4_LINE_PATTERNS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    let pats = ["lorem ipsum", "javascript"]
+        .into_iter()
+        .chain(POLICY.iter().copied());
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(pats)
+        .expect("fixed patterns")
+});
+
 /// Applies C4: the cleaned text, or the rule that drops the document.
 pub fn c4_quality(
     text: &str,
     c: &C4,
     bad_words: Option<&aho_corasick::AhoCorasick>,
 ) -> Result<String, &'static str> {
-    let mut kept: Vec<String> = Vec::new();
+    let mut out = String::with_capacity(text.len());
     let mut n_sentences = 0;
     for raw in text.lines() {
         let line = raw.trim();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if words.iter().any(|w| w.chars().count() > c.max_word_length) {
+        let mut n_words = 0;
+        let mut too_long = false;
+        for w in line.split_whitespace() {
+            n_words += 1;
+            // chars <= bytes: only a long word needs its characters counted.
+            if w.len() > c.max_word_length && w.chars().count() > c.max_word_length {
+                too_long = true;
+                break;
+            }
+        }
+        if too_long {
             continue;
         }
         let line = if c.remove_citations {
@@ -522,29 +591,38 @@ pub fn c4_quality(
         {
             continue;
         }
-        if words.len() < c.min_words_per_line {
+        if n_words < c.min_words_per_line {
             continue;
         }
-        let lower = line.to_lowercase();
-        if c.filter_lorem_ipsum && lower.contains("lorem ipsum") {
+        let (mut lorem, mut javascript, mut policy) = (false, false, false);
+        for m in C4_LINE_PATTERNS.find_iter(line) {
+            match m.pattern().as_usize() {
+                0 => lorem = true,
+                1 => javascript = true,
+                _ => policy = true,
+            }
+        }
+        if c.filter_lorem_ipsum && lorem {
             return Err("lorem_ipsum");
         }
-        if c.filter_javascript && lower.contains("javascript") {
+        if c.filter_javascript && javascript {
             continue;
         }
         if c.filter_curly_bracket && line.contains('{') {
             return Err("curly_bracket");
         }
-        if c.filter_policy && POLICY.iter().any(|p| lower.contains(p)) {
+        if c.filter_policy && policy {
             continue;
         }
         n_sentences += sentences(line);
-        kept.push(line.to_string());
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(line);
     }
     if n_sentences < c.min_num_sentences {
         return Err("too_few_sentences");
     }
-    let out = kept.join("\n");
     if let Some(ac) = bad_words {
         let lower = out.to_lowercase();
         for m in ac.find_iter(&lower) {
