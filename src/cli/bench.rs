@@ -42,6 +42,9 @@ pub enum Bench {
     Extract {
         #[arg(long)]
         dev: std::path::PathBuf,
+        /// Score only the first N pages of the set.
+        #[arg(long, default_value_t = usize::MAX)]
+        limit: usize,
     },
     /// URL filter throughput on one core with a real block list loaded.
     UrlFilter {
@@ -73,8 +76,8 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
             rt.block_on(protocol(&dir, tasks, workers, records_per_task))?;
             Ok(ExitCode::SUCCESS)
         }
-        Bench::Extract { dev } => {
-            let r = extract_quality(&dev, usize::MAX)?;
+        Bench::Extract { dev, limit } => {
+            let r = extract_quality(&dev, limit)?;
             println!(
                 "mdf bench extract: {} pages, {:.1} MB of HTML, one core",
                 r.pages,

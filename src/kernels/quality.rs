@@ -261,19 +261,50 @@ impl WordIds {
     }
 }
 
+/// A rolling (polynomial) hash of every window of `n` word ids: one multiply-add per
+/// word instead of hashing `n` ids per window. Equal windows have equal keys; callers
+/// confirm a key match by comparing the windows, so a collision never makes two
+/// different n-grams count as one.
+fn window_keys(ids: &[u32], n: usize) -> Vec<u64> {
+    const P: u64 = 0x9E37_79B9_7F4A_7C15;
+    if n == 0 || ids.len() < n {
+        return Vec::new();
+    }
+    let top = P.wrapping_pow(n as u32 - 1);
+    let v = |x: u32| x as u64 + 1;
+    let mut h = ids[..n]
+        .iter()
+        .fold(0u64, |h, &x| h.wrapping_mul(P).wrapping_add(v(x)));
+    let mut out = Vec::with_capacity(ids.len() - n + 1);
+    out.push(h);
+    for i in n..ids.len() {
+        h = h
+            .wrapping_sub(v(ids[i - n]).wrapping_mul(top))
+            .wrapping_mul(P)
+            .wrapping_add(v(ids[i]));
+        out.push(h);
+    }
+    out
+}
+
 /// Characters covered by repeated word n-grams, counting non-overlapping repeats.
 fn all_duplicate_chars(w: &WordIds, n: usize) -> usize {
-    let mut seen: FastSet<&[u32]> = FastSet::default();
-    seen.reserve(w.ids.len());
+    let keys = window_keys(&w.ids, n);
+    let mut seen: FastMap<u64, u32> = FastMap::default();
+    seen.reserve(keys.len());
+    let same = |a: usize, b: usize| w.ids[a..a + n] == w.ids[b..b + n];
     let (mut i, mut chars) = (0, 0);
-    while i + n <= w.ids.len() {
-        let g = &w.ids[i..i + n];
-        if seen.contains(g) {
-            chars += w.chars_of(i, n);
-            i += n;
-        } else {
-            seen.insert(g);
-            i += 1;
+    while i < keys.len() {
+        match seen.get(&keys[i]) {
+            Some(&j) if same(j as usize, i) => {
+                chars += w.chars_of(i, n);
+                i += n;
+            }
+            Some(_) => i += 1, // a hash collision: a different n-gram
+            None => {
+                seen.insert(keys[i], i as u32);
+                i += 1;
+            }
         }
     }
     chars
@@ -330,16 +361,22 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
         if words.ids.len() < n {
             continue;
         }
-        let mut counts: FastMap<&[u32], usize> = FastMap::default();
-        counts.reserve(words.ids.len());
-        for g in words.ids.windows(n) {
-            *counts.entry(g).or_default() += 1;
+        let keys = window_keys(&words.ids, n);
+        let same = |a: usize, b: usize| words.ids[a..a + n] == words.ids[b..b + n];
+        // key -> (count, first window with it)
+        let mut counts: FastMap<u64, (usize, usize)> = FastMap::default();
+        counts.reserve(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let e = counts.entry(*k).or_insert((0, i));
+            if e.1 == i || same(e.1, i) {
+                e.0 += 1;
+            }
         }
         // The most frequent n-gram (first seen wins ties, as Counter.most_common does).
         let mut best: Option<(usize, usize)> = None;
-        for (i, g) in words.ids.windows(n).enumerate() {
-            let c = counts[g];
-            if best.is_none_or(|(_, bc)| c > bc) {
+        for (i, k) in keys.iter().enumerate() {
+            let (c, first) = counts[k];
+            if first == i && best.is_none_or(|(_, bc)| c > bc) {
                 best = Some((i, c));
             }
         }
@@ -755,6 +792,55 @@ mod tests {
             gopher_quality(&no_stop, &q),
             Some("gopher_enough_stop_words")
         );
+    }
+
+    #[test]
+    fn rolling_ngram_keys_agree_with_naive_counting() {
+        // Naive: n-grams as joined strings, exactly as datatrove's loop.
+        fn naive(words: &[&str], n: usize) -> usize {
+            let mut seen = std::collections::HashSet::new();
+            let (mut i, mut chars) = (0, 0);
+            while i + n <= words.len() {
+                let g = words[i..i + n].join("\u{1}");
+                if seen.contains(&g) {
+                    chars += words[i..i + n]
+                        .iter()
+                        .map(|w| w.chars().count())
+                        .sum::<usize>();
+                    i += n;
+                } else {
+                    seen.insert(g);
+                    i += 1;
+                }
+            }
+            chars
+        }
+        let vocab = ["a", "bb", "ccc", "dé", "e"];
+        let mut x = 12345u64;
+        for len in [0usize, 1, 5, 40, 400] {
+            let words: Vec<&str> = (0..len)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    vocab[(x >> 33) as usize % vocab.len()]
+                })
+                .collect();
+            let ids = WordIds::new(&words);
+            for n in 1..=10 {
+                assert_eq!(
+                    all_duplicate_chars(&ids, n),
+                    naive(&words, n),
+                    "len {len} n {n}"
+                );
+                let keys = window_keys(&ids.ids, n);
+                assert_eq!(keys.len(), (len + 1).saturating_sub(n));
+                for (i, k) in keys.iter().enumerate() {
+                    let direct = window_keys(&ids.ids[i..i + n], n)[0];
+                    assert_eq!(*k, direct, "rolled key equals the directly computed one");
+                }
+            }
+        }
     }
 
     #[test]

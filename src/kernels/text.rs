@@ -42,27 +42,46 @@ fn hash_normalised(s: &str, norm: Normalise) -> u128 {
     if !norm.lowercase && !norm.collapse_whitespace {
         h.update(s.as_bytes());
     } else {
-        let mut buf = [0u8; 4];
+        // Normalise into a buffer and hash it in large updates (blake3 is slow on
+        // tiny ones); ASCII bytes take a fast path, other characters the Unicode one.
+        let mut out: Vec<u8> = Vec::with_capacity(s.len());
         let mut pending_space = false;
         let mut started = false;
-        for c in s.chars() {
+        let mut buf = [0u8; 4];
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let (c, len) = if b[i].is_ascii() {
+                (b[i] as char, 1)
+            } else {
+                let c = s[i..].chars().next().expect("char boundary");
+                (c, c.len_utf8())
+            };
+            i += len;
             if norm.collapse_whitespace && c.is_whitespace() {
                 pending_space = started;
                 continue;
             }
             if pending_space {
-                h.update(b" ");
+                out.push(b' ');
                 pending_space = false;
             }
             started = true;
-            if norm.lowercase {
+            if c.is_ascii() {
+                out.push(if norm.lowercase {
+                    c.to_ascii_lowercase() as u8
+                } else {
+                    c as u8
+                });
+            } else if norm.lowercase {
                 for lc in c.to_lowercase() {
-                    h.update(lc.encode_utf8(&mut buf).as_bytes());
+                    out.extend_from_slice(lc.encode_utf8(&mut buf).as_bytes());
                 }
             } else {
-                h.update(c.encode_utf8(&mut buf).as_bytes());
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
             }
         }
+        h.update(&out);
     }
     let out = h.finalize();
     u128::from_le_bytes(out.as_bytes()[..16].try_into().expect("16 bytes"))
