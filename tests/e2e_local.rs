@@ -387,7 +387,11 @@ fn a_task_failing_the_same_way_is_recorded_as_failed() {
 #[test]
 fn the_bundled_examples_validate_and_the_quickstart_runs() {
     let root = env!("CARGO_MANIFEST_DIR");
-    for ex in ["examples/quickstart.yaml", "examples/jsonl.yaml"] {
+    for ex in [
+        "examples/quickstart.yaml",
+        "examples/jsonl.yaml",
+        "examples/commoncrawl.yaml",
+    ] {
         let o = run_ok(mdf().current_dir(root).args(["validate", ex]));
         assert!(
             stdout(&o).contains("✓ output columns"),
@@ -395,12 +399,59 @@ fn the_bundled_examples_validate_and_the_quickstart_runs() {
             stdout(&o)
         );
     }
+    // The quickstart: the bundled WARC sample in byte-range tasks.
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
     let o = run_ok(
         mdf()
             .current_dir(root)
             .args(["run", "examples/quickstart.yaml", "--workers", "2", "-o"])
+            .arg(&out)
+            .arg("--job-root")
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    assert_eq!(st["succeeded"], true);
+    let p0 = &st["phases"][0];
+    assert!(
+        p0["tasks"]["total"].as_u64().unwrap() > 1,
+        "byte-range tasks: {p0:#}"
+    );
+    let by = &p0["stats"]["rejects_by_reason"];
+    assert_eq!(by["not_text"], 1, "{p0:#}");
+    assert!(by["language"].as_u64().unwrap() >= 1, "{p0:#}");
+    let kept = output_ids(&out).len() as u64;
+    assert!(kept >= 10, "{p0:#}");
+    assert_eq!(kept, p0["records_out"].as_u64().unwrap());
+    let cols = output_columns(&out);
+    for c in [
+        "id",
+        "url",
+        "text",
+        "title",
+        "language",
+        "warc_date",
+        "warc_record_id",
+        "content_key",
+    ] {
+        assert!(cols.iter().any(|x| x == c), "{c} missing from {cols:?}");
+    }
+    assert!(!cols.iter().any(|x| x == "html"), "{cols:?}");
+
+    // The JSONL example over the JSONL sample: per-record rejects.
+    let out = d.path().join("out-jsonl");
+    let o = run_ok(
+        mdf()
+            .current_dir(root)
+            .args([
+                "run",
+                "examples/jsonl.yaml",
+                "--workers",
+                "2",
+                "--input",
+                "examples/data/quickstart/*.jsonl",
+                "-o",
+            ])
             .arg(&out)
             .arg("--job-root")
             .arg(d.path().join("jobs")),

@@ -110,6 +110,19 @@ pub fn output_ids(out: &Path) -> Vec<String> {
     ids
 }
 
+/// The column names of the output's first file (all files share the planned schema).
+pub fn output_columns(out: &Path) -> Vec<String> {
+    let m = manifest(out);
+    let f = &m["files"].as_array().unwrap()[0];
+    let batches = read_parquet(&out.join(f["path"].as_str().unwrap()));
+    batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}
+
 /// All files under `dir`, relative, sorted.
 pub fn files_under(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
