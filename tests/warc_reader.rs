@@ -113,14 +113,23 @@ fn inventory() -> Vec<(String, usize, bool)> {
 fn response_counts_match_warcio_on_real_files() {
     let mut checked = 0;
     for (path, responses, warcio_failed) in inventory() {
-        let is_warc = path.ends_with(".warc") || path.ends_with(".warc.gz");
+        let is_warc = [".warc", ".warc.gz", ".arc", ".arc.gz"]
+            .iter()
+            .any(|x| path.ends_with(x));
         if !is_warc || path.contains(".wet.") || path.contains(".wat.") {
             continue;
         }
         let (b, rejects) = read(&data().join(&path), 0, u64::MAX);
         if !warcio_failed {
             // Every response is either a row or a reject with a reason (non-text bodies).
-            let not_text = rejects.iter().filter(|r| r.reason == "not_text").count();
+            // (ARC records whose header has no valid length are quarantined.)
+            let not_text = rejects
+                .iter()
+                .filter(|r| {
+                    r.reason == "not_text"
+                        || r.detail.as_deref() == Some("ARC record header without a valid length")
+                })
+                .count();
             assert_eq!(
                 rows(&b) + not_text,
                 responses,
@@ -245,6 +254,56 @@ fn byte_ranges_over_warc_gz_read_each_record_once() {
         ids.dedup();
         assert_eq!((n, ids.len()), (16, 16), "step {step}");
     }
+}
+
+fn column(b: &[RecordBatch], name: &str) -> Vec<String> {
+    b.iter()
+        .flat_map(|b| {
+            let c = arrow_cast::display::ArrayFormatter::try_new(
+                b.column_by_name(name).unwrap().as_ref(),
+                &Default::default(),
+            )
+            .unwrap();
+            (0..b.num_rows())
+                .map(|i| c.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn arc_files_read_as_responses_with_url_date_and_body() {
+    let dir = data().join("edge-cases/warcio");
+    for f in ["example.arc", "example.arc.gz", "example-space-in-url.arc"] {
+        let (b, rejects) = read(&dir.join(f), 0, u64::MAX);
+        assert!(rejects.is_empty(), "{f}: {rejects:?}");
+        assert_eq!(rows(&b), 1, "{f}");
+        let url = &column(&b, "url")[0];
+        if f.contains("space") {
+            assert!(
+                url.starts_with("http://example.com/index.cfm?FuseAction=Email&EmailTitle=Examples From The Live Web"),
+                "{f}: spaces kept: {url}"
+            );
+        } else {
+            assert_eq!(url, "http://example.com/", "{f}");
+        }
+        assert_eq!(column(&b, "warc_date")[0], "2014-02-16T05:02:21Z", "{f}");
+        assert_eq!(column(&b, "http_status")[0], "200", "{f}");
+        assert!(column(&b, "html")[0].contains("Example Domain"), "{f}");
+    }
+    // Header lines with lengths of -1 and "abc": quarantined, the rest still read.
+    let (b, rejects) = read(&dir.join("bad.arc"), 0, u64::MAX);
+    let bad = rejects
+        .iter()
+        .filter(|r| r.reason == "corrupt_input")
+        .count();
+    assert_eq!(bad, 2, "{rejects:?}");
+    assert_eq!(rows(&b) + rejects.len(), 3, "{rejects:?}");
+    // Format inference: .arc and .arc.gz are read by the WARC reader.
+    assert_eq!(
+        Format::infer("s3://b/x/IAH-2008.arc.gz"),
+        Some(Format::Warc)
+    );
 }
 
 #[test]

@@ -46,7 +46,8 @@ impl Format {
             Some(Format::Parquet)
         } else if base.ends_with(".wet") {
             Some(Format::Wet)
-        } else if base.ends_with(".warc") {
+        } else if base.ends_with(".warc") || base.ends_with(".arc") {
+            // ARC files are read by the WARC reader (it recognises their header lines).
             Some(Format::Warc)
         } else {
             None

@@ -87,6 +87,10 @@ pub fn read_header(r: &mut impl BufRead) -> std::io::Result<Option<WarcHeader>> 
     }
     let first = String::from_utf8_lossy(&line).trim().to_string();
     if !first.starts_with("WARC/") {
+        // An ARC record (the Internet Archive's pre-WARC format) has a one-line header.
+        if let Some(h) = arc_header(&first) {
+            return Ok(Some(h));
+        }
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
@@ -130,6 +134,60 @@ pub fn read_header(r: &mut impl BufRead) -> std::io::Result<Option<WarcHeader>> 
         }
     }
     Ok(Some(h))
+}
+
+/// The version string given to headers read from ARC records.
+pub const ARC_VERSION: &str = "ARC";
+
+/// Parses an ARC record's header line as the equivalent WARC header: version 1
+/// (`URL IP-address Archive-date Content-type Archive-length`, where the URL may
+/// contain spaces) or version 2 (`URL IP date mime result-code checksum location
+/// offset filename length`). The `filedesc://` version block becomes `warcinfo`,
+/// everything else `response`; the 14-digit date becomes ISO 8601. A length that is
+/// not a number is left out (the caller quarantines the record). `None` when the line
+/// is not an ARC header.
+pub fn arc_header(line: &str) -> Option<WarcHeader> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let is_date = |d: &str| d.len() >= 12 && d.bytes().all(|b| b.is_ascii_digit());
+    let n = f.len();
+    // (url, date, mime, length)
+    let (url, date, mime, len) = if n >= 5 && is_date(f[n - 3]) {
+        (f[..n - 4].join(" "), f[n - 3], f[n - 2], f[n - 1])
+    } else if n == 10 && is_date(f[2]) {
+        (f[0].to_string(), f[2], f[3], f[9])
+    } else {
+        return None;
+    };
+    if !url.contains(':') {
+        return None;
+    }
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &date[0..4],
+        &date[4..6],
+        &date[6..8],
+        &date[8..10],
+        &date[10..12],
+        date.get(12..14).unwrap_or("00")
+    );
+    let kind = if url.starts_with("filedesc:") {
+        "warcinfo"
+    } else {
+        "response"
+    };
+    let mut fields = vec![
+        ("WARC-Type".to_string(), kind.to_string()),
+        ("WARC-Target-URI".to_string(), url),
+        ("WARC-Date".to_string(), iso),
+        ("Content-Type".to_string(), mime.to_string()),
+    ];
+    if len.parse::<u64>().is_ok() {
+        fields.push(("Content-Length".to_string(), len.to_string()));
+    }
+    Some(WarcHeader {
+        version: ARC_VERSION.to_string(),
+        fields,
+    })
 }
 
 /// An HTTP response split into status, headers and the (de-chunked) body.
@@ -417,10 +475,25 @@ impl<R: BufRead> BufRead for Counting<R> {
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 
 /// Whether a gzip member starting at `buf[0]` decodes to a WARC record.
+/// Whether the gzip member at the start of `buf` decodes to a WARC record (or an ARC
+/// record, whose header is one line).
 fn member_starts_warc(buf: &[u8]) -> bool {
     let mut d = flate2::bufread::GzDecoder::new(buf);
-    let mut head = [0u8; 5];
-    d.read_exact(&mut head).is_ok() && &head == b"WARC/"
+    let mut head = [0u8; 512];
+    let mut got = 0;
+    while got < head.len() {
+        match d.read(&mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => got += k,
+        }
+    }
+    let head = &head[..got];
+    if head.starts_with(b"WARC/") {
+        return true;
+    }
+    memchr::memchr(b'\n', head)
+        .and_then(|e| std::str::from_utf8(&head[..e]).ok())
+        .is_some_and(|l| arc_header(l.trim()).is_some())
 }
 
 /// Row builders for one batch.
@@ -545,10 +618,18 @@ fn read_records(
 ) -> std::io::Result<()> {
     let mut n_in_member = 0u64;
     let mut counting = Counting { inner: r, pos: 0 };
+    // An ARC header found while skipping an undelimited record: (its offset, header).
+    let mut pending: Option<(u64, WarcHeader)> = None;
     loop {
-        let start = counting.pos;
-        let Some(h) = read_header(&mut counting)? else {
-            return Ok(());
+        let (start, h) = match pending.take() {
+            Some(p) => p,
+            None => {
+                let start = counting.pos;
+                let Some(h) = read_header(&mut counting)? else {
+                    return Ok(());
+                };
+                (start, h)
+            }
         };
         let offset = if per_member { base } else { base + start };
         let id = if per_member && n_in_member > 0 {
@@ -558,6 +639,25 @@ fn read_records(
             record_id(key, offset)
         };
         n_in_member += 1;
+        if h.version == ARC_VERSION && h.content_length().is_none() {
+            // An ARC header line with a bad length: its body cannot be delimited, so
+            // a response is quarantined and reading goes on at the next ARC header line.
+            if h.get("WARC-Type") == Some("response") {
+                stats.rejected += 1;
+                rejects.push(Reject {
+                    id,
+                    reason: "corrupt_input".into(),
+                    operator: "reader".into(),
+                    detail: Some("ARC record header without a valid length".into()),
+                    record: None,
+                });
+            }
+            match next_arc_header(&mut counting)? {
+                Some(p) => pending = Some(p),
+                None => return Ok(()),
+            }
+            continue;
+        }
         let len = h.content_length().ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -675,6 +775,25 @@ fn read_records(
             && !flush(rows, rejects, out)
         {
             return Err(std::io::Error::other(Stopped));
+        }
+    }
+}
+
+/// Skips lines up to the next ARC header line: (its offset, the header), or `None`
+/// at the end of the stream.
+fn next_arc_header<R: BufRead>(r: &mut Counting<R>) -> std::io::Result<Option<(u64, WarcHeader)>> {
+    let mut line = Vec::new();
+    loop {
+        let at = r.pos;
+        line.clear();
+        if r.take(64 << 10).read_until(b'\n', &mut line)? == 0 {
+            return Ok(None);
+        }
+        if let Some(h) = std::str::from_utf8(&line)
+            .ok()
+            .and_then(|l| arc_header(l.trim()))
+        {
+            return Ok(Some((at, h)));
         }
     }
 }
@@ -925,6 +1044,27 @@ mod tests {
         let d = decode_text(&bytes, None, Some("http://example.jp/x"));
         assert_eq!((d.encoding, d.text.as_str()), ("Shift_JIS", sjis.as_str()));
         assert!(is_text(Some("text/html")) && is_text(None) && !is_text(Some("image/png")));
+    }
+
+    #[test]
+    fn arc_header_lines_of_both_versions() {
+        let h = arc_header("http://a.com/x y 1.2.3.4 20140216050221 text/html 1591").unwrap();
+        assert_eq!(h.get("WARC-Type"), Some("response"));
+        assert_eq!(h.get("WARC-Target-URI"), Some("http://a.com/x y"));
+        assert_eq!(h.get("WARC-Date"), Some("2014-02-16T05:02:21Z"));
+        assert_eq!(h.content_length(), Some(1591));
+        let v2 = arc_header(
+            "http://b.org/ 5.6.7.8 20080101120000 text/html 200 ABCDEF - 123 IAH-x.arc 77",
+        )
+        .unwrap();
+        assert_eq!(v2.get("WARC-Target-URI"), Some("http://b.org/"));
+        assert_eq!(v2.content_length(), Some(77));
+        let fd = arc_header("filedesc://x.arc 0.0.0.0 20140301000000 text/plain -1").unwrap();
+        assert_eq!(fd.get("WARC-Type"), Some("warcinfo"));
+        assert_eq!(fd.content_length(), None);
+        assert!(arc_header("1 0 LiveWeb Capture").is_none());
+        assert!(arc_header("URL IP-address Archive-date Content-type Archive-length").is_none());
+        assert!(arc_header("<html><body>").is_none());
     }
 
     #[test]
