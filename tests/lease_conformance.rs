@@ -119,6 +119,7 @@ fn commit_record(h: &Held, e: &Entropy) -> CommitRecord {
         started_ms: 0,
         finished_ms: 0,
         reused_from: None,
+        shuffle: None,
     }
 }
 

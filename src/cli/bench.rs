@@ -303,6 +303,7 @@ async fn protocol(
             max_record_bytes: spec.input.max_record_bytes as usize,
             keep_rejected_records: true,
             cancel: Default::default(),
+            keys: None,
         };
         hs.push(tokio::task::spawn_blocking(move || {
             let r = pipeline::run(p);

@@ -3,7 +3,9 @@
 //! inputs into tasks with deterministic ids. Reads only listings and file headers
 //! (a JSONL sample, a Parquet footer), never record data, and writes nothing.
 use crate::ops;
-use crate::protocol::records::{InputSlice, PhasePlan, TaskManifest, VERSION, phase_name};
+use crate::protocol::records::{
+    DedupPhase, InputSlice, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
+};
 use crate::records::with_id_column;
 use crate::spec::reader::{FieldError, SpecErrors};
 use crate::spec::{Format, Spec};
@@ -247,6 +249,26 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
     let mut schema = input;
     let phases = spec.phases();
     for (pi, idxs) in phases.iter().enumerate() {
+        if pi > 0
+            && let Some((i, d)) = spec.dedup_ending(&phases[pi - 1])
+            && d.cluster_column
+        {
+            let col = crate::ops::dedup::CLUSTER_COLUMN;
+            if schema.index_of(col).is_ok() {
+                errors.push(FieldError {
+                    path: format!("stages[{i}].params.cluster_column"),
+                    message: format!("the input already has a column {col:?}"),
+                });
+            } else {
+                let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+                fields.push(Arc::new(arrow_schema::Field::new(
+                    col,
+                    arrow_schema::DataType::Utf8,
+                    true,
+                )));
+                schema = Arc::new(Schema::new(fields));
+            }
+        }
         let phase_in = schema.clone();
         for &i in idxs {
             let st = &spec.stages[i];
@@ -402,10 +424,56 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         spec.job.max_files_per_task,
     );
     let mut tasks: Vec<Vec<TaskManifest>> = Vec::new();
-    let mut phases = Vec::new();
+    let mut phases: Vec<PhasePlan> = Vec::new();
+    let n_pipeline = phases_idx.len();
     for (pi, idxs) in phases_idx.iter().enumerate() {
-        let name = phase_name(pi);
         let fp = &fps[pi];
+        let gpu = idxs.iter().any(|&i| spec.stages[i].resources.gpu > 0);
+        // After a dedup stage: its reduce phase, then this phase as its apply phase.
+        let dedup = (pi > 0)
+            .then(|| spec.dedup_ending(&phases_idx[pi - 1]))
+            .flatten()
+            .map(|(i, d)| {
+                let map_phase = phases.len() - 1;
+                let keys_bytes = plan_input_bytes(&files) / 2048 * 48;
+                DedupPhase {
+                    stage: spec.stages[i].name.clone(),
+                    params: d.clone(),
+                    partitions: d
+                        .partitions
+                        .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32),
+                    map_phase,
+                }
+            });
+        if let Some(dd) = &dedup {
+            let name = phase_name(phases.len());
+            let rfp = hash16(&["reduce", &fps[pi - 1]]);
+            let list: Vec<TaskManifest> = (0..dd.partitions)
+                .map(|r| TaskManifest {
+                    version: VERSION,
+                    job_id: String::new(),
+                    phase: name.clone(),
+                    task_id: hash16(&[&rfp, "partition", &r.to_string()]),
+                    inputs: vec![],
+                    upstream: vec![],
+                })
+                .collect();
+            let map_out = bound[pi - 1].1.as_ref().clone();
+            phases.push(PhasePlan {
+                name,
+                fingerprint: rfp,
+                stages: vec![],
+                input_schema: map_out,
+                output_schema: Schema::empty(),
+                last: false,
+                gpu: false,
+                tasks: list.len() as u64,
+                kind: PhaseKind::Reduce,
+                dedup: Some(dd.clone()),
+            });
+            tasks.push(list);
+        }
+        let name = phase_name(phases.len());
         let list: Vec<TaskManifest> = if pi == 0 {
             groups
                 .iter()
@@ -419,8 +487,13 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
                 })
                 .collect()
         } else {
-            tasks[pi - 1]
-                .iter()
+            // A map phase follows its previous phase task for task; an apply phase
+            // follows the map phase before its reduce phase.
+            let up = match &dedup {
+                Some(dd) => &tasks[dd.map_phase],
+                None => &tasks[phases.len() - 1],
+            };
+            up.iter()
                 .map(|up| TaskManifest {
                     version: VERSION,
                     job_id: String::new(),
@@ -437,9 +510,15 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             stages: idxs.clone(),
             input_schema: bound[pi].0.as_ref().clone(),
             output_schema: bound[pi].1.as_ref().clone(),
-            last: pi + 1 == phases_idx.len(),
-            gpu: idxs.iter().any(|&i| spec.stages[i].resources.gpu > 0),
+            last: pi + 1 == n_pipeline,
+            gpu,
             tasks: list.len() as u64,
+            kind: if dedup.is_some() {
+                PhaseKind::Apply
+            } else {
+                PhaseKind::Map
+            },
+            dedup,
         });
         tasks.push(list);
     }
@@ -448,6 +527,10 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         tasks,
         files,
     })
+}
+
+fn plan_input_bytes(files: &[InputFile]) -> u64 {
+    files.iter().map(|f| f.size).sum()
 }
 
 /// The id of a job's finalize task.

@@ -4,6 +4,7 @@
 //! its params (parsed with the spec reader, unknown keys refused), its schema check,
 //! the kernel call, its tests. Operators never do I/O.
 pub mod c4_quality;
+pub mod dedup;
 pub mod exact_key;
 pub mod fineweb_quality;
 pub mod gopher_quality;
@@ -100,6 +101,8 @@ pub enum Operator {
     Refiner(Box<dyn Refiner>),
     Filter(Box<dyn Filter>),
     Keys(Box<dyn KeyProducer>),
+    /// A dedup stage: identity inside its phase; the planner adds the shuffle phases.
+    Dedup(dedup::DedupParams),
 }
 
 impl Operator {
@@ -123,6 +126,7 @@ impl std::fmt::Debug for Operator {
             Operator::Refiner(_) => "Refiner",
             Operator::Filter(_) => "Filter",
             Operator::Keys(_) => "KeyProducer",
+            Operator::Dedup(_) => "Dedup",
         })
     }
 }
@@ -140,6 +144,7 @@ pub static REGISTRY: &[OpDef] = &[
     text_length::DEF,
     length_filter::DEF,
     exact_key::DEF,
+    dedup::DEF,
     throttle::DEF,
     url_filter::DEF,
     gopher_quality::DEF,
@@ -163,9 +168,13 @@ pub fn output_schema(stage: &str, op: &Operator, input: &SchemaRef) -> Result<Sc
     let replaces = match op {
         Operator::Refiner(r) => r.replaces(),
         Operator::Filter(f) => f.replaces(),
-        Operator::Keys(_) => false,
+        Operator::Keys(_) | Operator::Dedup(_) => false,
     };
     let added = match op {
+        Operator::Dedup(d) => {
+            d.check(input)?;
+            vec![]
+        }
         Operator::Refiner(r) => r.output_fields(input)?,
         Operator::Filter(f) => {
             f.check(input)?;
@@ -205,6 +214,7 @@ pub fn run_stage(
         message,
     };
     match op {
+        Operator::Dedup(_) => Ok((batch, vec![])),
         Operator::Refiner(r) => {
             let added = r.refine(&batch).map_err(err)?;
             let mut cols = batch.columns().to_vec();

@@ -33,6 +33,44 @@ pub struct PhasePlan {
     /// Whether its tasks need a GPU worker.
     pub gpu: bool,
     pub tasks: u64,
+    /// What its tasks do (docs/DEDUP.md); absent in v1 records written before dedup.
+    #[serde(default, skip_serializing_if = "PhaseKind::is_map")]
+    pub kind: PhaseKind,
+    /// For the three phases of a dedup stage: its plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<DedupPhase>,
+}
+
+/// The role of a phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    /// Stages over the records of one upstream task (or of input slices).
+    #[default]
+    Map,
+    /// Dedup pass 2: one task per key range, after every map task is terminal.
+    Reduce,
+    /// Dedup finalisation: one task per map task, after every reduce task is terminal.
+    Apply,
+}
+
+impl PhaseKind {
+    pub fn is_map(&self) -> bool {
+        *self == PhaseKind::Map
+    }
+}
+
+/// A dedup stage as planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DedupPhase {
+    /// The dedup stage's name (the `operator` of `duplicate` rejects).
+    pub stage: String,
+    pub params: crate::ops::dedup::DedupParams,
+    /// Key partitions = reduce tasks.
+    pub partitions: u32,
+    /// Index of the map phase whose records are deduplicated.
+    pub map_phase: usize,
 }
 
 /// `jobs/<id>/job.json`.
@@ -200,6 +238,9 @@ pub struct CommitRecord {
     pub finished_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_from: Option<String>,
+    /// Dedup: the keys object of a map task, or the decisions object of a reduce task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle: Option<OutputFile>,
 }
 
 /// One file listed in the output manifest.

@@ -244,16 +244,46 @@ impl Spec {
             .fold(1.0, f64::max)
     }
 
+    /// Stage indices grouped into pipeline phases: a phase ends at `end_phase`, at a
+    /// `dedup` stage, or at the end. A dedup stage is the last stage of its phase; the
+    /// stages after it (possibly none) form the phase its apply tasks run. The job's
+    /// phases are these plus one reduce phase per dedup stage (docs/DEDUP.md).
     pub fn phases(&self) -> Vec<Vec<usize>> {
-        let mut out = vec![vec![]];
-        for (i, s) in self.stages.iter().enumerate() {
-            out.last_mut().expect("non-empty").push(i);
-            if s.end_phase && i + 1 < self.stages.len() {
-                out.push(vec![]);
-            }
-        }
-        out
+        phase_groups(&self.stages)
     }
+
+    /// The dedup stage that ends a pipeline phase, if one does.
+    pub fn dedup_ending(
+        &self,
+        phase: &[usize],
+    ) -> Option<(usize, &crate::ops::dedup::DedupParams)> {
+        let &i = phase.last()?;
+        match self.stages[i].operator.as_ref() {
+            crate::ops::Operator::Dedup(d) => Some((i, d)),
+            _ => None,
+        }
+    }
+}
+
+fn phase_groups(stages: &[StageSpec]) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for (i, s) in stages.iter().enumerate() {
+        out.last_mut().expect("non-empty").push(i);
+        let dedup = matches!(s.operator.as_ref(), crate::ops::Operator::Dedup(_));
+        if dedup || (s.end_phase && i + 1 < stages.len()) {
+            out.push(vec![]);
+        }
+    }
+    out
+}
+
+/// The number of phases of the job (pipeline phases plus a reduce phase per dedup).
+fn job_phase_count(stages: &[StageSpec]) -> usize {
+    phase_groups(stages).len()
+        + stages
+            .iter()
+            .filter(|s| matches!(s.operator.as_ref(), crate::ops::Operator::Dedup(_)))
+            .count()
 }
 
 /// JSON text with every map's keys sorted, so equal trees hash equally whatever the
@@ -604,11 +634,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     let max_lost_leases = o.u64_in("max_lost_leases", 20, 1, 100_000) as u32;
     let mut lease_caps = BTreeMap::new();
     let caps = o.obj("lease_caps");
-    let phase_count = 1 + stages
-        .iter()
-        .take(stages.len().saturating_sub(1))
-        .filter(|s| s.end_phase)
-        .count();
+    let phase_count = job_phase_count(stages);
     for k in caps.keys() {
         let valid = k == "finalize"
             || (k.len() == 3

@@ -2,10 +2,12 @@
 //! keeps only a cache of what it has listed (immutable task ids, terminal tasks,
 //! tasks seen leased), so any number of workers can join or vanish at any time. It
 //! knows nothing about what an operator computes beyond the operator interface.
+pub mod dedup;
 pub mod finalize;
 pub mod pipeline;
 pub mod publish;
 pub mod readers;
+pub mod shuffle;
 pub mod task;
 pub mod writer;
 
@@ -15,7 +17,7 @@ use crate::coordinator::{JobError, LoadedJob, load_job};
 use crate::ops;
 use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
 use crate::protocol::lease::{Claim, Held, LeaseCtx};
-use crate::protocol::records::{FINALIZE, VERSION, WorkerStats};
+use crate::protocol::records::{CommitRecord, FINALIZE, PhaseKind, VERSION, WorkerStats};
 use crate::protocol::task_of;
 use crate::store::{Registry, RequestCounts};
 use object_store::ObjectStoreExt;
@@ -76,9 +78,17 @@ pub struct WorkerCtx {
     pub worker_id: String,
     pub stages: Vec<Vec<BoundStage>>,
     pub shutdown: Arc<AtomicBool>,
+    /// Task ids per phase, sorted (the last entry is finalize); set once at start.
+    pub ids: std::sync::OnceLock<Vec<Vec<String>>>,
+    /// Commit records read by dedup tasks, by (phase, task): create-only, so cacheable.
+    pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
 }
 
 impl WorkerCtx {
+    /// The sorted task ids of a phase.
+    pub fn task_ids(&self, phase: usize) -> &[String] {
+        self.ids.get().map(|v| v[phase].as_slice()).unwrap_or(&[])
+    }
     pub fn ttl_ms(&self) -> u64 {
         self.job.spec.job.lease_ttl_secs * 1000
     }
@@ -185,8 +195,11 @@ struct View {
     /// by the worker id, so concurrent workers rarely reach for the same task.
     order: Vec<Vec<usize>>,
     names: Vec<String>,
-    /// For phase k > 0: task id → upstream task id.
-    upstream: Vec<HashMap<String, String>>,
+    /// For phase k > 0: task id → the (phase, task) whose output it reads.
+    upstream: Vec<HashMap<String, (usize, String)>>,
+    /// For phase k: a phase that must be entirely terminal before any of its tasks
+    /// starts (a dedup reduce phase waits for its map phase, apply for reduce).
+    barrier: Vec<Option<usize>>,
     /// For phase k < last: upstream id → downstream id.
     downstream: Vec<HashMap<String, String>>,
     terminal: HashSet<Key>,
@@ -229,6 +242,8 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         worker_id: worker_id.clone(),
         stages,
         shutdown: opts.shutdown.clone(),
+        ids: Default::default(),
+        commits: Default::default(),
     });
     let job = &ctx.job;
     let lease = ctx.lease(store.as_ref());
@@ -246,15 +261,29 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         v.sort();
         ids.push(v);
     }
+    let _ = ctx.ids.set(ids.clone());
     let nphases = job.manifest.phases.len();
     let mut upstream = vec![HashMap::new(); nphases + 1];
     let mut downstream = vec![HashMap::new(); nphases + 1];
+    let mut barrier = vec![None; nphases + 1];
     for k in 1..nphases {
-        let fp = &job.manifest.phases[k].fingerprint;
-        for up in &ids[k - 1] {
-            let down = hash16(&[fp, up]);
-            upstream[k].insert(down.clone(), up.clone());
-            downstream[k - 1].insert(up.clone(), down);
+        let ph = &job.manifest.phases[k];
+        let fp = &ph.fingerprint;
+        match (ph.kind, &ph.dedup) {
+            (PhaseKind::Reduce, _) => barrier[k] = Some(k - 1),
+            (PhaseKind::Apply, Some(d)) => {
+                barrier[k] = Some(k - 1);
+                for up in &ids[d.map_phase] {
+                    upstream[k].insert(hash16(&[fp, up]), (d.map_phase, up.clone()));
+                }
+            }
+            _ => {
+                for up in &ids[k - 1] {
+                    let down = hash16(&[fp, up]);
+                    upstream[k].insert(down.clone(), (k - 1, up.clone()));
+                    downstream[k - 1].insert(up.clone(), down);
+                }
+            }
         }
     }
     let seed = u64::from_str_radix(&hash16(&[&worker_id])[..16], 16).unwrap_or(0);
@@ -272,6 +301,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         order,
         names,
         upstream,
+        barrier,
         downstream,
         terminal: HashSet::new(),
         seen_leased: HashSet::new(),
@@ -439,6 +469,9 @@ fn pick(ctx: &WorkerCtx, view: &View, gpu: bool) -> Option<(usize, String, bool)
             if p == nphases && (0..nphases).any(|q| !view.phase_done(q)) {
                 continue;
             }
+            if view.barrier[p].is_some_and(|b| !view.phase_done(b)) {
+                continue;
+            }
             if let Some(m) = max_unconsumed
                 && p + 1 < nphases
             {
@@ -467,9 +500,9 @@ fn pick(ctx: &WorkerCtx, view: &View, gpu: bool) -> Option<(usize, String, bool)
                 if view.seen_leased.contains(&key) == fresh_pass {
                     continue;
                 }
-                if p > 0 && p < nphases {
+                if p > 0 && p < nphases && !view.upstream[p].is_empty() {
                     match view.upstream[p].get(t) {
-                        Some(up) if view.terminal.contains(&(p - 1, up.clone())) => {}
+                        Some(up) if view.terminal.contains(up) => {}
                         _ => continue,
                     }
                 }

@@ -44,6 +44,9 @@ pub struct PipelineSpec {
     pub max_record_bytes: usize,
     pub keep_rejected_records: bool,
     pub cancel: Arc<AtomicBool>,
+    /// A phase ending in a dedup stage: collect the key entries of the records that
+    /// reach the end of the stages (docs/DEDUP.md, pass 1).
+    pub keys: Option<crate::ops::dedup::DedupParams>,
 }
 
 #[derive(Debug)]
@@ -51,6 +54,8 @@ pub struct PipelineOutput {
     pub outputs: Vec<OutputFile>,
     pub rejects: Vec<OutputFile>,
     pub stats: TaskStats,
+    /// The dedup key entries, when `keys` was set.
+    pub keys: Vec<super::shuffle::KeyEntry>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +146,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     ..Default::default()
                 })
                 .collect();
+            let mut keys = Vec::new();
             for item in rx_read {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(PipelineError::Cancelled);
@@ -176,6 +182,16 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                         break;
                     }
                 }
+                if batch.num_rows() > 0
+                    && let Some(p) = &spec.keys
+                {
+                    keys.extend(super::shuffle::key_entries(&batch, p).map_err(|message| {
+                        ops::OpError {
+                            operator: "dedup".into(),
+                            message,
+                        }
+                    })?);
+                }
                 if batch.num_rows() > 0 {
                     let out = batch.project(&projection).map_err(|e| ops::OpError {
                         operator: "output".into(),
@@ -186,7 +202,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     }
                 }
             }
-            Ok(stats)
+            Ok((stats, keys))
         });
         let mut stats = TaskStats::default();
         let mut write_err = None;
@@ -227,7 +243,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             rejects.abort();
             return Err(e);
         }
-        let stage_stats = match staged {
+        let (stage_stats, keys) = match staged {
             Ok(s) => s,
             Err(e) => {
                 data.abort();
@@ -253,6 +269,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             outputs,
             rejects,
             stats,
+            keys,
         })
     })
 }

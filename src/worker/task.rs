@@ -8,7 +8,8 @@ use super::publish;
 use crate::protocol::io::{ProtoError, get_json};
 use crate::protocol::lease::{CommitOutcome, Held, LeaseCtx, LeaseError};
 use crate::protocol::records::{
-    CommitRecord, FINALIZE, InputSlice, OutputFile, TaskManifest, TaskStats, TaskStatus, VERSION,
+    CommitRecord, FINALIZE, InputSlice, OutputFile, PhaseKind, TaskManifest, TaskStats, TaskStatus,
+    VERSION,
 };
 use crate::spec::Format;
 use crate::store::RequestCounts;
@@ -31,6 +32,8 @@ struct Produced {
     outputs: Vec<OutputFile>,
     rejects: Vec<OutputFile>,
     stats: TaskStats,
+    /// Dedup: keys object (map) or decisions object (reduce).
+    shuffle: Option<OutputFile>,
 }
 
 enum Attempt {
@@ -121,6 +124,7 @@ pub async fn run(
                 outputs,
                 rejects: vec![],
                 stats,
+                shuffle: None,
             }),
             Err(e) => Attempt::Error(e),
         }
@@ -174,12 +178,14 @@ pub async fn run(
         started_ms,
         finished_ms: 0,
         reused_from: None,
+        shuffle: None,
     };
     match result {
         Attempt::Done(p) => {
             record.outputs = p.outputs;
             record.rejects = p.rejects;
             record.stats = p.stats;
+            record.shuffle = p.shuffle;
         }
         Attempt::Cancelled => {
             // Shutdown: hand the lease back so another worker starts at once.
@@ -273,12 +279,55 @@ async fn execute(
         Err(e) => return Attempt::Error(e.to_string()),
     };
     let plan = &job.manifest.phases[phase];
+    if plan.kind == PhaseKind::Reduce {
+        let dir = job.paths.attempt_dir(phase_name, task, attempt);
+        return match super::dedup::reduce(ctx, reg, store, phase, task, &dir, &cancel).await {
+            Ok((file, stats)) => Attempt::Done(Produced {
+                outputs: vec![],
+                rejects: vec![],
+                stats,
+                shuffle: Some(file),
+            }),
+            Err(_) if cancel.load(Ordering::Relaxed) => Attempt::Cancelled,
+            Err(e) => Attempt::Error(e),
+        };
+    }
+    // An apply task reads its map task's records (the phase before the reduce).
+    let upstream_phase = match (&plan.kind, &plan.dedup) {
+        (PhaseKind::Apply, Some(d)) => d.map_phase,
+        _ => phase.saturating_sub(1),
+    };
+    let mut stages = ctx.stages[phase].clone();
+    let mut input_schema = Arc::new(plan.input_schema.clone());
+    if let (PhaseKind::Apply, Some(d)) = (&plan.kind, &plan.dedup) {
+        let Some(up) = manifest.upstream.first() else {
+            return Attempt::Fatal(format!("apply task {task} has no map task"));
+        };
+        let decisions = match super::dedup::decisions_for(ctx, reg, store, d, up).await {
+            Ok(x) => x,
+            Err(e) if e.contains("failed") => return Attempt::Fatal(e),
+            Err(e) => return Attempt::Error(e),
+        };
+        let apply = super::shuffle::Apply {
+            decisions,
+            cluster_column: d.params.cluster_column,
+        };
+        stages.insert(
+            0,
+            super::pipeline::BoundStage {
+                name: d.stage.clone(),
+                op: Arc::new(crate::ops::Operator::Filter(Box::new(apply))),
+                out_schema: input_schema.clone(),
+            },
+        );
+        input_schema = Arc::new(job.manifest.phases[d.map_phase].output_schema.clone());
+    }
     let inputs: Vec<InputSlice> = if phase == 0 {
         manifest.inputs.clone()
     } else {
         let mut v = Vec::new();
         for up in &manifest.upstream {
-            let prev = &job.manifest.phases[phase - 1].name;
+            let prev = &job.manifest.phases[upstream_phase].name;
             match get_json::<CommitRecord>(store.as_ref(), &job.paths.commit(prev, up), &ctx.retry)
                 .await
             {
@@ -308,13 +357,20 @@ async fn execute(
     };
     let spec = &job.spec;
     let last = plan.last;
+    // A phase ending in a dedup stage writes keys for the next (reduce) phase.
+    let keys_of = job
+        .manifest
+        .phases
+        .get(phase + 1)
+        .filter(|p| p.kind == PhaseKind::Reduce)
+        .and_then(|p| p.dedup.clone());
     let pspec = PipelineSpec {
         registry: reg.clone(),
         handle: tokio::runtime::Handle::current(),
         inputs,
-        input_schema: Arc::new(plan.input_schema.clone()),
+        input_schema,
         assign_ids: phase == 0,
-        stages: ctx.stages[phase].clone(),
+        stages,
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: job.paths.attempt_dir(phase_name, task, attempt),
         props: super::writer::properties(&spec.output),
@@ -329,13 +385,28 @@ async fn execute(
         max_record_bytes: spec.input.max_record_bytes as usize,
         keep_rejected_records: spec.rejects.include_record,
         cancel,
+        keys: keys_of.as_ref().map(|d| d.params.clone()),
     };
     match tokio::task::spawn_blocking(move || pipeline::run(pspec)).await {
-        Ok(Ok(out)) => Attempt::Done(Produced {
-            outputs: out.outputs,
-            rejects: out.rejects,
-            stats: out.stats,
-        }),
+        Ok(Ok(out)) => {
+            // Pass 1 of a dedup: the keys object, beside the staged records.
+            let shuffle = match &keys_of {
+                Some(d) => {
+                    let dir = job.paths.attempt_dir(phase_name, task, attempt);
+                    match super::dedup::write_keys(reg, &dir, out.keys, d.partitions).await {
+                        Ok(f) => Some(f),
+                        Err(e) => return Attempt::Error(e),
+                    }
+                }
+                None => None,
+            };
+            Attempt::Done(Produced {
+                outputs: out.outputs,
+                rejects: out.rejects,
+                stats: out.stats,
+                shuffle,
+            })
+        }
         Ok(Err(
             PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
         )) => Attempt::Cancelled,

@@ -1,0 +1,268 @@
+//! The I/O side of the dedup shuffle (docs/DEDUP.md): a map task's keys object, a
+//! reduce task (ranged reads of every keys object, external sort, decisions object)
+//! and the decisions an apply task needs. Everything is located through commit
+//! records, never through listings of staged files.
+use super::WorkerCtx;
+use super::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
+use crate::coordinator::plan::hash16;
+use crate::protocol::io::get_json;
+use crate::protocol::records::{CommitRecord, DedupPhase, OutputFile, TaskStats, TaskStatus};
+use crate::store::{Registry, Uri};
+use bytes::Bytes;
+use object_store::ObjectStoreExt;
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+
+/// Where reducers spill sorted runs: `MDF_SPILL_DIR`, else the system temp dir.
+pub fn spill_dir() -> std::path::PathBuf {
+    std::env::var_os("MDF_SPILL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("mdf-spill")
+}
+
+/// A committed task's record, read once per worker process (commit records are
+/// create-only, so a cached copy never goes stale).
+pub async fn commit_of(
+    ctx: &WorkerCtx,
+    store: &dyn object_store::ObjectStore,
+    phase: &str,
+    task: &str,
+) -> Result<Arc<CommitRecord>, String> {
+    let key = (phase.to_string(), task.to_string());
+    if let Some(r) = ctx.commits.lock().expect("commit cache").get(&key) {
+        return Ok(r.clone());
+    }
+    let rec: CommitRecord = get_json(store, &ctx.job.paths.commit(phase, task), &ctx.retry)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("upstream task {phase}/{task} is not committed"))?;
+    let rec = Arc::new(rec);
+    ctx.commits
+        .lock()
+        .expect("commit cache")
+        .insert(key, rec.clone());
+    Ok(rec)
+}
+
+async fn get_range(
+    reg: &Registry,
+    ctx: &WorkerCtx,
+    uri: &str,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes, String> {
+    let (store, u) = reg.resolve(uri).map_err(|e| e.to_string())?;
+    if range.is_empty() {
+        return Ok(Bytes::new());
+    }
+    ctx.retry
+        .run(|| {
+            let (store, path, range) = (store.clone(), u.path.clone(), range.clone());
+            async move { store.get_range(&path, range).await }
+        })
+        .await
+        .map_err(|e| format!("reading {uri}: {e}"))
+}
+
+/// Section `i` of a shuffle object: its offsets from the header, then its bytes.
+async fn section(
+    reg: &Registry,
+    ctx: &WorkerCtx,
+    file: &OutputFile,
+    i: u64,
+) -> Result<Bytes, String> {
+    let head = get_range(reg, ctx, &file.uri, shuffle::offsets_range(i)).await?;
+    let (a, z) = shuffle::parse_offsets(&head).map_err(|e| format!("{}: {e}", file.uri))?;
+    if z > file.bytes {
+        return Err(format!("{}: section past the end of the object", file.uri));
+    }
+    get_range(reg, ctx, &file.uri, a..z).await
+}
+
+/// Writes a map task's keys object into its attempt directory.
+pub async fn write_keys(
+    reg: &Registry,
+    dir: &Uri,
+    entries: Vec<KeyEntry>,
+    partitions: u32,
+) -> Result<OutputFile, String> {
+    let rows = entries.len() as u64;
+    let bytes = tokio::task::spawn_blocking(move || shuffle::encode_keys(entries, partitions))
+        .await
+        .map_err(|e| e.to_string())?;
+    let uri = dir.child("keys.bin");
+    let store = reg.open(&uri).map_err(|e| e.to_string())?;
+    let blake3 = blake3::hash(&bytes).to_hex().to_string();
+    let n = bytes.len() as u64;
+    store
+        .put(&uri.path, bytes.into())
+        .await
+        .map_err(|e| format!("writing {}: {e}", uri.to_uri_string()))?;
+    Ok(OutputFile {
+        uri: uri.to_uri_string(),
+        rows,
+        bytes: n,
+        blake3,
+    })
+}
+
+/// The partition a reduce task owns, from its id.
+fn partition_of_task(fp: &str, task: &str, partitions: u32) -> Option<u32> {
+    (0..partitions).find(|r| hash16(&[fp, "partition", &r.to_string()]) == task)
+}
+
+/// One reduce task: its key range from every committed map task, grouped and decided
+/// in bounded memory; the decisions object is written into the attempt directory.
+pub async fn reduce(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+    task: &str,
+    out_dir: &Uri,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(OutputFile, TaskStats), String> {
+    let plan = &ctx.job.manifest.phases[phase];
+    let d: &DedupPhase = plan
+        .dedup
+        .as_ref()
+        .ok_or("reduce phase without a dedup plan")?;
+    let r = partition_of_task(&plan.fingerprint, task, d.partitions)
+        .ok_or_else(|| format!("task {task} is not a partition of {}", plan.name))?;
+    let map_name = ctx.job.manifest.phases[d.map_phase].name.clone();
+    let map_ids = ctx.task_ids(d.map_phase);
+    let dir = spill_dir();
+    let mut sorter = ExternalSort::<Sourced>::new(d.params.memory_bytes / 2, dir.clone());
+    let mut input_bytes = 0u64;
+    for (ti, t) in map_ids.iter().enumerate() {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("cancelled".into());
+        }
+        let rec = commit_of(ctx, store.as_ref(), &map_name, t).await?;
+        if rec.status != TaskStatus::Committed {
+            continue; // a failed map task has no records to keep
+        }
+        let Some(keys) = &rec.shuffle else {
+            return Err(format!("map task {map_name}/{t} committed no keys object"));
+        };
+        let b = section(reg, ctx, keys, r as u64).await?;
+        input_bytes += b.len() as u64;
+        let entries: Vec<KeyEntry> =
+            shuffle::decode(&b).map_err(|e| format!("{}: {e}", keys.uri))?;
+        for e in entries {
+            sorter
+                .push(Sourced { e, task: ti as u32 })
+                .map_err(|e| format!("spilling to {}: {e}", dir.display()))?;
+        }
+    }
+    let memory = d.params.memory_bytes;
+    let n_tasks = map_ids.len() as u32;
+    let (file, len, stats) = tokio::task::spawn_blocking(move || {
+        let spilled_keys = sorter.spilled_bytes;
+        let merged = sorter.finish()?;
+        let (decisions, mut st) = shuffle::decide(merged, memory, dir.clone())?;
+        st.spilled_bytes = spilled_keys + decisions.spilled_bytes;
+        let sorted = decisions.finish()?;
+        let (f, len) = shuffle::encode_decisions(sorted, n_tasks, &dir)?;
+        Ok::<_, std::io::Error>((f, len, st))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("reduce spill: {e}"))?;
+    if stats.spilled_bytes > 0 {
+        tracing::info!(
+            task,
+            spilled_bytes = stats.spilled_bytes,
+            "partition exceeded the reduce memory budget and spilled to disk"
+        );
+    }
+    let uri = out_dir.child("decisions.bin");
+    let (blake3, written) = upload_file(reg, &uri, file).await?;
+    if written != len {
+        return Err(format!("decisions object: wrote {written} of {len} bytes"));
+    }
+    // Keys in, distinct keys out; the duplicates become rejects in the apply phase.
+    let ts = TaskStats {
+        records_in: stats.keys,
+        records_out: stats.distinct,
+        input_bytes,
+        output_bytes: len,
+        ..Default::default()
+    };
+    Ok((
+        OutputFile {
+            uri: uri.to_uri_string(),
+            rows: stats.duplicates,
+            bytes: len,
+            blake3,
+        },
+        ts,
+    ))
+}
+
+/// Streams a local file to the store (multipart when large), hashing it.
+async fn upload_file(
+    reg: &Registry,
+    uri: &Uri,
+    mut file: std::fs::File,
+) -> Result<(String, u64), String> {
+    let store = reg.open(uri).map_err(|e| e.to_string())?;
+    let mut w = object_store::buffered::BufWriter::new(store, uri.path.clone());
+    let mut hasher = blake3::Hasher::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = file.read(&mut buf).map_err(|e| e.to_string())?;
+        if k == 0 {
+            break;
+        }
+        hasher.update(&buf[..k]);
+        n += k as u64;
+        w.write_all(&buf[..k])
+            .await
+            .map_err(|e| format!("writing {}: {e}", uri.to_uri_string()))?;
+    }
+    w.shutdown()
+        .await
+        .map_err(|e| format!("writing {}: {e}", uri.to_uri_string()))?;
+    Ok((hasher.finalize().to_hex().to_string(), n))
+}
+
+/// The decisions about one map task's records from every reduce task: id →
+/// representative (the representative maps to itself).
+pub async fn decisions_for(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    d: &DedupPhase,
+    map_task: &str,
+) -> Result<HashMap<u128, u128>, String> {
+    let reduce_phase = d.map_phase + 1;
+    let reduce_name = ctx.job.manifest.phases[reduce_phase].name.clone();
+    let t = ctx
+        .task_ids(d.map_phase)
+        .iter()
+        .position(|x| x == map_task)
+        .ok_or_else(|| format!("map task {map_task} is not in the job"))?;
+    let mut out = HashMap::new();
+    for rt in ctx.task_ids(reduce_phase).iter() {
+        let rec = commit_of(ctx, store.as_ref(), &reduce_name, rt).await?;
+        if rec.status != TaskStatus::Committed {
+            return Err(format!(
+                "upstream task {reduce_name}/{rt} failed: {}",
+                rec.error.clone().unwrap_or_default()
+            ));
+        }
+        let file = rec
+            .shuffle
+            .as_ref()
+            .ok_or_else(|| format!("reduce task {reduce_name}/{rt} committed no decisions"))?;
+        let b = section(reg, ctx, file, t as u64).await?;
+        for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{}: {e}", file.uri))? {
+            out.insert(dec.id, dec.rep);
+        }
+    }
+    Ok(out)
+}

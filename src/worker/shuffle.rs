@@ -1,0 +1,672 @@
+//! The dedup shuffle's objects and its reduce (docs/DEDUP.md): the keys object a map
+//! task writes, the decisions object a reduce task writes, an external sort that
+//! keeps a reducer's memory under its budget by spilling sorted runs to local disk,
+//! and the apply filter that turns decisions into `duplicate` rejects.
+use crate::ops::dedup::{DedupParams, Keep};
+use crate::ops::{Drop, Filter};
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub const KEYS_MAGIC: &[u8; 8] = b"MDFKEYS1";
+pub const DECISIONS_MAGIC: &[u8; 8] = b"MDFDECS1";
+/// Bytes before the offsets table in both objects: magic, count, reserved.
+pub const HEADER: u64 = 16;
+
+/// The byte range of the header holding the offsets of section `i`
+/// (partition `i` of a keys object, map task `i` of a decisions object).
+pub fn offsets_range(i: u64) -> std::ops::Range<u64> {
+    HEADER + 8 * i..HEADER + 8 * (i + 2)
+}
+
+/// Parses the two offsets read from `offsets_range`.
+pub fn parse_offsets(b: &[u8]) -> Result<(u64, u64), String> {
+    if b.len() != 16 {
+        return Err(format!("offsets: expected 16 bytes, got {}", b.len()));
+    }
+    let a = u64::from_le_bytes(b[..8].try_into().expect("8"));
+    let z = u64::from_le_bytes(b[8..].try_into().expect("8"));
+    if z < a {
+        return Err(format!("offsets out of order: {a} > {z}"));
+    }
+    Ok((a, z))
+}
+
+/// Record ids (16 hex digits of the file, 12 of the offset) as integers.
+pub fn parse_id(s: &str) -> Option<u128> {
+    if s.is_empty() || s.len() > 32 {
+        return None;
+    }
+    u128::from_str_radix(s, 16).ok()
+}
+
+pub fn format_id(v: u128) -> String {
+    format!("{v:028x}")
+}
+
+/// The partition of a key: contiguous key ranges, so a reducer reads one byte range.
+pub fn partition_of(key: u128, partitions: u32) -> u32 {
+    (((key >> 64) * partitions as u128) >> 64) as u32
+}
+
+/// A fixed-size record that can be spilled and merged.
+pub trait Fixed: Copy + Send + 'static {
+    const SIZE: usize;
+    fn put(&self, out: &mut Vec<u8>);
+    fn get(b: &[u8]) -> Self;
+    /// The sort order.
+    fn order(&self, other: &Self) -> Ordering;
+}
+
+/// One key of one record, as a map task writes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeyEntry {
+    pub key: u128,
+    pub id: u128,
+    /// The `keep.highest` value (higher is kept); 0 for `lowest_id`.
+    pub rank: f64,
+}
+
+impl Fixed for KeyEntry {
+    const SIZE: usize = 40;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.key.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.rank.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        KeyEntry {
+            key: u128::from_le_bytes(b[0..16].try_into().expect("16")),
+            id: u128::from_le_bytes(b[16..32].try_into().expect("16")),
+            rank: f64::from_le_bytes(b[32..40].try_into().expect("8")),
+        }
+    }
+    /// Key, then the representative first: highest rank, then lowest id.
+    fn order(&self, o: &Self) -> Ordering {
+        self.key
+            .cmp(&o.key)
+            .then_with(|| o.rank.total_cmp(&self.rank))
+            .then_with(|| self.id.cmp(&o.id))
+    }
+}
+
+/// A key entry with the map task it came from (known to the reducer by where it
+/// read it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sourced {
+    pub e: KeyEntry,
+    pub task: u32,
+}
+
+impl Fixed for Sourced {
+    const SIZE: usize = 44;
+    fn put(&self, out: &mut Vec<u8>) {
+        self.e.put(out);
+        out.extend_from_slice(&self.task.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        Sourced {
+            e: KeyEntry::get(&b[..40]),
+            task: u32::from_le_bytes(b[40..44].try_into().expect("4")),
+        }
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        self.e.order(&o.e).then_with(|| self.task.cmp(&o.task))
+    }
+}
+
+/// What a reducer decided about one record of a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub task: u32,
+    /// Whether the record is its cluster's representative (kept).
+    pub representative: bool,
+    pub id: u128,
+    pub rep: u128,
+}
+
+impl Fixed for Decision {
+    const SIZE: usize = 40;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.task.to_le_bytes());
+        out.extend_from_slice(&u32::from(self.representative).to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.rep.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        Decision {
+            task: u32::from_le_bytes(b[0..4].try_into().expect("4")),
+            representative: u32::from_le_bytes(b[4..8].try_into().expect("4")) == 1,
+            id: u128::from_le_bytes(b[8..24].try_into().expect("16")),
+            rep: u128::from_le_bytes(b[24..40].try_into().expect("16")),
+        }
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        self.task.cmp(&o.task).then_with(|| self.id.cmp(&o.id))
+    }
+}
+
+/// Builds a keys object: entries grouped by partition, sorted inside one.
+pub fn encode_keys(mut entries: Vec<KeyEntry>, partitions: u32) -> Vec<u8> {
+    entries.sort_by(|a, b| {
+        partition_of(a.key, partitions)
+            .cmp(&partition_of(b.key, partitions))
+            .then_with(|| a.order(b))
+    });
+    let p = partitions as usize;
+    let start = HEADER as usize + 8 * (p + 1);
+    let mut out = Vec::with_capacity(start + entries.len() * KeyEntry::SIZE);
+    out.extend_from_slice(KEYS_MAGIC);
+    out.extend_from_slice(&partitions.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let mut counts = vec![0u64; p];
+    for e in &entries {
+        counts[partition_of(e.key, partitions) as usize] += 1;
+    }
+    let mut off = start as u64;
+    for c in &counts {
+        out.extend_from_slice(&off.to_le_bytes());
+        off += c * KeyEntry::SIZE as u64;
+    }
+    out.extend_from_slice(&off.to_le_bytes());
+    for e in &entries {
+        e.put(&mut out);
+    }
+    out
+}
+
+/// Checks an object's magic and section count.
+pub fn check_header(b: &[u8], magic: &[u8; 8], sections: u64) -> Result<(), String> {
+    if b.len() < HEADER as usize || &b[..8] != magic {
+        return Err("not a dedup shuffle object of this version".into());
+    }
+    let n = u32::from_le_bytes(b[8..12].try_into().expect("4")) as u64;
+    if n != sections {
+        return Err(format!("has {n} sections, expected {sections}"));
+    }
+    Ok(())
+}
+
+/// Parses a byte range of fixed-size entries.
+pub fn decode<T: Fixed>(b: &[u8]) -> Result<Vec<T>, String> {
+    if !b.len().is_multiple_of(T::SIZE) {
+        return Err(format!(
+            "{} bytes is not a whole number of {}-byte entries",
+            b.len(),
+            T::SIZE
+        ));
+    }
+    Ok(b.chunks_exact(T::SIZE).map(T::get).collect())
+}
+
+/// Sorts any number of fixed-size records in bounded memory: a full buffer is sorted
+/// and written to an anonymous file in the spill directory; `finish` merges the runs.
+pub struct ExternalSort<T: Fixed> {
+    cap: usize,
+    buf: Vec<T>,
+    runs: Vec<std::fs::File>,
+    dir: PathBuf,
+    pub spilled_bytes: u64,
+}
+
+impl<T: Fixed> ExternalSort<T> {
+    /// Buffers at most `memory_bytes` of records (at least 64).
+    pub fn new(memory_bytes: u64, dir: PathBuf) -> Self {
+        let cap = ((memory_bytes as usize) / std::mem::size_of::<T>().max(1)).max(64);
+        ExternalSort {
+            cap,
+            buf: Vec::new(),
+            runs: Vec::new(),
+            dir,
+            spilled_bytes: 0,
+        }
+    }
+
+    pub fn push(&mut self, x: T) -> std::io::Result<()> {
+        self.buf.push(x);
+        if self.buf.len() >= self.cap {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> std::io::Result<()> {
+        self.buf.sort_by(T::order);
+        std::fs::create_dir_all(&self.dir)?;
+        let f = tempfile::tempfile_in(&self.dir)?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let mut bytes = Vec::with_capacity(T::SIZE * 4096);
+        for chunk in self.buf.chunks(4096) {
+            bytes.clear();
+            for x in chunk {
+                x.put(&mut bytes);
+            }
+            w.write_all(&bytes)?;
+        }
+        self.spilled_bytes += (self.buf.len() * T::SIZE) as u64;
+        let mut f = w.into_inner().map_err(|e| e.into_error())?;
+        f.rewind()?;
+        self.runs.push(f);
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// All records in order.
+    pub fn finish(mut self) -> std::io::Result<Box<dyn Iterator<Item = std::io::Result<T>>>> {
+        if self.runs.is_empty() {
+            self.buf.sort_by(T::order);
+            return Ok(Box::new(self.buf.into_iter().map(Ok)));
+        }
+        if !self.buf.is_empty() {
+            self.spill()?;
+        }
+        let mut merge = Merge {
+            readers: self
+                .runs
+                .into_iter()
+                .map(|f| BufReader::with_capacity(256 << 10, f))
+                .collect(),
+            heap: BinaryHeap::new(),
+            failed: None,
+        };
+        for i in 0..merge.readers.len() {
+            merge.refill(i);
+        }
+        Ok(Box::new(merge))
+    }
+}
+
+struct Head<T: Fixed>(T, usize);
+
+impl<T: Fixed> PartialEq for Head<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl<T: Fixed> Eq for Head<T> {}
+impl<T: Fixed> PartialOrd for Head<T> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<T: Fixed> Ord for Head<T> {
+    /// Reversed: BinaryHeap is a max-heap and the merge wants the least first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.order(&self.0).then_with(|| o.1.cmp(&self.1))
+    }
+}
+
+struct Merge<T: Fixed> {
+    readers: Vec<BufReader<std::fs::File>>,
+    heap: BinaryHeap<Head<T>>,
+    failed: Option<std::io::Error>,
+}
+
+impl<T: Fixed> Merge<T> {
+    fn refill(&mut self, i: usize) {
+        let mut b = vec![0u8; T::SIZE];
+        match self.readers[i].read_exact(&mut b) {
+            Ok(()) => self.heap.push(Head(T::get(&b), i)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+            Err(e) => self.failed = Some(e),
+        }
+    }
+}
+
+impl<T: Fixed> Iterator for Merge<T> {
+    type Item = std::io::Result<T>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        let Head(x, i) = self.heap.pop()?;
+        self.refill(i);
+        Some(Ok(x))
+    }
+}
+
+/// What a reduce produced.
+#[derive(Debug, Default)]
+pub struct ReduceStats {
+    pub keys: u64,
+    pub distinct: u64,
+    pub duplicates: u64,
+    pub spilled_bytes: u64,
+}
+
+/// Groups sorted key entries into clusters and decides each: the first entry of a
+/// group (highest rank, then lowest id) is the representative. Decisions are
+/// produced only for groups of two or more, and come out sorted by (task, id).
+pub fn decide(
+    sorted: impl Iterator<Item = std::io::Result<Sourced>>,
+    memory_bytes: u64,
+    dir: PathBuf,
+) -> std::io::Result<(ExternalSort<Decision>, ReduceStats)> {
+    let mut out = ExternalSort::<Decision>::new(memory_bytes / 2, dir);
+    let mut stats = ReduceStats::default();
+    let mut rep: Option<Sourced> = None;
+    let mut rep_emitted = false;
+    for x in sorted {
+        let x = x?;
+        stats.keys += 1;
+        match rep {
+            Some(r) if r.e.key == x.e.key => {
+                if !rep_emitted {
+                    out.push(Decision {
+                        task: r.task,
+                        representative: true,
+                        id: r.e.id,
+                        rep: r.e.id,
+                    })?;
+                    rep_emitted = true;
+                }
+                if x.e.id != r.e.id || x.task != r.task {
+                    stats.duplicates += 1;
+                    out.push(Decision {
+                        task: x.task,
+                        representative: false,
+                        id: x.e.id,
+                        rep: r.e.id,
+                    })?;
+                }
+            }
+            _ => {
+                stats.distinct += 1;
+                rep = Some(x);
+                rep_emitted = false;
+            }
+        }
+    }
+    Ok((out, stats))
+}
+
+/// Writes sorted decisions as a decisions object (header with per-map-task offsets),
+/// through a local file so memory stays bounded: returns the file and its length.
+pub fn encode_decisions(
+    sorted: impl Iterator<Item = std::io::Result<Decision>>,
+    map_tasks: u32,
+    dir: &std::path::Path,
+) -> std::io::Result<(std::fs::File, u64)> {
+    std::fs::create_dir_all(dir)?;
+    let n = map_tasks as usize;
+    let body = tempfile::tempfile_in(dir)?;
+    let mut w = BufWriter::with_capacity(1 << 20, body);
+    let mut counts = vec![0u64; n];
+    let mut bytes = Vec::with_capacity(Decision::SIZE);
+    for d in sorted {
+        let d = d?;
+        if d.task as usize >= n {
+            return Err(std::io::Error::other(format!(
+                "decision for map task {} of {n}",
+                d.task
+            )));
+        }
+        counts[d.task as usize] += 1;
+        bytes.clear();
+        d.put(&mut bytes);
+        w.write_all(&bytes)?;
+    }
+    let mut body = w.into_inner().map_err(|e| e.into_error())?;
+    body.rewind()?;
+    let start = HEADER + 8 * (n as u64 + 1);
+    let out = tempfile::tempfile_in(dir)?;
+    let mut w = BufWriter::with_capacity(1 << 20, out);
+    w.write_all(DECISIONS_MAGIC)?;
+    w.write_all(&map_tasks.to_le_bytes())?;
+    w.write_all(&0u32.to_le_bytes())?;
+    let mut off = start;
+    for c in &counts {
+        w.write_all(&off.to_le_bytes())?;
+        off += c * Decision::SIZE as u64;
+    }
+    w.write_all(&off.to_le_bytes())?;
+    std::io::copy(&mut body, &mut w)?;
+    let mut out = w.into_inner().map_err(|e| e.into_error())?;
+    out.rewind()?;
+    Ok((out, off))
+}
+
+/// Reads the key entries of a batch: the key column, the id, and the rank.
+pub fn key_entries(batch: &RecordBatch, p: &DedupParams) -> Result<Vec<KeyEntry>, String> {
+    let keys = batch
+        .column_by_name(&p.key)
+        .and_then(|c| c.as_any().downcast_ref::<FixedSizeBinaryArray>())
+        .ok_or_else(|| format!("no 16-byte key column {:?}", p.key))?;
+    let ids = batch
+        .column_by_name(crate::records::ID)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or("no string id column")?;
+    let ranks: Option<Vec<f64>> = match &p.keep {
+        Keep::LowestId => None,
+        Keep::Highest(c) => {
+            let col = batch
+                .column_by_name(c)
+                .ok_or_else(|| format!("no column {c:?}"))?;
+            let f = arrow_cast::cast(col, &DataType::Float64).map_err(|e| e.to_string())?;
+            let f = f
+                .as_any()
+                .downcast_ref::<arrow_array::Float64Array>()
+                .expect("cast to f64");
+            Some(
+                (0..f.len())
+                    .map(|i| {
+                        if f.is_null(i) || f.value(i).is_nan() {
+                            f64::NEG_INFINITY
+                        } else {
+                            f.value(i)
+                        }
+                    })
+                    .collect(),
+            )
+        }
+    };
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        if keys.is_null(i) {
+            continue;
+        }
+        let id = parse_id(ids.value(i))
+            .ok_or_else(|| format!("record id {:?} is not a hex id", ids.value(i)))?;
+        out.push(KeyEntry {
+            key: u128::from_le_bytes(keys.value(i).try_into().expect("16 bytes")),
+            id,
+            rank: ranks.as_ref().map_or(0.0, |r| r[i]),
+        });
+    }
+    Ok(out)
+}
+
+/// The apply filter of one map task: its records' decisions (id → representative).
+pub struct Apply {
+    pub decisions: HashMap<u128, u128>,
+    pub cluster_column: bool,
+}
+
+impl Filter for Apply {
+    fn check(&self, input: &Schema) -> Result<(), String> {
+        input
+            .field_with_name(crate::records::ID)
+            .map(|_| ())
+            .map_err(|_| "no id column".into())
+    }
+    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
+        Ok(self.annotate(batch)?.1)
+    }
+    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
+        if self.cluster_column {
+            vec![Field::new(
+                crate::ops::dedup::CLUSTER_COLUMN,
+                DataType::Utf8,
+                true,
+            )]
+        } else {
+            vec![]
+        }
+    }
+    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+        let ids = batch
+            .column_by_name(crate::records::ID)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or("no string id column")?;
+        let mut verdicts = Vec::with_capacity(ids.len());
+        let mut cluster = Vec::with_capacity(ids.len());
+        for i in 0..ids.len() {
+            let rep =
+                parse_id(ids.value(i)).and_then(|id| self.decisions.get(&id).map(|&rep| (id, rep)));
+            match rep {
+                Some((id, rep)) if id != rep => {
+                    verdicts.push(Some(Drop {
+                        reason: "duplicate",
+                        detail: Some(format_id(rep)),
+                    }));
+                    cluster.push(Some(format_id(rep)));
+                }
+                Some((_, rep)) => {
+                    verdicts.push(None);
+                    cluster.push(Some(format_id(rep)));
+                }
+                None => {
+                    verdicts.push(None);
+                    cluster.push(None);
+                }
+            }
+        }
+        let added: Vec<ArrayRef> = if self.cluster_column {
+            vec![Arc::new(StringArray::from(cluster))]
+        } else {
+            vec![]
+        };
+        Ok((added, verdicts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(key: u128, id: u128, rank: f64, task: u32) -> Sourced {
+        Sourced {
+            e: KeyEntry { key, id, rank },
+            task,
+        }
+    }
+
+    #[test]
+    fn partitions_are_contiguous_key_ranges() {
+        let p = 7;
+        let mut last = 0;
+        for i in 0..1000u128 {
+            let key = i * (u128::MAX / 1000);
+            let part = partition_of(key, p);
+            assert!(part >= last && part < p);
+            last = part;
+        }
+        assert_eq!(partition_of(u128::MAX, p), p - 1);
+        assert_eq!(partition_of(0, p), 0);
+    }
+
+    #[test]
+    fn keys_object_sections_hold_their_partition() {
+        let entries: Vec<KeyEntry> = (0..500u128)
+            .map(|i| KeyEntry {
+                key: i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835),
+                id: i,
+                rank: 0.0,
+            })
+            .collect();
+        let p = 5;
+        let obj = encode_keys(entries.clone(), p);
+        check_header(&obj, KEYS_MAGIC, p as u64).unwrap();
+        let mut seen = 0;
+        for r in 0..p as u64 {
+            let (a, z) =
+                parse_offsets(&obj[offsets_range(r).start as usize..offsets_range(r).end as usize])
+                    .unwrap();
+            let part: Vec<KeyEntry> = decode(&obj[a as usize..z as usize]).unwrap();
+            assert!(part.iter().all(|x| partition_of(x.key, p) == r as u32));
+            assert!(part.windows(2).all(|w| w[0].key <= w[1].key));
+            seen += part.len();
+        }
+        assert_eq!(seen, entries.len());
+    }
+
+    /// Spilling (a tiny budget) and not spilling give the same decisions, and the
+    /// representative is the highest rank, then the lowest id.
+    #[test]
+    fn decisions_do_not_depend_on_spilling() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut input = Vec::new();
+        for k in 0..300u128 {
+            for copy in 0..(k % 4) {
+                input.push(e(k, k * 10 + copy, (copy % 2) as f64, (copy % 3) as u32));
+            }
+        }
+        let run = |memory: u64| {
+            let mut s = ExternalSort::<Sourced>::new(memory, dir.path().to_path_buf());
+            for x in input.iter().rev() {
+                s.push(*x).unwrap();
+            }
+            let spilled = s.runs.len();
+            let (d, st) = decide(s.finish().unwrap(), memory, dir.path().to_path_buf()).unwrap();
+            let out: Vec<Decision> = d.finish().unwrap().map(Result::unwrap).collect();
+            (out, st, spilled)
+        };
+        let (a, sa, spill_a) = run(1 << 30);
+        let (b, sb, spill_b) = run(4096);
+        assert_eq!(spill_a, 0);
+        assert!(spill_b > 3, "the small budget spilled {spill_b} runs");
+        assert_eq!(a, b);
+        assert_eq!(sa.duplicates, sb.duplicates);
+        // keys with 2 or 3 copies: one representative each, the rest duplicates
+        let reps: Vec<&Decision> = a.iter().filter(|d| d.representative).collect();
+        assert_eq!(reps.len(), 150);
+        assert_eq!(a.len() - reps.len(), sa.duplicates as usize);
+        for r in reps {
+            // copy 1 has rank 1.0: it wins over copy 0 (rank 0) and copy 2 (rank 0).
+            assert_eq!(r.id % 10, 1, "{r:?}");
+        }
+        assert!(a.windows(2).all(|w| w[0].order(&w[1]) != Ordering::Greater));
+    }
+
+    #[test]
+    fn decisions_object_is_indexed_by_map_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let ds = vec![
+            Decision {
+                task: 0,
+                representative: true,
+                id: 1,
+                rep: 1,
+            },
+            Decision {
+                task: 2,
+                representative: false,
+                id: 5,
+                rep: 1,
+            },
+            Decision {
+                task: 2,
+                representative: false,
+                id: 6,
+                rep: 1,
+            },
+        ];
+        let (mut f, len) = encode_decisions(ds.clone().into_iter().map(Ok), 3, dir.path()).unwrap();
+        let mut b = Vec::new();
+        f.read_to_end(&mut b).unwrap();
+        assert_eq!(b.len() as u64, len);
+        check_header(&b, DECISIONS_MAGIC, 3).unwrap();
+        let section = |t: u64| {
+            let r = offsets_range(t);
+            let (a, z) = parse_offsets(&b[r.start as usize..r.end as usize]).unwrap();
+            decode::<Decision>(&b[a as usize..z as usize]).unwrap()
+        };
+        assert_eq!(section(0), ds[..1]);
+        assert!(section(1).is_empty());
+        assert_eq!(section(2), ds[1..]);
+    }
+}

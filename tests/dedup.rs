@@ -1,0 +1,276 @@
+//! Exact dedup end to end (docs/DEDUP.md): planted duplicates across files and tasks,
+//! checked against a brute-force reference computed here; the same survivors whatever
+//! the number of workers and partitions, with or without spilling; `keep: {highest}`;
+//! and the rejects naming each duplicate's representative.
+mod common;
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// `n` distinct texts, each written 1 + (i % 4) times across 4 files, copies varying
+/// in case and spacing (equal after exact_key's normalisation); plus a score `q`.
+fn planted(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    let mut files = vec![Vec::new(); 4];
+    let mut x = 7u64;
+    for i in 0..n {
+        for c in 0..=(i % 4) {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let base = format!("Document {i} says the river is {} today", i * 31 % 97);
+            let text = match c {
+                0 => base,
+                1 => base.to_uppercase(),
+                2 => base.replace(' ', "   "),
+                _ => format!("  {base}\n"),
+            };
+            let q = (x >> 40) as f64 / (1u64 << 24) as f64;
+            files[(x >> 60) as usize % 4]
+                .push(serde_json::json!({"text": text, "q": q}).to_string());
+        }
+    }
+    for (f, lines) in files.iter().enumerate() {
+        write_lines(&dir.join(format!("in/part-{f}.jsonl")), lines);
+    }
+}
+
+fn spec(dir: &Path, out: &str, params: &str) -> std::path::PathBuf {
+    std::fs::write(
+        dir.join(format!("{out}.yaml")),
+        format!(
+            "name: dd\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\nstages:\n  - op: exact_key\n    name: content\n  - op: dedup\n    params: {params}\noutput: {{uri: \"{d}/{out}\", overwrite: true}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    dir.join(format!("{out}.yaml"))
+}
+
+fn run(dir: &Path, spec: &Path, workers: &str) -> String {
+    let o = run_ok(
+        mdf()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--workers",
+                workers,
+                "--job-root",
+            ])
+            .arg(dir.join("jobs")),
+    );
+    job_uri(&o)
+}
+
+/// (id, text, q) of every output record.
+fn output(out: &Path) -> Vec<(String, String, f64)> {
+    let m = manifest(out);
+    let mut v = Vec::new();
+    for f in m["files"].as_array().unwrap() {
+        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        let q: Vec<f64> = b
+            .iter()
+            .flat_map(|b| {
+                let a = b
+                    .column_by_name("q")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow_array::Float64Array>()
+                    .unwrap()
+                    .clone();
+                (0..a.len()).map(move |i| a.value(i))
+            })
+            .collect();
+        for ((id, t), q) in strings(&b, "id")
+            .into_iter()
+            .zip(strings(&b, "text"))
+            .zip(q)
+        {
+            v.push((id, t, q));
+        }
+    }
+    v
+}
+
+/// (id, reason, operator, detail, record) of every reject.
+fn rejects(out: &Path) -> Vec<(String, String, String, String, String)> {
+    let m = manifest(out);
+    let mut v = Vec::new();
+    for r in m["rejects"].as_array().unwrap() {
+        let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
+        let n = strings(&b, "id").len();
+        let (ids, rs, ops, ds, recs) = (
+            strings(&b, "id"),
+            strings(&b, "reason"),
+            strings(&b, "operator"),
+            strings(&b, "detail"),
+            strings(&b, "record"),
+        );
+        for i in 0..n {
+            v.push((
+                ids[i].clone(),
+                rs[i].clone(),
+                ops[i].clone(),
+                ds[i].clone(),
+                recs[i].clone(),
+            ));
+        }
+    }
+    v
+}
+
+fn norm(t: &str) -> String {
+    t.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+#[test]
+fn exact_dedup_matches_a_brute_force_reference() {
+    let d = tempfile::tempdir().unwrap();
+    let n = 400;
+    planted(d.path(), n);
+    let s = spec(
+        d.path(),
+        "out",
+        "{key: content_key, partitions: 4, cluster_column: true}",
+    );
+    let job = run(d.path(), &s, "3");
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    let out = d.path().join("out");
+    let kept = output(&out);
+    let rj = rejects(&out);
+    // Reference: group every record (kept or rejected) by normalised text.
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (id, t, _) in &kept {
+        groups.entry(norm(t)).or_default().push(id.clone());
+    }
+    for (id, reason, op, _, rec) in &rj {
+        assert_eq!(reason, "duplicate");
+        assert_eq!(op, "dedup");
+        let v: serde_json::Value = serde_json::from_str(rec).unwrap();
+        groups
+            .entry(norm(v["text"].as_str().unwrap()))
+            .or_default()
+            .push(id.clone());
+    }
+    assert_eq!(groups.len(), n, "every distinct text is present");
+    let total: usize = (0..n).map(|i| 1 + i % 4).sum();
+    assert_eq!(kept.len() + rj.len(), total, "nothing lost");
+    assert_eq!(kept.len(), n, "exactly one survivor per distinct text");
+    // The survivor of each group is its lowest id; each reject names it.
+    let survivors: BTreeSet<&String> = kept.iter().map(|k| &k.0).collect();
+    for ids in groups.values() {
+        let min = ids.iter().min().unwrap();
+        assert!(survivors.contains(min), "lowest id {min} survives");
+    }
+    for (id, _, _, detail, rec) in &rj {
+        assert!(
+            survivors.contains(detail),
+            "{id} duplicates survivor {detail}"
+        );
+        let v: serde_json::Value = serde_json::from_str(rec).unwrap();
+        assert!(groups[&norm(v["text"].as_str().unwrap())].contains(detail));
+    }
+    // dup_cluster: the representative's id on every member of a cluster of 2+.
+    let m = manifest(&out);
+    let f = &m["files"][0];
+    let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+    let col = b[0]
+        .column_by_name("dup_cluster")
+        .expect("dup_cluster column");
+    assert_eq!(col.data_type(), &arrow_schema::DataType::Utf8);
+    // Phase stats: the reduce phase saw every key once.
+    let p1 = &st["phases"][1];
+    assert_eq!(p1["records_in"].as_u64().unwrap() as usize, total, "{p1:#}");
+    assert_eq!(p1["records_out"].as_u64().unwrap() as usize, n, "{p1:#}");
+}
+
+#[test]
+fn survivors_do_not_depend_on_workers_partitions_or_spilling() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 300);
+    let ids = |out: &str| {
+        let v: BTreeSet<String> = output(&d.path().join(out))
+            .into_iter()
+            .map(|x| x.0)
+            .collect();
+        v
+    };
+    let a = spec(d.path(), "a", "{key: content_key, partitions: 1}");
+    run(d.path(), &a, "1");
+    let b = spec(d.path(), "b", "{key: content_key, partitions: 7}");
+    run(d.path(), &b, "4");
+    // 4 KiB of reduce memory: ~100 entries, so every partition spills several runs.
+    let c = spec(
+        d.path(),
+        "c",
+        "{key: content_key, partitions: 2, memory: 4KiB}",
+    );
+    run(d.path(), &c, "2");
+    assert_eq!(ids("a").len(), 300);
+    assert_eq!(ids("a"), ids("b"));
+    assert_eq!(ids("a"), ids("c"));
+}
+
+#[test]
+fn keep_highest_keeps_the_best_scored_copy() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 200);
+    let s = spec(d.path(), "out", "{key: content_key, keep: {highest: q}}");
+    run(d.path(), &s, "2");
+    let out = d.path().join("out");
+    let kept = output(&out);
+    let mut best: BTreeMap<String, f64> = BTreeMap::new();
+    for (_, t, q) in &kept {
+        best.insert(norm(t), *q);
+    }
+    for (_, _, _, _, rec) in rejects(&out) {
+        let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
+        let t = norm(v["text"].as_str().unwrap());
+        assert!(
+            v["q"].as_f64().unwrap() <= best[&t],
+            "a rejected copy scored higher than the survivor of {t:?}"
+        );
+    }
+    assert_eq!(kept.len(), 200);
+}
+
+#[test]
+fn a_bad_dedup_config_is_refused_naming_the_field() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 10);
+    for (params, field, needle) in [
+        ("{key: nope}", "stages[1].params.key", "no column \"nope\""),
+        ("{key: text}", "stages[1].params.key", "not a 16-byte key"),
+        (
+            "{key: content_key, keep: {highest: text}}",
+            "stages[1].params.keep.highest",
+            "not numeric",
+        ),
+        (
+            "{key: content_key, partitions: 0}",
+            "stages[1].params.partitions",
+            "between 1 and 65536",
+        ),
+        (
+            "{key: content_key, memory: 10}",
+            "stages[1].params.memory",
+            "at least 4KiB",
+        ),
+    ] {
+        let s = spec(d.path(), "bad", params);
+        let o = mdf()
+            .args(["validate", s.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(!o.status.success(), "{params}: accepted");
+        assert!(
+            text.contains(field) && text.contains(needle),
+            "{params}: {text}"
+        );
+    }
+}
