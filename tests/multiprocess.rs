@@ -178,3 +178,106 @@ fn sigterm_hands_the_lease_back_promptly() {
         serde_json::from_slice(&std::fs::read(jobs.join(last)).unwrap()).unwrap();
     assert_eq!(v["kind"], "release", "{v}");
 }
+
+/// Workers killed during the dedup reduce and apply phases (their reads slowed by
+/// injected latency so the kills land there): the survivors equal a clean run's.
+#[test]
+fn killed_workers_during_dedup_pass_2_give_the_same_survivors() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    for i in 0..8 {
+        // Every document appears in two files: half the records are duplicates.
+        let lines = docs(200 + i % 4, 40);
+        write_lines(&d.path().join(format!("in/{i:02}.jsonl")), &lines);
+    }
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            r#"
+name: dedup-chaos
+input: {{uris: ["{0}/in/*.jsonl"]}}
+stages:
+  - op: exact_key
+    name: content
+  - op: dedup
+    params: {{key: content_key, partitions: 4}}
+output: {{uri: "{1}"}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100}}
+"#,
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let slow = |id: &str| {
+        mdf()
+            .args(["worker", "--job", &job, "--worker-id", id])
+            .env(
+                "MDF_FAULTS",
+                "get:latency=400:1:keys.bin,get:latency=300:1:decisions.bin",
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    let committed = |phase: &str| files_under(&job_dir.join("commits").join(phase)).len();
+    let mut live: Vec<Child> = (0..3).map(|i| slow(&format!("w{i}"))).collect();
+    // Wait for pass 1, then kill during the reduce, then during the apply.
+    let t0 = Instant::now();
+    while committed("p00") < 8 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "pass 1 did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for round in 0..2 {
+        std::thread::sleep(Duration::from_millis(1200));
+        for mut c in live.drain(..2) {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        live.push(slow(&format!("r{round}a")));
+        live.push(slow(&format!("r{round}b")));
+    }
+    wait_all(&mut live, Duration::from_secs(180));
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    let takeovers = files_under(&jobs)
+        .iter()
+        .filter(|f| f.contains("/leases/p01/") || f.contains("/leases/p02/"))
+        .filter(|f| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(jobs.join(f)).unwrap()).unwrap();
+            v["lost"].as_u64().unwrap_or(0) > 0
+        })
+        .count();
+    assert!(takeovers > 0, "no pass-2 lease was taken over");
+    let ids = output_ids(&out);
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+    assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
+
+    let out2 = d.path().join("out-ref");
+    run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--workers", "1", "-o"])
+            .arg(&out2)
+            .arg("--job-root")
+            .arg(d.path().join("jobs-ref")),
+    );
+    let mut a = ids.clone();
+    let mut b = output_ids(&out2);
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "same survivors as a clean single-worker run");
+    assert!(a.len() <= 4 * 40, "every copy in a second file was removed");
+}
