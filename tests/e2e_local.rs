@@ -419,10 +419,15 @@ fn the_bundled_examples_validate_and_the_quickstart_runs() {
     );
     let by = &p0["stats"]["rejects_by_reason"];
     assert_eq!(by["not_text"], 1, "{p0:#}");
+    // The syndicated copy in the sample is removed by the dedup stage (phase p02).
+    assert_eq!(
+        st["phases"][2]["stats"]["rejects_by_reason"]["duplicate"],
+        1
+    );
     assert!(by["language"].as_u64().unwrap() >= 1, "{p0:#}");
     let kept = output_ids(&out).len() as u64;
     assert!(kept >= 10, "{p0:#}");
-    assert_eq!(kept, p0["records_out"].as_u64().unwrap());
+    assert_eq!(kept, p0["records_out"].as_u64().unwrap() - 1);
     let cols = output_columns(&out);
     for c in [
         "id",
@@ -693,6 +698,17 @@ fn the_commoncrawl_example_runs_the_text_pipeline() {
     assert!(
         !texts.iter().any(|t| t.contains("desk@news.example.org")),
         "emails redacted"
+    );
+    // The syndicated copy is an exact duplicate of river-0, which survives.
+    assert_eq!(
+        rejected.get("duplicate").map(Vec::len),
+        Some(1),
+        "{rejected:?}"
+    );
+    assert!(urls.iter().any(|u| u.ends_with("/river-0")), "{urls:?}");
+    assert!(
+        !urls.iter().any(|u| u.contains("mirror.example.net")),
+        "{urls:?}"
     );
 }
 

@@ -2,8 +2,8 @@
 WARC/1.0, warcinfo + request + response records like a CC segment) with synthetic
 pages that exercise the text pipeline: good English articles with navigation and
 footer boilerplate, a German article, a page on a blocked domain, a URL with a banned
-word, a near-empty page, a spammy repetitive page, a non-HTML response, and a page
-with an email address. Also writes the tiny block lists the example uses.
+word, a near-empty page, a spammy repetitive page, a non-HTML response, a page
+with an email address, and an exact copy of a report at another URL. Also writes the tiny block lists the example uses.
 Deterministic: `python3 generate.py` rewrites identical files."""
 import gzip, io, random, uuid
 
@@ -56,6 +56,8 @@ def main():
     pages.append(("https://shop.example.org/watches", page("Watches", [spam + "."] * 3)))
     pages.append(("https://news.example.org/contact", page("Contact the newsroom",
         [para(rng, EN, 4) + " Write to the newsroom at desk@news.example.org with your questions and we answer the same day." for _ in range(4)])))
+    # A syndicated copy of the first report at another URL: removed by exact dedup.
+    pages.append(("https://mirror.example.net/syndicated/river-0", pages[0][1]))
     out = io.BytesIO()
     info = b"software: mdf sample generator\r\nformat: WARC File Format 1.0\r\n"
     out.write(record("warcinfo", None, info, date, "application/warc-fields"))
