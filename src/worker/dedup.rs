@@ -10,7 +10,6 @@ use crate::protocol::records::{CommitRecord, DedupPhase, OutputFile, TaskStats, 
 use crate::store::{Registry, Uri};
 use bytes::Bytes;
 use object_store::ObjectStoreExt;
-use std::collections::HashMap;
 use std::io::Read;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
@@ -158,11 +157,12 @@ pub async fn reduce(
         }
     }
     let memory = d.params.memory_bytes;
+    let cluster = d.params.cluster_column;
     let n_tasks = map_ids.len() as u32;
     let (file, len, stats) = tokio::task::spawn_blocking(move || {
         let spilled_keys = sorter.spilled_bytes;
         let merged = sorter.finish()?;
-        let (decisions, mut st) = shuffle::decide(merged, memory, dir.clone())?;
+        let (decisions, mut st) = shuffle::decide(merged, memory, dir.clone(), cluster)?;
         st.spilled_bytes = spilled_keys + decisions.spilled_bytes;
         let sorted = decisions.finish()?;
         let (f, len) = shuffle::encode_decisions(sorted, n_tasks, &dir)?;
@@ -238,7 +238,7 @@ pub async fn decisions_for(
     store: &Arc<dyn object_store::ObjectStore>,
     d: &DedupPhase,
     map_task: &str,
-) -> Result<HashMap<u128, u128>, String> {
+) -> Result<crate::kernels::FastMap<u128, u128>, String> {
     let reduce_phase = d.map_phase + 1;
     let reduce_name = ctx.job.manifest.phases[reduce_phase].name.clone();
     let t = ctx
@@ -246,7 +246,7 @@ pub async fn decisions_for(
         .iter()
         .position(|x| x == map_task)
         .ok_or_else(|| format!("map task {map_task} is not in the job"))?;
-    let mut out = HashMap::new();
+    let mut out = crate::kernels::FastMap::default();
     for rt in ctx.task_ids(reduce_phase).iter() {
         let rec = commit_of(ctx, store.as_ref(), &reduce_name, rt).await?;
         if rec.status != TaskStatus::Committed {

@@ -7,7 +7,7 @@ use crate::ops::{Drop, Filter};
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -150,31 +150,37 @@ impl Fixed for Decision {
     }
 }
 
-/// Builds a keys object: entries grouped by partition, sorted inside one.
-pub fn encode_keys(mut entries: Vec<KeyEntry>, partitions: u32) -> Vec<u8> {
-    entries.sort_by(|a, b| {
-        partition_of(a.key, partitions)
-            .cmp(&partition_of(b.key, partitions))
-            .then_with(|| a.order(b))
-    });
+/// Builds a keys object: entries grouped by partition (a counting sort, one pass to
+/// count and one to place; the reducer sorts inside a partition).
+pub fn encode_keys(entries: Vec<KeyEntry>, partitions: u32) -> Vec<u8> {
     let p = partitions as usize;
     let start = HEADER as usize + 8 * (p + 1);
-    let mut out = Vec::with_capacity(start + entries.len() * KeyEntry::SIZE);
-    out.extend_from_slice(KEYS_MAGIC);
-    out.extend_from_slice(&partitions.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
+    let parts: Vec<u32> = entries
+        .iter()
+        .map(|e| partition_of(e.key, partitions))
+        .collect();
     let mut counts = vec![0u64; p];
-    for e in &entries {
-        counts[partition_of(e.key, partitions) as usize] += 1;
+    for &q in &parts {
+        counts[q as usize] += 1;
     }
+    let mut out = vec![0u8; start + entries.len() * KeyEntry::SIZE];
+    out[..8].copy_from_slice(KEYS_MAGIC);
+    out[8..12].copy_from_slice(&partitions.to_le_bytes());
+    let mut next = Vec::with_capacity(p);
     let mut off = start as u64;
-    for c in &counts {
-        out.extend_from_slice(&off.to_le_bytes());
+    for (i, c) in counts.iter().enumerate() {
+        out[16 + 8 * i..24 + 8 * i].copy_from_slice(&off.to_le_bytes());
+        next.push(off as usize);
         off += c * KeyEntry::SIZE as u64;
     }
-    out.extend_from_slice(&off.to_le_bytes());
-    for e in &entries {
-        e.put(&mut out);
+    out[16 + 8 * p..24 + 8 * p].copy_from_slice(&off.to_le_bytes());
+    let mut buf = Vec::with_capacity(KeyEntry::SIZE);
+    for (e, &q) in entries.iter().zip(&parts) {
+        buf.clear();
+        e.put(&mut buf);
+        let at = next[q as usize];
+        out[at..at + KeyEntry::SIZE].copy_from_slice(&buf);
+        next[q as usize] += KeyEntry::SIZE;
     }
     out
 }
@@ -235,7 +241,7 @@ impl<T: Fixed> ExternalSort<T> {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        self.buf.sort_by(T::order);
+        self.buf.sort_unstable_by(T::order);
         std::fs::create_dir_all(&self.dir)?;
         let f = tempfile::tempfile_in(&self.dir)?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
@@ -258,7 +264,7 @@ impl<T: Fixed> ExternalSort<T> {
     /// All records in order.
     pub fn finish(mut self) -> std::io::Result<Box<dyn Iterator<Item = std::io::Result<T>>>> {
         if self.runs.is_empty() {
-            self.buf.sort_by(T::order);
+            self.buf.sort_unstable_by(T::order);
             return Ok(Box::new(self.buf.into_iter().map(Ok)));
         }
         if !self.buf.is_empty() {
@@ -340,11 +346,13 @@ pub struct ReduceStats {
 
 /// Groups sorted key entries into clusters and decides each: the first entry of a
 /// group (highest rank, then lowest id) is the representative. Decisions are
-/// produced only for groups of two or more, and come out sorted by (task, id).
+/// produced only for groups of two or more (for the representative too when
+/// `representatives`, which `dup_cluster` needs), sorted by (task, id).
 pub fn decide(
     sorted: impl Iterator<Item = std::io::Result<Sourced>>,
     memory_bytes: u64,
     dir: PathBuf,
+    representatives: bool,
 ) -> std::io::Result<(ExternalSort<Decision>, ReduceStats)> {
     let mut out = ExternalSort::<Decision>::new(memory_bytes / 2, dir);
     let mut stats = ReduceStats::default();
@@ -355,7 +363,7 @@ pub fn decide(
         stats.keys += 1;
         match rep {
             Some(r) if r.e.key == x.e.key => {
-                if !rep_emitted {
+                if representatives && !rep_emitted {
                     out.push(Decision {
                         task: r.task,
                         representative: true,
@@ -482,7 +490,7 @@ pub fn key_entries(batch: &RecordBatch, p: &DedupParams) -> Result<Vec<KeyEntry>
 
 /// The apply filter of one map task: its records' decisions (id → representative).
 pub struct Apply {
-    pub decisions: HashMap<u128, u128>,
+    pub decisions: crate::kernels::FastMap<u128, u128>,
     pub cluster_column: bool,
 }
 
@@ -588,7 +596,6 @@ mod tests {
                     .unwrap();
             let part: Vec<KeyEntry> = decode(&obj[a as usize..z as usize]).unwrap();
             assert!(part.iter().all(|x| partition_of(x.key, p) == r as u32));
-            assert!(part.windows(2).all(|w| w[0].key <= w[1].key));
             seen += part.len();
         }
         assert_eq!(seen, entries.len());
@@ -611,7 +618,8 @@ mod tests {
                 s.push(*x).unwrap();
             }
             let spilled = s.runs.len();
-            let (d, st) = decide(s.finish().unwrap(), memory, dir.path().to_path_buf()).unwrap();
+            let (d, st) =
+                decide(s.finish().unwrap(), memory, dir.path().to_path_buf(), true).unwrap();
             let out: Vec<Decision> = d.finish().unwrap().map(Result::unwrap).collect();
             (out, st, spilled)
         };
