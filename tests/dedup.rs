@@ -274,3 +274,94 @@ fn a_bad_dedup_config_is_refused_naming_the_field() {
         );
     }
 }
+
+#[test]
+fn incremental_dedup_against_an_earlier_job() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 300);
+    // Job A: the "existing corpus", files 0 and 1; job B: files 2 and 3 against A.
+    std::fs::create_dir_all(d.path().join("a")).unwrap();
+    std::fs::create_dir_all(d.path().join("b")).unwrap();
+    for f in 0..4 {
+        let to = if f < 2 { "a" } else { "b" };
+        std::fs::rename(
+            d.path().join(format!("in/part-{f}.jsonl")),
+            d.path().join(format!("{to}/part-{f}.jsonl")),
+        )
+        .unwrap();
+    }
+    let job_spec = |name: &str, input: &str, params: &str| {
+        let p = d.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!(
+                "name: {name}\ninput: {{uris: [\"{d}/{input}/*.jsonl\"]}}\nstages:\n  - op: exact_key\n    name: content\n  - op: dedup\n    params: {params}\noutput: {{uri: \"{d}/out-{name}\", overwrite: true}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n",
+                d = d.path().display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let a = job_spec("a", "a", "{key: content_key, partitions: 3}");
+    let job_a = run(d.path(), &a, "2");
+    // Different partition counts on purpose: B reads A's overlapping key ranges.
+    let b = job_spec(
+        "b",
+        "b",
+        &format!("{{key: content_key, partitions: 5, against: \"{job_a}\"}}"),
+    );
+    run(d.path(), &b, "2");
+    let a_out = output(&d.path().join("out-a"));
+    let a_ids: BTreeSet<String> = a_out.iter().map(|x| x.0.clone()).collect();
+    let a_texts: BTreeSet<String> = a_out.iter().map(|x| norm(&x.1)).collect();
+    let b_out = output(&d.path().join("out-b"));
+    let b_rj = rejects(&d.path().join("out-b"));
+    // Reference: every B record by text.
+    let mut b_texts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (id, t, _) in &b_out {
+        b_texts.entry(norm(t)).or_default().push(id.clone());
+    }
+    for (id, _, _, _, rec) in &b_rj {
+        let v: serde_json::Value = serde_json::from_str(rec).unwrap();
+        b_texts
+            .entry(norm(v["text"].as_str().unwrap()))
+            .or_default()
+            .push(id.clone());
+    }
+    let expected: BTreeSet<String> = b_texts
+        .iter()
+        .filter(|(t, _)| !a_texts.contains(*t))
+        .map(|(_, ids)| ids.iter().min().unwrap().clone())
+        .collect();
+    let got: BTreeSet<String> = b_out.iter().map(|x| x.0.clone()).collect();
+    assert!(!expected.is_empty() && expected.len() < b_texts.len());
+    assert_eq!(
+        got, expected,
+        "B keeps one copy of each text A does not have"
+    );
+    // A text already in A: the reject names A's record.
+    let mut against_a = 0;
+    for (_, reason, _, detail, rec) in &b_rj {
+        assert_eq!(reason, "duplicate");
+        let v: serde_json::Value = serde_json::from_str(rec).unwrap();
+        if a_texts.contains(&norm(v["text"].as_str().unwrap())) {
+            assert!(a_ids.contains(detail), "{detail} is A's survivor");
+            against_a += 1;
+        }
+    }
+    assert!(against_a > 0);
+    // A job that does not exist is refused before anything runs.
+    let bad = job_spec(
+        "c",
+        "b",
+        "{key: content_key, against: \"/nonexistent/jobs/x\"}",
+    );
+    let o = mdf()
+        .args(["run", bad.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("stages[1].params.against"), "{text}");
+}

@@ -184,6 +184,77 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<(), PlanError> 
     }
 }
 
+/// A dedup stage's `against` job must exist, be complete up to its dedup reduce, and
+/// have computed the same key with the same stage (else its keys mean something else).
+pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
+    let mut errors = Vec::new();
+    let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
+    for (i, st) in spec.stages.iter().enumerate() {
+        let crate::ops::Operator::Dedup(d) = st.operator.as_ref() else {
+            continue;
+        };
+        let Some(uri) = &d.against else { continue };
+        let path = format!("stages[{i}].params.against");
+        let err = |m: String| FieldError {
+            path: path.clone(),
+            message: m,
+        };
+        let old = match super::load_job(reg, uri, &retry).await {
+            Ok(j) => j,
+            Err(e) => {
+                errors.push(err(format!("cannot load job {uri}: {e}")));
+                continue;
+            }
+        };
+        let Some(od) = old
+            .manifest
+            .phases
+            .iter()
+            .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.key))
+        else {
+            errors.push(err(format!(
+                "job {uri} has no dedup stage on the key {:?}",
+                d.key
+            )));
+            continue;
+        };
+        // The stage that produced the key, here and there: same operator and params.
+        let producer = |s: &Spec| {
+            s.stages
+                .iter()
+                .find(|x| format!("{}_key", x.name) == d.key)
+                .map(|x| (x.op.clone(), crate::spec::canonical_json(&x.params)))
+        };
+        if producer(spec) != producer(&old.spec) {
+            errors.push(err(format!(
+                "job {uri} computed {:?} with a different stage or parameters",
+                d.key
+            )));
+            continue;
+        }
+        let map = &old.manifest.phases[od.map_phase];
+        let (store, _) = reg
+            .resolve(uri)
+            .map_err(|e| PlanError::Storage(e.to_string()))?;
+        let done =
+            crate::protocol::io::list_all(store.as_ref(), &old.paths.commits(&map.name), &retry)
+                .await
+                .map_err(|e| PlanError::Storage(e.to_string()))?
+                .len() as u64;
+        if done < map.tasks {
+            errors.push(err(format!(
+                "job {uri} is not complete: {done} of {} tasks of {} committed",
+                map.tasks, map.name
+            )));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(PlanError::Spec(SpecErrors(errors)))
+    }
+}
+
 /// The phase-0 input columns: declared, inferred from a JSONL sample, or a Parquet footer.
 pub async fn input_columns(
     spec: &Spec,
@@ -412,6 +483,7 @@ pub fn split(
 pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let files = list_inputs(spec, reg).await?;
     check_assets(spec, reg).await?;
+    check_against(spec, reg).await?;
     let cols = input_columns(spec, reg, &files[0]).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;

@@ -34,6 +34,10 @@ pub struct DedupParams {
     pub memory_bytes: u64,
     /// Adds `dup_cluster` (the representative's id) to every record of a cluster.
     pub cluster_column: bool,
+    /// An earlier job's URI: records whose key its corpus already has are
+    /// duplicates of its record (incremental dedup; its records are not re-read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
 }
 
 /// The column `cluster_column: true` adds in the apply phase.
@@ -69,12 +73,14 @@ fn build(p: &Obj) -> Option<Operator> {
             .error(&p.field_path("memory"), "must be at least 4KiB");
     }
     let cluster_column = p.opt_bool("cluster_column").unwrap_or(false);
+    let against = p.opt_str("against");
     Some(Operator::Dedup(DedupParams {
         key: key?,
         keep,
         partitions,
         memory_bytes,
         cluster_column,
+        against,
     }))
 }
 

@@ -156,6 +156,9 @@ pub async fn reduce(
                 .map_err(|e| format!("spilling to {}: {e}", dir.display()))?;
         }
     }
+    if let Some(uri) = &d.params.against {
+        input_bytes += earlier_keys(ctx, reg, uri, d, r, &mut sorter).await?;
+    }
     let memory = d.params.memory_bytes;
     let cluster = d.params.cluster_column;
     let n_tasks = map_ids.len() as u32;
@@ -200,6 +203,69 @@ pub async fn reduce(
         },
         ts,
     ))
+}
+
+/// Adds the keys of an earlier job (`against`) that fall in partition `r`: from its
+/// map tasks' keys objects, the sections overlapping `r` (the jobs may have different
+/// partition counts). Returns the bytes read.
+async fn earlier_keys(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    uri: &str,
+    d: &DedupPhase,
+    r: u32,
+    sorter: &mut ExternalSort<Sourced>,
+) -> Result<u64, String> {
+    let old = crate::coordinator::load_job(reg, uri, &ctx.retry)
+        .await
+        .map_err(|e| format!("params.against: {e}"))?;
+    let od = old
+        .manifest
+        .phases
+        .iter()
+        .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.params.key))
+        .ok_or_else(|| format!("job {uri} has no dedup stage on {:?}", d.params.key))?;
+    let map_name = &old.manifest.phases[od.map_phase].name;
+    let (store, _) = reg.resolve(uri).map_err(|e| e.to_string())?;
+    let mut ids: Vec<String> =
+        crate::protocol::io::list_all(store.as_ref(), &old.paths.tasks(map_name), &ctx.retry)
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter_map(|m| crate::protocol::task_of(&m.location))
+            .collect();
+    ids.sort();
+    let (q_lo, q_hi) = shuffle::overlapping(r, d.partitions, od.partitions);
+    let mut bytes = 0;
+    for t in &ids {
+        let rec: CommitRecord =
+            get_json(store.as_ref(), &old.paths.commit(map_name, t), &ctx.retry)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("job {uri}: task {map_name}/{t} is not committed"))?;
+        let Some(keys) = rec
+            .shuffle
+            .as_ref()
+            .filter(|_| rec.status == TaskStatus::Committed)
+        else {
+            continue;
+        };
+        for q in q_lo..=q_hi {
+            let b = section(reg, ctx, keys, q as u64).await?;
+            bytes += b.len() as u64;
+            for e in shuffle::decode::<KeyEntry>(&b).map_err(|e| format!("{}: {e}", keys.uri))? {
+                if shuffle::partition_of(e.key, d.partitions) == r {
+                    sorter
+                        .push(Sourced {
+                            e,
+                            task: shuffle::EARLIER,
+                        })
+                        .map_err(|e| format!("spilling: {e}"))?;
+                }
+            }
+        }
+    }
+    Ok(bytes)
 }
 
 /// Streams a local file to the store (multipart when large), hashing it.

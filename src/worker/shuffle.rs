@@ -53,6 +53,17 @@ pub fn partition_of(key: u128, partitions: u32) -> u32 {
     (((key >> 64) * partitions as u128) >> 64) as u32
 }
 
+/// The partitions of a `p_old`-partition key space that overlap partition `r` of a
+/// `p_new`-partition one (both are contiguous key ranges), inclusive.
+pub fn overlapping(r: u32, p_new: u32, p_old: u32) -> (u32, u32) {
+    let lo = ((r as u128) << 64).div_ceil(p_new as u128);
+    let hi = ((((r as u128) + 1) << 64).div_ceil(p_new as u128) - 1).min(u64::MAX as u128);
+    (
+        partition_of(lo << 64, p_old),
+        partition_of((hi << 64) | u64::MAX as u128, p_old),
+    )
+}
+
 /// A fixed-size record that can be spilled and merged.
 pub trait Fixed: Copy + Send + 'static {
     const SIZE: usize;
@@ -95,12 +106,16 @@ impl Fixed for KeyEntry {
 }
 
 /// A key entry with the map task it came from (known to the reducer by where it
-/// read it).
+/// read it); [`EARLIER`] for a key of the job deduplicated against.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sourced {
     pub e: KeyEntry,
     pub task: u32,
 }
+
+/// The `task` of entries from an earlier job's key index (`against`): they rank
+/// before every entry of this job, and get no decisions (their records are not ours).
+pub const EARLIER: u32 = u32::MAX;
 
 impl Fixed for Sourced {
     const SIZE: usize = 44;
@@ -115,7 +130,12 @@ impl Fixed for Sourced {
         }
     }
     fn order(&self, o: &Self) -> Ordering {
-        self.e.order(&o.e).then_with(|| self.task.cmp(&o.task))
+        self.e
+            .key
+            .cmp(&o.e.key)
+            .then_with(|| (o.task == EARLIER).cmp(&(self.task == EARLIER)))
+            .then_with(|| self.e.order(&o.e))
+            .then_with(|| self.task.cmp(&o.task))
     }
 }
 
@@ -363,7 +383,7 @@ pub fn decide(
         stats.keys += 1;
         match rep {
             Some(r) if r.e.key == x.e.key => {
-                if representatives && !rep_emitted {
+                if representatives && !rep_emitted && r.task != EARLIER {
                     out.push(Decision {
                         task: r.task,
                         representative: true,
@@ -372,7 +392,7 @@ pub fn decide(
                     })?;
                     rep_emitted = true;
                 }
-                if x.e.id != r.e.id || x.task != r.task {
+                if x.task != EARLIER && (x.e.id != r.e.id || x.task != r.task) {
                     stats.duplicates += 1;
                     out.push(Decision {
                         task: x.task,
@@ -575,6 +595,29 @@ mod tests {
         }
         assert_eq!(partition_of(u128::MAX, p), p - 1);
         assert_eq!(partition_of(0, p), 0);
+    }
+
+    #[test]
+    fn overlapping_partitions_cover_every_key() {
+        let mut x = 99u128;
+        for (pn, po) in [(1, 1), (4, 7), (7, 4), (16, 16), (3, 1000), (1000, 3)] {
+            for _ in 0..2000 {
+                x = x
+                    .wrapping_mul(0x2360_ED05_1FC6_5DA4_4385_DF64_9FCC_F645)
+                    .wrapping_add(1);
+                let r = partition_of(x, pn);
+                let (lo, hi) = overlapping(r, pn, po);
+                let q = partition_of(x, po);
+                assert!(
+                    lo <= q && q <= hi,
+                    "key in new {r}/{pn}: old {q} not in {lo}..={hi} of {po}"
+                );
+            }
+            let (lo, hi) = overlapping(0, pn, po);
+            assert_eq!(lo, 0);
+            assert!(hi < po);
+            assert_eq!(overlapping(pn - 1, pn, po).1, po - 1);
+        }
     }
 
     #[test]
