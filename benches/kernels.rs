@@ -131,6 +131,14 @@ fn bench_quality(c: &mut Criterion) {
             }
         })
     });
+    let mh = mdf::kernels::minhash::MinHasher::default_params();
+    g.bench_function("minhash signature + 14 band keys", |b| {
+        b.iter(|| {
+            for d in &docs {
+                black_box(mh.band_keys(&mh.signature(d)));
+            }
+        })
+    });
     g.bench_function("pii_redact", |b| {
         b.iter(|| {
             docs.iter().for_each(|d| {

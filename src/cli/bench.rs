@@ -57,6 +57,13 @@ pub enum Bench {
         #[arg(long, default_value_t = 2_000_000)]
         urls: usize,
     },
+    /// MinHash signatures + band keys on one core (datatrove's defaults: 5-grams,
+    /// 14 × 8) over the `text` field of a JSONL file; compare with
+    /// scripts/bench-minhash.py, which times datatrove on the same file.
+    Minhash {
+        #[arg(long)]
+        jsonl: std::path::PathBuf,
+    },
     /// The exact-dedup shuffle on one core, without the store: pass 1 (partition and
     /// encode each task's keys), pass 2 (every partition's sections merged, sorted,
     /// decided; spilling past --memory), apply (each task's decisions looked up).
@@ -134,6 +141,10 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
                     r.unsupported.join(", ")
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Minhash { jsonl } => {
+            minhash(&jsonl)?;
             Ok(ExitCode::SUCCESS)
         }
         Bench::Dedup {
@@ -666,5 +677,34 @@ fn dedup_shuffle(
         memory >> 20
     );
     println!("| peak RSS | {:.0} MB |", peak_rss_mb());
+    Ok(())
+}
+
+fn minhash(jsonl: &std::path::Path) -> anyhow::Result<()> {
+    let texts: Vec<String> = std::fs::read_to_string(jsonl)?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let m = crate::kernels::minhash::MinHasher::default_params();
+    let t = Instant::now();
+    let mut keys = 0usize;
+    for x in &texts {
+        let sig = m.signature(x);
+        keys += m.band_keys(&sig).len();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "mdf bench minhash: {} docs, {:.1} MB of text, 5-grams, 14 bands x 8 rows, one core",
+        texts.len(),
+        bytes as f64 / 1e6
+    );
+    println!();
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| docs/s | {:.0} |", texts.len() as f64 / secs);
+    println!("| MB/s of text | {:.1} |", bytes as f64 / secs / 1e6);
+    println!("| band keys | {keys} |");
     Ok(())
 }
