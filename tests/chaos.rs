@@ -1,0 +1,307 @@
+//! Chaos: ≥ 8 worker processes on one job (on the S3 server when MDF_TEST_S3_ENDPOINT
+//! is set, as in CI; else the local store), ≥ 50 random SIGKILLs while tasks read,
+//! process, write and commit, plus injected store faults in every worker (errors before
+//! a write, responses lost after a write landed, latency, 503 SlowDown). The job must
+//! still complete with exactly the output of a clean single-worker run: the same
+//! record ids, no duplicates, none missing, and no object under the output prefix
+//! that the manifest does not list. The pipeline includes an exact dedup, so the
+//! shuffle phases are under fire too.
+//!
+//! Longer runs: `scripts/chaos.sh` (MDF_CHAOS_KILLS, MDF_CHAOS_WORKERS, MDF_CHAOS_FILES).
+mod common;
+use common::*;
+use object_store::ObjectStoreExt;
+use std::collections::BTreeSet;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Where the job lives: an S3 bucket prefix, or a local directory.
+struct Place {
+    root: String,
+    s3: Option<(String, std::sync::Arc<dyn object_store::ObjectStore>)>,
+}
+
+impl Place {
+    fn aws(&self, cmd: &mut std::process::Command) {
+        if let Some((ep, _)) = &self.s3 {
+            cmd.env("AWS_ENDPOINT_URL", ep)
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_REGION", "us-east-1");
+        }
+    }
+
+    fn put(&self, rt: &tokio::runtime::Runtime, rel: &str, body: String) {
+        match &self.s3 {
+            Some((_, s3)) => {
+                let p = object_store::path::Path::from(format!(
+                    "{}/{rel}",
+                    self.root
+                        .split_once("://")
+                        .unwrap()
+                        .1
+                        .split_once('/')
+                        .unwrap()
+                        .1
+                ));
+                rt.block_on(s3.put(&p, body.into())).unwrap();
+            }
+            None => {
+                let p = std::path::Path::new(&self.root).join(rel);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, body).unwrap();
+            }
+        }
+    }
+
+    /// Every object under `rel`, as (path relative to `rel`, bytes).
+    fn list(&self, rt: &tokio::runtime::Runtime, rel: &str) -> Vec<(String, bytes::Bytes)> {
+        match &self.s3 {
+            Some((_, s3)) => {
+                use futures::TryStreamExt;
+                let key = self
+                    .root
+                    .split_once("://")
+                    .unwrap()
+                    .1
+                    .split_once('/')
+                    .unwrap()
+                    .1;
+                let prefix = object_store::path::Path::from(format!("{key}/{rel}"));
+                let metas: Vec<_> = rt
+                    .block_on(s3.list(Some(&prefix)).try_collect::<Vec<_>>())
+                    .unwrap();
+                metas
+                    .into_iter()
+                    .map(|m| {
+                        let b = rt
+                            .block_on(async { s3.get(&m.location).await?.bytes().await })
+                            .unwrap();
+                        let name = m.location.as_ref()[prefix.as_ref().len() + 1..].to_string();
+                        (name, b)
+                    })
+                    .collect()
+            }
+            None => {
+                let dir = std::path::Path::new(&self.root).join(rel);
+                files_under(&dir)
+                    .into_iter()
+                    .map(|f| {
+                        let b = std::fs::read(dir.join(&f)).unwrap();
+                        (f, bytes::Bytes::from(b))
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+fn ids_of(objects: &[(String, bytes::Bytes)]) -> Vec<String> {
+    let m: serde_json::Value = serde_json::from_slice(
+        &objects
+            .iter()
+            .find(|(n, _)| n == "_manifest.json")
+            .expect("output manifest")
+            .1,
+    )
+    .unwrap();
+    let mut ids = Vec::new();
+    for f in m["files"].as_array().unwrap() {
+        let b = &objects
+            .iter()
+            .find(|(n, _)| n == f["path"].as_str().unwrap())
+            .unwrap_or_else(|| panic!("manifest file {f} is missing"))
+            .1;
+        let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(b.clone())
+            .unwrap()
+            .build()
+            .unwrap();
+        let batches: Vec<_> = r.map(|b| b.unwrap()).collect();
+        ids.extend(strings(&batches, "id"));
+    }
+    // Nothing under the output prefix that the manifest does not list.
+    let mut listed: BTreeSet<String> = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect();
+    for r in m["rejects"].as_array().unwrap() {
+        listed.insert(format!("_rejects/{}", r["path"].as_str().unwrap()));
+    }
+    listed.insert("_manifest.json".into());
+    let present: BTreeSet<String> = objects.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        present, listed,
+        "objects under the output prefix = the manifest"
+    );
+    ids
+}
+
+#[test]
+fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
+    let kills_wanted = env_or("MDF_CHAOS_KILLS", 50);
+    let n_workers = env_or("MDF_CHAOS_WORKERS", 8);
+    let n_files = env_or("MDF_CHAOS_FILES", 24);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let tag = mdf::clock::Entropy::from_os().hex_id(6);
+    let place = match std::env::var("MDF_TEST_S3_ENDPOINT") {
+        Ok(ep) => {
+            let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
+            let s3 = object_store::aws::AmazonS3Builder::new()
+                .with_bucket_name(&bucket)
+                .with_endpoint(&ep)
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .with_access_key_id("test")
+                .with_secret_access_key("test")
+                .build()
+                .unwrap();
+            Place {
+                root: format!("s3://{bucket}/chaos-{tag}"),
+                s3: Some((ep, std::sync::Arc::new(s3))),
+            }
+        }
+        Err(_) => Place {
+            root: d.path().join("place").display().to_string(),
+            s3: None,
+        },
+    };
+    // Inputs: every document twice (in two files), so the dedup has work.
+    for i in 0..n_files {
+        let lines = docs(300 + (i % (n_files / 2).max(1)) as u64, 60);
+        place.put(&rt, &format!("in/{i:03}.jsonl"), lines.join("\n") + "\n");
+    }
+    let spec_text = |root: &str, out: &str| {
+        format!(
+            r#"
+name: chaos
+input: {{uris: ["{root}/in/*.jsonl"]}}
+stages:
+  - op: throttle
+    params: {{records_per_sec: 40}}
+  - op: text_length
+  - op: length_filter
+    params: {{min_words: 3}}
+  - op: exact_key
+    name: content
+  - op: dedup
+    params: {{key: content_key, partitions: 4}}
+output: {{uri: "{out}"}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000}}
+"#
+        )
+    };
+    let spec = write_spec(
+        d.path(),
+        &spec_text(&place.root, &format!("{}/out", place.root)),
+    );
+    let mut submit = mdf();
+    submit
+        .args(["submit", spec.to_str().unwrap(), "--job-root"])
+        .arg(format!("{}/jobs", place.root));
+    place.aws(&mut submit);
+    let job = stdout(&run_ok(&mut submit))
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    let spawn = |id: String| -> Child {
+        let mut c = mdf();
+        c.args(["worker", "--job", &job, "--worker-id", &id])
+            .env(
+                "MDF_FAULTS",
+                "put:before:0.03,put:after:0.03,get:latency=40:0.05,any:slowdown:0.02",
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        place.aws(&mut c);
+        c.spawn().unwrap()
+    };
+    let mut live: Vec<Child> = (0..n_workers).map(|i| spawn(format!("w{i}"))).collect();
+    let mut x = 0x9E37_79B9u64;
+    let mut kills = 0;
+    let t0 = Instant::now();
+    while kills < kills_wanted {
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "chaos took too long"
+        );
+        std::thread::sleep(Duration::from_millis(120 + (x % 120)));
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let i = (x as usize) % live.len();
+        let mut victim = live.swap_remove(i);
+        if victim.try_wait().unwrap().is_none() {
+            victim.kill().unwrap();
+            kills += 1;
+        }
+        victim.wait().unwrap();
+        live.push(spawn(format!("k{kills}-{}", x % 1000)));
+    }
+    // Let the survivors finish.
+    let t1 = Instant::now();
+    for c in live.iter_mut() {
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                assert!(st.success(), "worker exited with {st}");
+                break;
+            }
+            assert!(
+                t1.elapsed() < Duration::from_secs(240),
+                "workers did not finish after the chaos"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let mut st = mdf();
+    st.args(["status", &job, "--json"]);
+    place.aws(&mut st);
+    let v: serde_json::Value = serde_json::from_slice(&run_ok(&mut st).stdout).unwrap();
+    assert_eq!(v["succeeded"], true, "{v:#}");
+    assert!(kills >= kills_wanted);
+    let ids = ids_of(&place.list(&rt, "out"));
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+
+    // Reference: one worker, no faults, no throttle, on the same input objects (the
+    // record ids name the input URIs, and the dedup keeps the lowest id).
+    let rspec = d.path().join("ref.yaml");
+    std::fs::write(
+        &rspec,
+        spec_text(&place.root, &format!("{}/out-ref", place.root)),
+    )
+    .unwrap();
+    let mut r = mdf();
+    r.args([
+        "run",
+        rspec.to_str().unwrap(),
+        "--workers",
+        "1",
+        "--job-root",
+    ])
+    .arg(format!("{}/jobs-ref", place.root))
+    .args(["--set", "stages.throttle.params.records_per_sec=100000000"]);
+    place.aws(&mut r);
+    run_ok(&mut r);
+    let mut a = ids.clone();
+    let mut b = ids_of(&place.list(&rt, "out-ref"));
+    a.sort();
+    b.sort();
+    assert_eq!(a.len(), b.len(), "none missing, none extra");
+    assert_eq!(a, b, "the same records as a clean single-worker run");
+    eprintln!(
+        "chaos: {kills} SIGKILLs, {n_workers} workers, {} s, {} records kept",
+        t0.elapsed().as_secs(),
+        a.len()
+    );
+}
