@@ -255,12 +255,15 @@ pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), PlanError>
     }
 }
 
-/// The phase-0 input columns: declared, inferred from a JSONL sample, or a Parquet footer.
+/// The phase-0 input columns: declared, inferred from a JSONL sample (the first of up
+/// to 16 files that has a JSON object in its first lines: one unreadable file does not
+/// stop a job), or a Parquet footer.
 pub async fn input_columns(
     spec: &Spec,
     reg: &Registry,
-    first: &InputFile,
+    files: &[InputFile],
 ) -> Result<Vec<(String, DataType)>, PlanError> {
+    let first = &files[0];
     match spec.input.format {
         Format::Warc => return Ok(readers::warc::columns()),
         Format::Wet => return Ok(readers::warc::wet_columns()),
@@ -280,23 +283,35 @@ pub async fn input_columns(
                 cancel: Default::default(),
                 assign_ids: true,
             };
-            let uri = first.uri.clone();
-            let rows = tokio::task::spawn_blocking(move || {
-                readers::jsonl::sample_rows(&ctx, &uri, 1000, 4 << 20)
-            })
-            .await
-            .map_err(|e| PlanError::Storage(e.to_string()))?
-            .map_err(|e| PlanError::Storage(e.to_string()))?;
-            if rows.is_empty() {
-                return Err(spec_err(
-                    "input.schema",
-                    format!(
-                        "cannot infer columns: {} has no JSON object in its first lines; declare input.schema",
-                        first.uri
-                    ),
-                ));
+            let mut last_err = String::new();
+            for f in files.iter().take(16) {
+                let (ctx, uri) = (ctx.clone(), f.uri.clone());
+                let rows = tokio::task::spawn_blocking(move || {
+                    readers::jsonl::sample_rows(&ctx, &uri, 1000, 4 << 20)
+                })
+                .await
+                .map_err(|e| PlanError::Storage(e.to_string()))?;
+                match rows {
+                    Ok(rows) if !rows.is_empty() => {
+                        return Ok(crate::records::infer_schema(rows.iter()));
+                    }
+                    // An empty or unreadable file: at run time it becomes rejects.
+                    Ok(_) => {}
+                    Err(e) => last_err = format!(" ({e})"),
+                }
             }
-            Ok(crate::records::infer_schema(rows.iter()))
+            Err(spec_err(
+                "input.schema",
+                format!(
+                    "cannot infer columns: no JSON object in the first lines of {}{}{last_err}; declare input.schema",
+                    first.uri,
+                    if files.len() > 1 {
+                        format!(" or the next {} files", files.len().min(16) - 1)
+                    } else {
+                        String::new()
+                    }
+                ),
+            ))
         }
         Format::Warc | Format::Wet => unreachable!("handled above"),
         Format::Parquet => {
@@ -484,7 +499,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let files = list_inputs(spec, reg).await?;
     check_assets(spec, reg).await?;
     check_against(spec, reg).await?;
-    let cols = input_columns(spec, reg, &files[0]).await?;
+    let cols = input_columns(spec, reg, &files).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
     let fps = fingerprints(spec, &input_schema);

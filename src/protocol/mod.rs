@@ -49,6 +49,26 @@ impl JobPaths {
     pub fn staging(&self) -> Path {
         self.p("staging")
     }
+    /// Checks that a file a commit record names lies in this job's staging area: a
+    /// record is read back and its files copied and read, so a corrupt or forged one
+    /// must not make a worker read or publish anything else (`..` is refused by the
+    /// path type itself).
+    pub fn check_staged(&self, uri: &str) -> Result<(), String> {
+        let u = Uri::parse(uri).map_err(|e| e.to_string())?;
+        let staging = self.staging();
+        let inside = u.store == self.job.store
+            && u.path
+                .prefix_match(&staging)
+                .is_some_and(|mut rest| rest.next().is_some());
+        if inside {
+            Ok(())
+        } else {
+            Err(format!(
+                "a commit record names {uri}, which is outside the job's staging area {}",
+                self.job.child("staging").to_uri_string()
+            ))
+        }
+    }
     pub fn attempt_dir(&self, phase: &str, task: &str, attempt: &str) -> Uri {
         self.job.child(&format!("staging/{phase}/{task}/{attempt}"))
     }

@@ -146,6 +146,7 @@ pub async fn reduce(
         let Some(keys) = &rec.shuffle else {
             return Err(format!("map task {map_name}/{t} committed no keys object"));
         };
+        ctx.job.paths.check_staged(&keys.uri)?;
         let b = section(reg, ctx, keys, r as u64).await?;
         input_bytes += b.len() as u64;
         let entries: Vec<KeyEntry> =
@@ -250,6 +251,7 @@ async fn earlier_keys(
         else {
             continue;
         };
+        old.paths.check_staged(&keys.uri)?;
         for q in q_lo..=q_hi {
             let b = section(reg, ctx, keys, q as u64).await?;
             bytes += b.len() as u64;
@@ -325,6 +327,7 @@ pub async fn decisions_for(
             .shuffle
             .as_ref()
             .ok_or_else(|| format!("reduce task {reduce_name}/{rt} committed no decisions"))?;
+        ctx.job.paths.check_staged(&file.uri)?;
         let b = section(reg, ctx, file, t as u64).await?;
         for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{}: {e}", file.uri))? {
             out.insert(dec.id, dec.rep);

@@ -54,7 +54,10 @@ pub async fn run(
         .unwrap_or_default();
     for r in &records {
         match r.status {
-            TaskStatus::Committed => targets.extend(publish::targets(&job.manifest, r)),
+            TaskStatus::Committed => targets.extend(
+                publish::targets(&job.paths, &job.manifest, r)
+                    .map_err(|e| format!("{}/{}: {e}", r.phase, r.task_id))?,
+            ),
             TaskStatus::Failed => failed.push(FailedTask {
                 phase: r.phase.clone(),
                 task: r.task_id.clone(),

@@ -20,7 +20,16 @@ pub struct Target {
     pub task: String,
 }
 
-pub fn targets(job: &JobManifest, rec: &CommitRecord) -> Vec<Target> {
+/// The files of a commit record to publish; refused if the record names a file
+/// outside the job's staging area.
+pub fn targets(
+    paths: &crate::protocol::JobPaths,
+    job: &JobManifest,
+    rec: &CommitRecord,
+) -> Result<Vec<Target>, String> {
+    for f in rec.outputs.iter().chain(&rec.rejects) {
+        paths.check_staged(&f.uri)?;
+    }
     let mut out = Vec::new();
     let last = job.phases.last().map(|p| p.name.as_str()) == Some(rec.phase.as_str());
     if last {
@@ -51,7 +60,7 @@ pub fn targets(job: &JobManifest, rec: &CommitRecord) -> Vec<Target> {
             task: rec.task_id.clone(),
         });
     }
-    out
+    Ok(out)
 }
 
 /// Copies one object, server-side when both ends are in the same store.

@@ -234,7 +234,9 @@ pub async fn run(
     let outcome = match commit_lease.commit(&mut held, &path, &record).await {
         Ok(CommitOutcome::Committed) => {
             if record.status == TaskStatus::Committed {
-                for t in publish::targets(&ctx.job.manifest, &record) {
+                let targets = publish::targets(&ctx.job.paths, &ctx.job.manifest, &record)
+                    .unwrap_or_default();
+                for t in targets {
                     if let Err(e) = publish::copy(&ctx.coord, &t.from, &t.to, &ctx.retry).await {
                         tracing::warn!(error = %e, "publish failed; finalize will publish it");
                     }
@@ -332,6 +334,13 @@ async fn execute(
                 .await
             {
                 Ok(Some(r)) if r.status == TaskStatus::Committed => {
+                    if let Some(bad) = r
+                        .outputs
+                        .iter()
+                        .find_map(|f| job.paths.check_staged(&f.uri).err())
+                    {
+                        return Attempt::Fatal(bad);
+                    }
                     v.extend(r.outputs.iter().map(|f| InputSlice {
                         uri: f.uri.clone(),
                         size: f.bytes,
