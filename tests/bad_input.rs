@@ -227,3 +227,41 @@ fn credentials_never_reach_logs_manifests_or_records() {
     }
     assert!(!text.contains(secret), "a secret leaked");
 }
+
+/// moto accepts any credentials, so a store refusing them is injected: a denied read
+/// of the inputs stops the job at once with the store's message (not retried, since
+/// more attempts cannot help), and a denied write to the output fails the job with
+/// the reason after `job.max_attempts`, instead of hanging.
+#[test]
+fn denied_credentials_fail_fast_with_the_reason() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(3, 30));
+    let out = d.path().join("out");
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: denied\ninput: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages: []\noutput: {{uri: \"{1}\"}}\njob: {{poll_millis: 50, max_attempts: 2}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let run = |faults: &str, root: &str| {
+        let t = std::time::Instant::now();
+        let o = mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join(root))
+            .env("MDF_FAULTS", faults)
+            .output()
+            .unwrap();
+        (o, t.elapsed())
+    };
+    let (o, took) = run("get:denied:1:/in/", "jobs-a");
+    assert!(!o.status.success());
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    assert!(stderr(&o).contains("AccessDenied"), "{}", stderr(&o));
+    let (o, took) = run("any:denied:1:/out/", "jobs-b");
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("AccessDenied"), "{text}");
+}

@@ -1,10 +1,12 @@
 //! A fault-injecting [`ObjectStore`] wrapper, the one place where storage failures are
 //! simulated: an error before the write, the write landing but its response lost,
-//! latency, 503 SlowDown and 409 Conflict. Tests script faults through [`FaultStore`];
+//! latency, 503 SlowDown, 409 Conflict and 403 AccessDenied. Tests script faults
+//! through [`FaultStore`];
 //! worker processes in chaos tests get them from `MDF_FAULTS`
 //! (`op:kind:probability[:path-substring]`, comma separated, e.g.
-//! `put:after:0.05:commits/,get:latency=200:0.1,any:slowdown:0.02`; seed from
-//! `MDF_FAULTS_SEED`). Injected errors look like a store's transient errors.
+//! `put:after:0.05:commits/,get:latency=200:0.1,any:slowdown:0.02,get:denied:1:in/`;
+//! seed from `MDF_FAULTS_SEED`). Injected errors look like a store's errors: transient
+//! ones retried, AccessDenied not.
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -42,6 +44,9 @@ pub enum Fault {
     SlowDown,
     /// Fails with a 409 Conflict, without doing anything.
     Conflict,
+    /// Fails with 403 AccessDenied, as a store answers bad or insufficient
+    /// credentials (moto accepts any, so this is how they are tested).
+    Denied,
 }
 
 #[derive(Debug, Clone)]
@@ -162,6 +167,7 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                 "after" => Fault::ErrorAfter,
                 "slowdown" => Fault::SlowDown,
                 "conflict" => Fault::Conflict,
+                "denied" => Fault::Denied,
                 k if k.starts_with("latency=") => Fault::Latency(Duration::from_millis(
                     k[8..]
                         .parse()
@@ -212,6 +218,11 @@ impl FaultStore {
             Some(Fault::Conflict) => Err(injected(
                 "409 Conflict: a conflicting operation is in progress (injected)",
             )),
+            Some(Fault::Denied) => Err(object_store::Error::PermissionDenied {
+                path: path.to_string(),
+                source: "403 AccessDenied: the credentials may not access this key (injected)"
+                    .into(),
+            }),
             Some(Fault::Latency(d)) => {
                 tokio::time::sleep(d).await;
                 f.await
@@ -276,11 +287,15 @@ impl ObjectStore for FaultStore {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let p = prefix.cloned().unwrap_or_default();
         match self.state.pick(Op::List, p.as_ref()) {
-            Some(Fault::ErrorBefore | Fault::ErrorAfter | Fault::SlowDown | Fault::Conflict) => {
-                Box::pin(futures::stream::once(async {
-                    Err(injected("injected list failure"))
-                }))
-            }
+            Some(
+                Fault::ErrorBefore
+                | Fault::ErrorAfter
+                | Fault::SlowDown
+                | Fault::Conflict
+                | Fault::Denied,
+            ) => Box::pin(futures::stream::once(async {
+                Err(injected("injected list failure"))
+            })),
             _ => self.inner.list(prefix),
         }
     }
