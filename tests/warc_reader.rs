@@ -420,3 +420,31 @@ fn wet_conversion_records_match_their_warc_response() {
         "{probe}"
     );
 }
+
+/// Found by fuzzing: gzip members that each end inside their record used to pile all
+/// their rows into one batch; batches stay within `batch_rows` (7 here).
+#[test]
+fn members_cut_inside_their_record_still_make_bounded_batches() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let mut file = Vec::new();
+    for i in 0..40 {
+        let body = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>page {i}</p>");
+        let rec = format!(
+            "WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://a.example/{i}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len() + 500
+        );
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(rec.as_bytes()).unwrap();
+        file.extend(e.finish().unwrap());
+    }
+    let p = d.path().join("cut-members.warc.gz");
+    std::fs::write(&p, file).unwrap();
+    let (b, _) = read(&p, 0, u64::MAX);
+    assert_eq!(rows(&b), 40, "every cut record is kept (flagged truncated)");
+    assert!(
+        b.iter().all(|b| b.num_rows() <= 7),
+        "{:?}",
+        b.iter().map(|b| b.num_rows()).collect::<Vec<_>>()
+    );
+}

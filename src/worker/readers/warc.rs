@@ -621,6 +621,16 @@ fn read_records(
     // An ARC header found while skipping an undelimited record: (its offset, header).
     let mut pending: Option<(u64, WarcHeader)> = None;
     loop {
+        // Batches are cut here as well as after each record: a stream that ends inside
+        // a record returns before the check below, and a file of such gzip members
+        // would otherwise grow one batch without bound (found by fuzzing).
+        if (rows.n >= ctx.batch_rows
+            || rows.bytes >= ctx.batch_bytes
+            || rejects.len() >= ctx.batch_rows)
+            && !flush(rows, rejects, out)
+        {
+            return Err(std::io::Error::other(Stopped));
+        }
         let (start, h) = match pending.take() {
             Some(p) => p,
             None => {
