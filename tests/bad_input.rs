@@ -265,3 +265,47 @@ fn denied_credentials_fail_fast_with_the_reason() {
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(text.contains("AccessDenied"), "{text}");
 }
+
+/// A spec cannot make a worker run a command: no operator executes anything, and
+/// interpolation knows only `${VAR}` — shell syntax in any value stays literal text.
+#[test]
+fn shell_syntax_in_a_spec_is_never_executed() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(4, 10));
+    let marker = d.path().join("pwned");
+    let m = marker.display();
+    // `$(...)` is not interpolation syntax: refused or kept literally, never run.
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: \"shell-$(touch {m})\"\ninput: {{uris: [\"{0}/in/*.jsonl\"]}}\noutput: {{uri: \"{0}/out1\"}}\n",
+            d.path().display()
+        ),
+    );
+    let _ = mdf()
+        .args(["run", spec.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    // Backticks and `;` in values: the job runs, the values are just text.
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: shell\ninput: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages: [{{op: text_length, params: {{prefix: \"`touch {m}`_\"}}}}]\noutput: {{uri: \"{0}/out;touch {m}\"}}\njob: {{poll_millis: 50}}\n",
+            d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", spec.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        d.path()
+            .join(format!("out;touch {m}"))
+            .join("_manifest.json")
+            .exists()
+    );
+    assert!(!marker.exists(), "a command in the spec ran");
+}
