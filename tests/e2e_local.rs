@@ -59,6 +59,31 @@ fn run_writes_manifest_rejects_and_status() {
         "reasons are inside stats"
     );
     assert_eq!(p0["stats"]["rejects_by_reason"]["bad_json"], 1);
+    // Per-operator stats: batches with a latency histogram, rejects by reason per stage,
+    // and the operator table with its bottleneck at the end of `mdf run`.
+    let stages = p0["stats"]["stages"].as_array().unwrap();
+    let lf = stages
+        .iter()
+        .find(|x| x["stage"] == "length_filter")
+        .unwrap();
+    let batches = lf["batches"].as_u64().unwrap();
+    assert!(batches > 0, "{lf:#}");
+    let hist: u64 = lf["batch_micros_log2"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(hist, batches);
+    assert_eq!(
+        lf["reasons"]["too_short"].as_u64().unwrap(),
+        lf["rejected"].as_u64().unwrap()
+    );
+    let text = stdout(&o);
+    assert!(
+        text.contains("← bottleneck") && text.contains("p95 batch"),
+        "{text}"
+    );
     let short = lines
         .iter()
         .filter(|l| {

@@ -171,6 +171,98 @@ pub async fn status(
     })
 }
 
+fn human_micros(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.1} s", us as f64 / 1e6)
+    } else if us >= 1000 {
+        format!("{:.1} ms", us as f64 / 1e3)
+    } else {
+        format!("{us} µs")
+    }
+}
+
+/// The per-operator table: records in and out, pass rate, rejects, throughput per
+/// core of operator time, batch latency quantiles, share of all operator time; the
+/// operator with the largest share is named the bottleneck.
+pub fn operators(s: &JobStatus) -> String {
+    let rows: Vec<(&str, &crate::protocol::records::StageStats)> = s
+        .phases
+        .iter()
+        .flat_map(|p| p.stats.stages.iter().map(move |st| (p.name.as_str(), st)))
+        .collect();
+    let total: u64 = rows.iter().map(|(_, st)| st.nanos).sum();
+    if rows.is_empty() || total == 0 {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{:<20} {:<6} {:>11} {:>11} {:>7} {:>9} {:>10} {:>10} {:>10} {:>7}\n",
+        "operator",
+        "phase",
+        "records in",
+        "records out",
+        "pass",
+        "rejected",
+        "records/s",
+        "p50 batch",
+        "p95 batch",
+        "time"
+    );
+    let slowest = rows
+        .iter()
+        .max_by_key(|(_, st)| st.nanos)
+        .map(|(p, st)| (p.to_string(), st.stage.clone()));
+    for (phase, st) in &rows {
+        let pass = if st.records_in > 0 {
+            format!(
+                "{:.1}%",
+                100.0 * st.records_out as f64 / st.records_in as f64
+            )
+        } else {
+            "-".into()
+        };
+        let rate = if st.nanos > 0 {
+            format!("{:.0}", st.records_in as f64 / (st.nanos as f64 / 1e9))
+        } else {
+            "-".into()
+        };
+        let q = |x: f64| {
+            st.batch_quantile_micros(x)
+                .map(|u| format!("≤{}", human_micros(u)))
+                .unwrap_or_else(|| "-".into())
+        };
+        let mark = if slowest.as_ref() == Some(&(phase.to_string(), st.stage.clone())) {
+            "  ← bottleneck"
+        } else {
+            ""
+        };
+        out += &format!(
+            "{:<20} {:<6} {:>11} {:>11} {:>7} {:>9} {:>10} {:>10} {:>10} {:>6.1}%{mark}\n",
+            st.stage,
+            phase,
+            st.records_in,
+            st.records_out,
+            pass,
+            st.rejected,
+            rate,
+            q(0.5),
+            q(0.95),
+            100.0 * st.nanos as f64 / total as f64
+        );
+    }
+    let by_op: Vec<String> = rows
+        .iter()
+        .filter(|(_, st)| !st.reasons.is_empty())
+        .map(|(_, st)| {
+            let r: Vec<String> = st.reasons.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{}: {}", st.stage, r.join(" "))
+        })
+        .collect();
+    if !by_op.is_empty() {
+        out += &format!("rejects by operator: {}\n", by_op.join("; "));
+    }
+    out
+}
+
 /// A terminal table of a status.
 pub fn render(s: &JobStatus) -> String {
     let mut out = format!(
@@ -210,6 +302,7 @@ pub fn render(s: &JobStatus) -> String {
             p.requests.total()
         );
     }
+    out += &operators(s);
     let reasons: Vec<String> = s
         .phases
         .iter()

@@ -174,6 +174,64 @@ pub struct StageStats {
     pub records_out: u64,
     pub rejected: u64,
     pub nanos: u64,
+    /// Rejects by reason, from this stage only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<String, u64>,
+    /// Batches processed, and their durations: entry `i` counts batches that took
+    /// [2^i, 2^(i+1)) microseconds (merged across tasks by adding).
+    #[serde(default)]
+    pub batches: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch_micros_log2: Vec<u64>,
+}
+
+impl StageStats {
+    /// Counts one batch of `nanos`.
+    pub fn record_batch(&mut self, nanos: u64) {
+        let micros = (nanos / 1000).max(1);
+        let i = 63 - micros.leading_zeros() as usize;
+        if self.batch_micros_log2.len() <= i {
+            self.batch_micros_log2.resize(i + 1, 0);
+        }
+        self.batch_micros_log2[i] += 1;
+        self.batches += 1;
+        self.nanos += nanos;
+    }
+
+    /// The batch duration below which a share `q` of the batches fall (an upper bound
+    /// from the histogram), in microseconds.
+    pub fn batch_quantile_micros(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.batch_micros_log2.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = (q * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.batch_micros_log2.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return Some(1u64 << (i + 1));
+            }
+        }
+        None
+    }
+
+    pub fn add(&mut self, s: &StageStats) {
+        self.records_in += s.records_in;
+        self.records_out += s.records_out;
+        self.rejected += s.rejected;
+        self.nanos += s.nanos;
+        self.batches += s.batches;
+        for (k, v) in &s.reasons {
+            *self.reasons.entry(k.clone()).or_default() += v;
+        }
+        if self.batch_micros_log2.len() < s.batch_micros_log2.len() {
+            self.batch_micros_log2.resize(s.batch_micros_log2.len(), 0);
+        }
+        for (a, b) in self.batch_micros_log2.iter_mut().zip(&s.batch_micros_log2) {
+            *a += b;
+        }
+    }
 }
 
 /// What a task did.
@@ -200,12 +258,7 @@ impl TaskStats {
         }
         for s in &o.stages {
             match self.stages.iter_mut().find(|x| x.stage == s.stage) {
-                Some(x) => {
-                    x.records_in += s.records_in;
-                    x.records_out += s.records_out;
-                    x.rejected += s.rejected;
-                    x.nanos += s.nanos;
-                }
+                Some(x) => x.add(s),
                 None => self.stages.push(s.clone()),
             }
         }
@@ -300,5 +353,36 @@ pub fn check_version(what: &str, bytes: &[u8]) -> Result<(), String> {
             "{what}: written by a newer mdf (format version {n}, this build reads up to {VERSION})"
         )),
         Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod stage_stats_tests {
+    use super::StageStats;
+
+    #[test]
+    fn batch_histogram_quantiles_and_merge() {
+        let mut a = StageStats::default();
+        for micros in [3u64, 3, 3, 3, 3, 3, 3, 3, 3, 900] {
+            a.record_batch(micros * 1000);
+        }
+        assert_eq!(a.batches, 10);
+        assert_eq!(a.batch_quantile_micros(0.5), Some(4), "3 µs is in [2, 4)");
+        assert_eq!(
+            a.batch_quantile_micros(0.95),
+            Some(1024),
+            "900 µs is in [512, 1024)"
+        );
+        let mut b = StageStats::default();
+        b.record_batch(5_000_000);
+        a.add(&b);
+        assert_eq!(a.batches, 11);
+        assert_eq!(a.batch_micros_log2.iter().sum::<u64>(), 11);
+        assert_eq!(
+            a.batch_quantile_micros(1.0),
+            Some(8192),
+            "5 ms is in [4096, 8192) µs"
+        );
+        assert_eq!(StageStats::default().batch_quantile_micros(0.5), None);
     }
 }

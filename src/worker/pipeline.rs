@@ -170,10 +170,13 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                         &st.out_schema,
                         spec.keep_rejected_records,
                     )?;
-                    stat.nanos += t0.elapsed().as_nanos() as u64;
+                    stat.record_batch(t0.elapsed().as_nanos() as u64);
                     stat.records_in += n_in;
                     stat.records_out += kept.num_rows() as u64;
                     stat.rejected += rj.len() as u64;
+                    for r in &rj {
+                        *stat.reasons.entry(r.reason.clone()).or_default() += 1;
+                    }
                     if !rj.is_empty() && tx.send(Out::Rejects(rj)).is_err() {
                         return Err(PipelineError::Cancelled);
                     }
