@@ -816,3 +816,40 @@ fn a_commoncrawl_crawl_id_expands_through_its_paths_file() {
         stdout(&o)
     );
 }
+
+#[test]
+fn plan_is_a_dry_run_that_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        write_lines(&d.path().join(format!("in/{i}.jsonl")), &docs(40 + i, 100));
+    }
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "name: dry\ninput: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages: [{{op: exact_key, name: content}}, {{op: dedup, params: {{key: content_key, partitions: 2}}}}]\noutput: {{uri: \"{1}\"}}\njob: {{task_bytes: 8KiB}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .current_dir(d.path())
+            .args(["plan", s.to_str().unwrap()]),
+    );
+    let text = stdout(&o);
+    for needle in [
+        "inputs: 3 files",
+        "task split:",
+        "p01",
+        "dedup reduce",
+        "p02",
+        "dedup apply",
+        "requests: about",
+        "memory per worker",
+    ] {
+        assert!(text.contains(needle), "{needle} missing: {text}");
+    }
+    assert!(!out.exists(), "plan wrote the output");
+    assert!(!d.path().join(".mdf").exists(), "plan wrote a job");
+}

@@ -115,6 +115,14 @@ enum Cmd {
         #[arg(long)]
         offline: bool,
     },
+    /// A dry run: list the inputs, the phases and their task split, the requests the
+    /// job will make and the memory a worker needs, without writing anything.
+    ///
+    /// Example: mdf plan examples/commoncrawl.yaml --input 's3://commoncrawl/crawl-data/CC-MAIN-2024-51/segments/*/warc/*.warc.gz'
+    Plan {
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
     /// List the operators a spec can use.
     Ops,
     /// Benchmarks that print a table.
@@ -200,6 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Validate { spec, offline } => validate(&spec, offline),
+        Cmd::Plan { spec } => plan_dry_run(&spec),
         Cmd::Submit {
             spec,
             job_root,
@@ -410,17 +419,15 @@ fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
         spec.input.uris.len(),
         spec.input.format
     );
-    for (i, idxs) in spec.phases().iter().enumerate() {
-        let names: Vec<&str> = idxs.iter().map(|&s| spec.stages[s].name.as_str()).collect();
-        println!(
-            "  ✓ phase p{i:02}: {}",
-            if names.is_empty() {
-                "(copy)".into()
-            } else {
-                names.join(" → ")
-            }
-        );
-    }
+    let names: Vec<&str> = spec.stages.iter().map(|s| s.name.as_str()).collect();
+    println!(
+        "  ✓ stages: {}",
+        if names.is_empty() {
+            "(none: copy)".into()
+        } else {
+            names.join(" → ")
+        }
+    );
     println!(
         "  ✓ output: {} ({:?})",
         spec.output.uri, spec.output.compression
@@ -446,7 +453,12 @@ fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
                     .collect();
                 println!("  ✓ input columns: {}", cols.join(", "));
                 for ph in &p.phases {
-                    println!("  ✓ {}: {} tasks", ph.name, ph.tasks);
+                    println!(
+                        "  ✓ {}: {} tasks: {}",
+                        ph.name,
+                        ph.tasks,
+                        phase_line(&spec, ph)
+                    );
                 }
                 let cols: Vec<&str> = p
                     .phases
@@ -474,5 +486,163 @@ fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::from(1))
             }
         }
+    })
+}
+
+/// One line about a planned phase: its kind, tasks and stages.
+fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
+    use crate::protocol::records::PhaseKind;
+    let stages: Vec<&str> = ph
+        .stages
+        .iter()
+        .map(|&i| spec.stages[i].name.as_str())
+        .collect();
+    let what = match ph.kind {
+        PhaseKind::Map if stages.is_empty() => "copy".to_string(),
+        PhaseKind::Map => stages.join(" → "),
+        PhaseKind::Reduce => format!(
+            "dedup reduce, one task per key range (after every p{:02} task)",
+            ph.dedup.as_ref().map_or(0, |d| d.map_phase)
+        ),
+        PhaseKind::Apply if stages.is_empty() => "dedup apply".to_string(),
+        PhaseKind::Apply => format!("dedup apply → {}", stages.join(" → ")),
+    };
+    format!("{what}{}", if ph.gpu { " (GPU)" } else { "" })
+}
+
+fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
+    use crate::protocol::records::PhaseKind;
+    let spec = match Spec::load(&a.spec, &a.overrides()) {
+        Ok(s) => s,
+        Err(errs) => {
+            eprintln!("mdf: invalid spec ({} error(s))", errs.0.len());
+            for e in &errs.0 {
+                eprintln!("  - {e}");
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let rt = runtime()?;
+    rt.block_on(async {
+        let reg = Registry::new(spec.s3.clone());
+        let p = match crate::coordinator::plan::plan(&spec, &reg).await {
+            Ok(p) => p,
+            Err(PlanError::Spec(errs)) => {
+                eprintln!("mdf: invalid spec ({} error(s))", errs.0.len());
+                for e in &errs.0 {
+                    eprintln!("  - {e}");
+                }
+                return Ok(ExitCode::from(2));
+            }
+            Err(e) => {
+                eprintln!("mdf: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        };
+        let bytes = p.input_bytes();
+        println!("plan for {} (nothing written)", a.spec.display());
+        println!();
+        println!(
+            "inputs: {} files, {:.1} MB, format {:?}",
+            p.files.len(),
+            bytes as f64 / 1e6,
+            spec.input.format
+        );
+        for f in p.files.iter().take(5) {
+            println!("  {} ({} bytes)", f.uri, f.size);
+        }
+        if p.files.len() > 5 {
+            println!("  ... and {} more", p.files.len() - 5);
+        }
+        let sizes: Vec<u64> = {
+            let mut v: Vec<u64> = p.tasks[0]
+                .iter()
+                .map(|t| t.inputs.iter().map(|s| s.end - s.start).sum())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        if let (Some(lo), Some(hi)) = (sizes.first(), sizes.last()) {
+            println!(
+                "task split: {} tasks of {:.1}–{:.1} MB (median {:.1} MB; job.task_bytes {} MB)",
+                sizes.len(),
+                *lo as f64 / 1e6,
+                *hi as f64 / 1e6,
+                sizes[sizes.len() / 2] as f64 / 1e6,
+                spec.job.task_bytes >> 20
+            );
+        }
+        println!();
+        // Requests: a map task ~8 (docs/PERFORMANCE.md: 7.8 amortised, with listing),
+        // a reduce task 2 ranged GETs per map task, an apply task 2 per reduce task;
+        // the finalize task one GET per commit.
+        let mut requests = 0u64;
+        let mut tasks_total = 0u64;
+        println!("{:<9} {:>7} {:>10}  what", "phase", "tasks", "requests");
+        for (i, ph) in p.phases.iter().enumerate() {
+            let per = match ph.kind {
+                PhaseKind::Map => 8,
+                PhaseKind::Reduce => 8 + 2 * p.phases[i - 1].tasks,
+                PhaseKind::Apply => 8 + 2 * p.phases[i - 1].tasks,
+            };
+            requests += per * ph.tasks;
+            tasks_total += ph.tasks;
+            println!(
+                "{:<9} {:>7} {:>10}  {}",
+                ph.name,
+                ph.tasks,
+                per * ph.tasks,
+                phase_line(&spec, ph)
+            );
+        }
+        requests += tasks_total + 10;
+        println!(
+            "{:<9} {:>7} {:>10}  one GET per commit record, publish, manifest",
+            "finalize",
+            1,
+            tasks_total + 10
+        );
+        println!();
+        println!(
+            "requests: about {requests} (at most {:.2} $ at S3's published prices, all counted as PUTs at 0.005 $/1k)",
+            requests as f64 * 0.005 / 1000.0
+        );
+        // Memory per worker: the pipeline's bounded channels (reader → stages →
+        // writer), a row group being written, the dedup reduce buffer, and assets.
+        let j = &spec.job;
+        let pipeline = (2 * j.channel_batches + 3) as u64 * j.batch_bytes as u64;
+        let row_group = spec.output.row_group_rows as u64 * 2048;
+        let dedup = p
+            .phases
+            .iter()
+            .filter_map(|ph| ph.dedup.as_ref())
+            .map(|d| d.params.memory_bytes)
+            .max()
+            .unwrap_or(0);
+        let mut assets = 0u64;
+        for st in &spec.stages {
+            for asset in st.operator.assets() {
+                if let Ok((store, u)) = reg.resolve(&asset.uri)
+                    && let Ok(m) = object_store::ObjectStoreExt::head(store.as_ref(), &u.path).await
+                {
+                    assets += m.size;
+                }
+            }
+        }
+        let total = pipeline + row_group + dedup + assets * 4;
+        println!(
+            "memory per worker: at most about {:.0} MB = pipeline buffers {:.0} MB + row group {:.0} MB{} + operator assets ~{:.0} MB (4× their {:.1} MB on disk) + 64 MB",
+            (total + (64 << 20)) as f64 / 1e6,
+            pipeline as f64 / 1e6,
+            row_group as f64 / 1e6,
+            if dedup > 0 {
+                format!(" + dedup reduce buffer {:.0} MB", dedup as f64 / 1e6)
+            } else {
+                String::new()
+            },
+            (assets * 4) as f64 / 1e6,
+            assets as f64 / 1e6
+        );
+        Ok(ExitCode::SUCCESS)
     })
 }
