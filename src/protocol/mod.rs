@@ -69,6 +69,37 @@ impl JobPaths {
             ))
         }
     }
+    /// [`check_staged`](Self::check_staged) for a file of a commit record that may have
+    /// been reused from an earlier job (`--reuse`): then its file lies in that job's
+    /// staging area, which is accepted when that job is a sibling of this one (same
+    /// job root) or the one this job was submitted to reuse.
+    pub fn check_file(
+        &self,
+        uri: &str,
+        record_reused_from: Option<&str>,
+        job_reused_from: Option<&str>,
+    ) -> Result<(), String> {
+        let own = self.check_staged(uri);
+        let Some(r) = record_reused_from else {
+            return own;
+        };
+        if own.is_ok() {
+            return own;
+        }
+        let Ok(ru) = Uri::parse(r) else { return own };
+        fn parent(u: &Uri) -> (String, Vec<String>) {
+            let parts: Vec<String> = u.path.parts().map(|p| p.as_ref().to_string()).collect();
+            let n = parts.len().saturating_sub(1);
+            (u.store.clone(), parts[..n].to_vec())
+        }
+        let trusted = Some(r) == job_reused_from || parent(&ru) == parent(&self.job);
+        if trusted && JobPaths::new(ru).check_staged(uri).is_ok() {
+            Ok(())
+        } else {
+            own
+        }
+    }
+
     pub fn attempt_dir(&self, phase: &str, task: &str, attempt: &str) -> Uri {
         self.job.child(&format!("staging/{phase}/{task}/{attempt}"))
     }
@@ -83,4 +114,42 @@ impl JobPaths {
 /// The task id of a commit or task manifest path (`.../<task>.json`).
 pub fn task_of(path: &Path) -> Option<String> {
     path.filename()?.strip_suffix(".json").map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_record_files_must_be_staged_by_this_job_or_a_reused_sibling() {
+        let p = JobPaths::new(Uri::parse("s3://b/root/jobs/new-1").unwrap());
+        let own = "s3://b/root/jobs/new-1/staging/p00/t/a/part-00000.parquet";
+        let sib = "s3://b/root/jobs/old-1/staging/p00/t/a/part-00000.parquet";
+        assert!(p.check_staged(own).is_ok());
+        assert!(p.check_staged(sib).is_err());
+        assert!(p.check_staged("s3://b/root/jobs/new-1/job.json").is_err());
+        assert!(p.check_staged("s3://b/root/jobs/new-1/staging").is_err());
+        assert!(
+            p.check_staged("s3://other/root/jobs/new-1/staging/x")
+                .is_err()
+        );
+        assert!(p.check_staged("file:///etc/passwd").is_err());
+        // Reused from a sibling job: its staging area is accepted.
+        let old = Some("s3://b/root/jobs/old-1");
+        assert!(p.check_file(sib, old, None).is_ok());
+        assert!(p.check_file(own, old, None).is_ok());
+        // A record claiming to be reused from elsewhere is not trusted...
+        let far = Some("s3://b/elsewhere");
+        assert!(
+            p.check_file("s3://b/elsewhere/staging/x", far, None)
+                .is_err()
+        );
+        assert!(
+            p.check_file("file:///staging/x", Some("file:///"), None)
+                .is_err()
+        );
+        // ...unless it is the job this one was submitted to reuse.
+        assert!(p.check_file("s3://b/elsewhere/staging/x", far, far).is_ok());
+        assert!(p.check_file("s3://b/elsewhere/other/x", far, far).is_err());
+    }
 }

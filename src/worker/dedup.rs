@@ -146,7 +146,11 @@ pub async fn reduce(
         let Some(keys) = &rec.shuffle else {
             return Err(format!("map task {map_name}/{t} committed no keys object"));
         };
-        ctx.job.paths.check_staged(&keys.uri)?;
+        ctx.job.paths.check_file(
+            &keys.uri,
+            rec.reused_from.as_deref(),
+            ctx.job.manifest.reused_from.as_deref(),
+        )?;
         let b = section(reg, ctx, keys, r as u64).await?;
         input_bytes += b.len() as u64;
         let entries: Vec<KeyEntry> =
@@ -251,7 +255,11 @@ async fn earlier_keys(
         else {
             continue;
         };
-        old.paths.check_staged(&keys.uri)?;
+        old.paths.check_file(
+            &keys.uri,
+            rec.reused_from.as_deref(),
+            old.manifest.reused_from.as_deref(),
+        )?;
         for q in q_lo..=q_hi {
             let b = section(reg, ctx, keys, q as u64).await?;
             bytes += b.len() as u64;
@@ -327,7 +335,11 @@ pub async fn decisions_for(
             .shuffle
             .as_ref()
             .ok_or_else(|| format!("reduce task {reduce_name}/{rt} committed no decisions"))?;
-        ctx.job.paths.check_staged(&file.uri)?;
+        ctx.job.paths.check_file(
+            &file.uri,
+            rec.reused_from.as_deref(),
+            ctx.job.manifest.reused_from.as_deref(),
+        )?;
         let b = section(reg, ctx, file, t as u64).await?;
         for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{}: {e}", file.uri))? {
             out.insert(dec.id, dec.rep);

@@ -28,7 +28,11 @@ pub fn targets(
     rec: &CommitRecord,
 ) -> Result<Vec<Target>, String> {
     for f in rec.outputs.iter().chain(&rec.rejects) {
-        paths.check_staged(&f.uri)?;
+        paths.check_file(
+            &f.uri,
+            rec.reused_from.as_deref(),
+            job.reused_from.as_deref(),
+        )?;
     }
     let mut out = Vec::new();
     let last = job.phases.last().map(|p| p.name.as_str()) == Some(rec.phase.as_str());

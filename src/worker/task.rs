@@ -334,11 +334,15 @@ async fn execute(
                 .await
             {
                 Ok(Some(r)) if r.status == TaskStatus::Committed => {
-                    if let Some(bad) = r
-                        .outputs
-                        .iter()
-                        .find_map(|f| job.paths.check_staged(&f.uri).err())
-                    {
+                    if let Some(bad) = r.outputs.iter().find_map(|f| {
+                        job.paths
+                            .check_file(
+                                &f.uri,
+                                r.reused_from.as_deref(),
+                                job.manifest.reused_from.as_deref(),
+                            )
+                            .err()
+                    }) {
                         return Attempt::Fatal(bad);
                     }
                     v.extend(r.outputs.iter().map(|f| InputSlice {
