@@ -334,12 +334,20 @@ pub fn decode_text(body: &[u8], http_charset: Option<&str>, url: Option<&str>) -
         .unwrap_or_else(|| {
             let mut det = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
             det.feed(&body[..body.len().min(64 << 10)], body.len() <= 64 << 10);
+            // chardetng wants a lower-case ASCII label and panics otherwise (found by
+            // fuzzing: `http://EXAMPLE.DE/`); anything else is no hint.
             let tld = url
                 .and_then(|u| u.split("://").nth(1))
-                .and_then(|rest| rest.split(['/', ':', '?']).next())
-                .and_then(|host| host.rsplit('.').next())
-                .map(str::as_bytes);
-            det.guess(tld, chardetng::Utf8Detection::Allow)
+                .and_then(|rest| rest.split(['/', ':', '?', '#']).next())
+                .and_then(|host| host.trim_end_matches('.').rsplit('.').next())
+                .map(str::to_ascii_lowercase)
+                .filter(|t| {
+                    !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                });
+            det.guess(
+                tld.as_deref().map(str::as_bytes),
+                chardetng::Utf8Detection::Allow,
+            )
         });
     // A <meta> naming UTF-16 in an ASCII-compatible document means UTF-8 (WHATWG).
     let enc = if enc == encoding_rs::UTF_16LE || enc == encoding_rs::UTF_16BE {
@@ -1028,6 +1036,22 @@ mod tests {
         // Wrong chunk sizes keep the raw body.
         let bad = parse_http(b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\nff\nshort");
         assert_eq!(bad.body, b"ff\nshort");
+    }
+
+    #[test]
+    fn detection_takes_any_url_without_panicking() {
+        let latin1 = b"<p>Gr\xfc\xdfe aus M\xfcnchen, sch\xf6ne Gr\xfc\xdfe</p>";
+        for url in [
+            "http://WWW.EXAMPLE.DE/x",
+            "http://example.DE./",
+            "http://\u{4f8b}\u{3048}.\u{30c6}\u{30b9}\u{30c8}/",
+            "http://a.b_c/",
+            "http://host/",
+            "not a url",
+        ] {
+            let d = decode_text(latin1, None, Some(url));
+            assert!(d.text.contains("M\u{fc}nchen"), "{url}: {}", d.text);
+        }
     }
 
     #[test]
