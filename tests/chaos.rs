@@ -153,24 +153,12 @@ fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let d = tempfile::tempdir().unwrap();
     let tag = mdf::clock::Entropy::from_os().hex_id(6);
-    let place = match std::env::var("MDF_TEST_S3_ENDPOINT") {
-        Ok(ep) => {
-            let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
-            let s3 = object_store::aws::AmazonS3Builder::new()
-                .with_bucket_name(&bucket)
-                .with_endpoint(&ep)
-                .with_allow_http(true)
-                .with_region("us-east-1")
-                .with_access_key_id("test")
-                .with_secret_access_key("test")
-                .build()
-                .unwrap();
-            Place {
-                root: format!("s3://{bucket}/chaos-{tag}"),
-                s3: Some((ep, std::sync::Arc::new(s3))),
-            }
-        }
-        Err(_) => Place {
+    let place = match test_s3() {
+        Some((ep, bucket, s3)) => Place {
+            root: format!("s3://{bucket}/chaos-{tag}"),
+            s3: Some((ep, std::sync::Arc::new(s3))),
+        },
+        None => Place {
             root: d.path().join("place").display().to_string(),
             s3: None,
         },

@@ -1,6 +1,7 @@
 //! The lease-protocol conformance suite (docs/PROTOCOL.md §4). Every test runs against
 //! every backend: in-memory, the local filesystem, and — when `MDF_TEST_S3_ENDPOINT`
 //! names an S3-compatible server (`.ci/run` starts one) — real S3. All on a mock clock.
+mod common;
 use mdf::clock::{Entropy, MockClock};
 use mdf::protocol::io::Retry;
 use mdf::protocol::lease::{Claim, CommitOutcome, Held, LeaseCtx, LeaseError};
@@ -42,17 +43,7 @@ fn backends() -> Vec<Backend> {
         root: Path::from("job"),
         _dir: Some(dir),
     });
-    if let Ok(endpoint) = std::env::var("MDF_TEST_S3_ENDPOINT") {
-        let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
-        let s3 = object_store::aws::AmazonS3Builder::new()
-            .with_bucket_name(&bucket)
-            .with_endpoint(&endpoint)
-            .with_allow_http(true)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .build()
-            .unwrap();
+    if let Some((_, _, s3)) = common::test_s3() {
         let faults = Wrapper::new(vec![], 3);
         let unique = format!("conformance/{}", Entropy::from_os().hex_id(8));
         v.push(Backend {

@@ -3,7 +3,6 @@
 //! `s3://`, endpoint and credentials from the standard AWS variables.
 mod common;
 use common::*;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
@@ -30,17 +29,10 @@ fn aws_env(cmd: &mut std::process::Command, ep: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_runs_entirely_on_s3() {
-    let Some(ep) = endpoint() else { return };
-    let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
-    let s3 = AmazonS3Builder::new()
-        .with_bucket_name(&bucket)
-        .with_endpoint(&ep)
-        .with_allow_http(true)
-        .with_region("us-east-1")
-        .with_access_key_id("test")
-        .with_secret_access_key("test")
-        .build()
-        .unwrap();
+    if endpoint().is_none() {
+        return;
+    }
+    let (ep, bucket, s3) = test_s3().expect("endpoint set");
     let prefix = format!("e2e-{}", mdf::clock::Entropy::from_os().hex_id(6));
     let lines = docs(9, 500);
     for (i, chunk) in lines.chunks(125).enumerate() {

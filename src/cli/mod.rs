@@ -515,10 +515,7 @@ fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
     let spec = match Spec::load(&a.spec, &a.overrides()) {
         Ok(s) => s,
         Err(errs) => {
-            eprintln!("mdf: invalid spec ({} error(s))", errs.0.len());
-            for e in &errs.0 {
-                eprintln!("  - {e}");
-            }
+            eprintln!("mdf: {errs}");
             return Ok(ExitCode::from(2));
         }
     };
@@ -528,10 +525,7 @@ fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
         let p = match crate::coordinator::plan::plan(&spec, &reg).await {
             Ok(p) => p,
             Err(PlanError::Spec(errs)) => {
-                eprintln!("mdf: invalid spec ({} error(s))", errs.0.len());
-                for e in &errs.0 {
-                    eprintln!("  - {e}");
-                }
+                eprintln!("mdf: {errs}");
                 return Ok(ExitCode::from(2));
             }
             Err(e) => {

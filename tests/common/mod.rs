@@ -178,3 +178,20 @@ pub fn job_uri(o: &Output) -> String {
         .expect("a job: line")
         .to_string()
 }
+
+/// The S3 server of the tests (MDF_TEST_S3_ENDPOINT, bucket MDF_TEST_S3_BUCKET or
+/// `mdf-test`), with the dummy credentials it accepts; `None` when not configured.
+pub fn test_s3() -> Option<(String, String, object_store::aws::AmazonS3)> {
+    let endpoint = std::env::var("MDF_TEST_S3_ENDPOINT").ok()?;
+    let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
+    let s3 = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(&bucket)
+        .with_endpoint(&endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .build()
+        .unwrap();
+    Some((endpoint, bucket, s3))
+}
