@@ -853,3 +853,55 @@ fn plan_is_a_dry_run_that_writes_nothing() {
     assert!(!out.exists(), "plan wrote the output");
     assert!(!d.path().join(".mdf").exists(), "plan wrote a job");
 }
+
+#[test]
+fn inspect_samples_records_and_rejects_through_the_manifest() {
+    let d = tempfile::tempdir().unwrap();
+    let mut lines = docs(21, 60);
+    lines.push("{\"text\": \"too short\"}".into());
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &spec(
+            &format!("{}/in/*.jsonl", d.path().display()),
+            &out.display().to_string(),
+            "",
+            "",
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let o = run_ok(mdf().args(["inspect", out.to_str().unwrap(), "--limit", "2"]));
+    let text = stdout(&o);
+    assert!(text.starts_with("records sampled of"), "{text}");
+    assert_eq!(text.matches("\"id\":").count(), 2, "{text}");
+    let o = run_ok(mdf().args([
+        "inspect",
+        out.to_str().unwrap(),
+        "--rejects",
+        "--where",
+        "reason=too_short",
+        "--where",
+        "record~too short",
+    ]));
+    let text = stdout(&o);
+    assert!(text.contains("\"reason\": \"too_short\""), "{text}");
+    assert!(!text.contains("(none)"), "{text}");
+    let o = run_ok(mdf().args([
+        "inspect",
+        out.to_str().unwrap(),
+        "--where",
+        "text=no such text",
+    ]));
+    assert!(stdout(&o).contains("(none)"));
+    let o = mdf()
+        .args(["inspect", d.path().join("nothing").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("_manifest.json"), "{}", stderr(&o));
+}

@@ -2,6 +2,7 @@
 //! `anyhow::Result<ExitCode>`; exit 0 = success, 1 = the job failed or is incomplete,
 //! 2 = bad usage or configuration (refused before anything was written).
 pub mod bench;
+pub mod inspect;
 
 use crate::clock::{Entropy, SystemClock};
 use crate::coordinator::plan::PlanError;
@@ -123,6 +124,26 @@ enum Cmd {
         #[command(flatten)]
         spec: SpecArgs,
     },
+    /// Sample records of a finished output (or its rejects), pretty-printed.
+    ///
+    /// Examples: mdf inspect out/commoncrawl --limit 3;
+    /// mdf inspect out/commoncrawl --rejects --where reason=duplicate;
+    /// mdf inspect s3://b/cc --where url~wikipedia
+    Inspect {
+        /// The output URI (the directory holding _manifest.json).
+        uri: String,
+        /// Show rejected records (with their reason, operator and detail) instead.
+        #[arg(long)]
+        rejects: bool,
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+        /// Keep records where COL=VALUE (equal) or COL~TEXT (contains); repeatable.
+        #[arg(long = "where", value_parser = inspect::parse_cond)]
+        conds: Vec<inspect::Cond>,
+        /// Strings longer than this many characters are shortened.
+        #[arg(long, default_value_t = 300)]
+        width: usize,
+    },
     /// List the operators a spec can use.
     Ops,
     /// Benchmarks that print a table.
@@ -209,6 +230,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Validate { spec, offline } => validate(&spec, offline),
         Cmd::Plan { spec } => plan_dry_run(&spec),
+        Cmd::Inspect {
+            uri,
+            rejects,
+            limit,
+            conds,
+            width,
+        } => inspect::run(&uri, rejects, limit, &conds, width),
         Cmd::Submit {
             spec,
             job_root,
