@@ -84,6 +84,12 @@ fn run_writes_manifest_rejects_and_status() {
         text.contains("← bottleneck") && text.contains("p95 batch"),
         "{text}"
     );
+    // Cost: requests at published prices, and worker-seconds in tasks.
+    assert!(st["cost_usd"].as_f64().unwrap() > 0.0, "{st:#}");
+    assert_eq!(st["prices"]["put_per_1k"], 0.005);
+    assert!(p0["task_seconds"].as_f64().unwrap() >= 0.0);
+    assert!(p0["cost_usd"].as_f64().unwrap() > 0.0);
+    assert!(text.contains("cost: $"), "{text}");
     let short = lines
         .iter()
         .filter(|l| {

@@ -34,6 +34,40 @@ pub struct PhaseStatus {
     pub stats: TaskStats,
     /// Requests made by this phase's committed tasks.
     pub requests: RequestSnapshot,
+    /// Sum of the terminal attempts' durations (worker-seconds spent in tasks).
+    pub task_seconds: f64,
+    /// The requests at the prices in `JobStatus::prices`.
+    pub cost_usd: f64,
+}
+
+/// Object-store request prices, dollars per 1,000 requests (S3 Standard's published
+/// prices by default; `MDF_PRICE_PUT_PER_1K` and `MDF_PRICE_GET_PER_1K` override).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Prices {
+    /// PUT, COPY, POST and LIST.
+    pub put_per_1k: f64,
+    /// GET, HEAD and the rest (DELETE is free).
+    pub get_per_1k: f64,
+}
+
+impl Prices {
+    pub fn from_env() -> Prices {
+        let read = |k: &str, d: f64| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d)
+        };
+        Prices {
+            put_per_1k: read("MDF_PRICE_PUT_PER_1K", 0.005),
+            get_per_1k: read("MDF_PRICE_GET_PER_1K", 0.0004),
+        }
+    }
+
+    pub fn cost(&self, r: &RequestSnapshot) -> f64 {
+        (r.put + r.copy + r.list) as f64 * self.put_per_1k / 1000.0
+            + (r.get + r.head) as f64 * self.get_per_1k / 1000.0
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +87,10 @@ pub struct JobStatus {
     pub requests_total: u64,
     pub tasks_committed: u64,
     pub tasks_total: u64,
+    /// All requests (tasks and workers) at `prices`.
+    pub cost_usd: f64,
+    pub prices: Prices,
+    pub task_seconds: f64,
 }
 
 pub async fn status(
@@ -72,6 +110,7 @@ pub async fn status(
     names.push((FINALIZE.to_string(), 1));
     let mut phases = Vec::new();
     let mut failed_tasks = Vec::new();
+    let prices = Prices::from_env();
     let entropy = crate::clock::Entropy::seeded(0);
     let ctx = LeaseCtx {
         store: store.as_ref(),
@@ -110,6 +149,8 @@ pub async fn status(
             rejected: 0,
             stats: TaskStats::default(),
             requests: RequestSnapshot::default(),
+            task_seconds: 0.0,
+            cost_usd: 0.0,
         };
         for r in &records {
             match r.status {
@@ -125,7 +166,9 @@ pub async fn status(
             }
             p.stats.add(&r.stats);
             p.requests.add(&r.requests);
+            p.task_seconds += r.finished_ms.saturating_sub(r.started_ms) as f64 / 1000.0;
         }
+        p.cost_usd = prices.cost(&p.requests);
         p.records_in = p.stats.records_in;
         p.records_out = p.stats.records_out;
         p.rejected = p.stats.rejected;
@@ -164,11 +207,23 @@ pub async fn status(
         succeeded: complete && failed_tasks.is_empty(),
         tasks_committed: phases.iter().map(|p| p.tasks.committed).sum(),
         tasks_total: phases.iter().map(|p| p.tasks.total).sum(),
+        cost_usd: prices.cost(&worker_requests) + phases.iter().map(|p| p.cost_usd).sum::<f64>(),
+        prices,
+        task_seconds: phases.iter().map(|p| p.task_seconds).sum(),
         phases,
         failed_tasks,
         worker_requests,
         requests_total,
     })
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
 }
 
 fn human_micros(us: u64) -> String {
@@ -322,6 +377,27 @@ pub fn render(s: &JobStatus) -> String {
         s.worker_requests.total(),
         s.requests_total,
         s.requests_total as f64 / s.tasks_total.max(1) as f64
+    );
+    let per_phase: Vec<String> = s
+        .phases
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} read, {} written, {:.1} worker-s",
+                p.name,
+                human_bytes(p.requests.bytes_read),
+                human_bytes(p.requests.bytes_written),
+                p.task_seconds
+            )
+        })
+        .collect();
+    out += &format!(
+        "cost: ${:.4} in requests (${}/1k PUT·COPY·LIST, ${}/1k GET·HEAD); {:.1} worker-seconds in tasks\n  {}\n",
+        s.cost_usd,
+        s.prices.put_per_1k,
+        s.prices.get_per_1k,
+        s.task_seconds,
+        per_phase.join("; ")
     );
     for f in &s.failed_tasks {
         out += &format!("failed: {}/{}: {}\n", f.phase, f.task, f.error);
