@@ -90,6 +90,9 @@ fn run_writes_manifest_rejects_and_status() {
     assert!(p0["task_seconds"].as_f64().unwrap() >= 0.0);
     assert!(p0["cost_usd"].as_f64().unwrap() > 0.0);
     assert!(text.contains("cost: $"), "{text}");
+    // --watch on a complete job prints once and returns.
+    let o = run_ok(mdf().args(["status", "--watch", "1", &job]));
+    assert_eq!(stdout(&o).matches("(complete)").count(), 1);
     let short = lines
         .iter()
         .filter(|l| {

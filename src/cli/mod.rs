@@ -14,6 +14,7 @@ use crate::store::Registry;
 use crate::worker::{self, WorkerOptions};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -107,6 +108,9 @@ enum Cmd {
         /// Machine-readable output with a top-level "complete".
         #[arg(long)]
         json: bool,
+        /// Refresh every N seconds until the job is complete.
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "5")]
+        watch: Option<u64>,
     },
     /// Check a spec (and, unless --offline, its inputs) and print a checklist.
     Validate {
@@ -326,16 +330,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             })
         }
-        Cmd::Status { job, json } => {
+        Cmd::Status { job, json, watch } => {
             let rt = runtime()?;
             rt.block_on(async {
                 let reg = Registry::new(Default::default());
                 let retry = Retry::new(Entropy::from_os());
-                let s = status::status(&reg, &job, &SystemClock, &retry).await?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&s)?);
-                } else {
-                    print!("{}", render(&s));
+                loop {
+                    let s = status::status(&reg, &job, &SystemClock, &retry).await?;
+                    if watch.is_some() && std::io::stdout().is_terminal() {
+                        print!("\x1b[2J\x1b[H"); // clear the screen
+                    }
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&s)?);
+                    } else {
+                        print!("{}", render(&s));
+                    }
+                    match watch {
+                        Some(secs) if !s.complete => {
+                            tokio::time::sleep(std::time::Duration::from_secs(secs.max(1))).await
+                        }
+                        _ => break,
+                    }
                 }
                 Ok(ExitCode::SUCCESS)
             })
@@ -410,12 +425,37 @@ async fn run_local(
         };
         handles.push(tokio::spawn(async move { worker::run(&reg, opts).await }));
     }
+    // Progress: a line refreshed in place on a terminal, a plain line every 10 s
+    // otherwise (cloud logs); one LIST per phase each time.
+    let progress = {
+        let (reg, uri) = (reg.clone(), s.job_uri.clone());
+        let tty = std::io::stderr().is_terminal();
+        tokio::spawn(async move {
+            let retry = Retry::new(Entropy::from_os());
+            let every = std::time::Duration::from_secs(if tty { 1 } else { 10 });
+            loop {
+                tokio::time::sleep(every).await;
+                if let Ok(p) = status::progress(&reg, &uri, &retry).await {
+                    let line = status::progress_line(&p, t0.elapsed());
+                    if tty {
+                        eprint!("\r\x1b[2K{line}");
+                    } else {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+        })
+    };
     for h in handles {
         match h.await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => eprintln!("mdf: worker error: {e}"),
             Err(e) => eprintln!("mdf: worker panicked: {e}"),
         }
+    }
+    progress.abort();
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
     }
     let retry = Retry::new(entropy);
     let st = status::status(&reg, &s.job_uri, &SystemClock, &retry).await?;

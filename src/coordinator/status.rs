@@ -404,3 +404,88 @@ pub fn render(s: &JobStatus) -> String {
     }
     out
 }
+
+/// Tasks terminal (committed or failed) / total per phase, from one LIST of each
+/// phase's commit prefix: cheap enough to poll while a job runs.
+pub async fn progress(
+    reg: &Registry,
+    job_uri: &str,
+    retry: &Retry,
+) -> Result<Vec<(String, u64, u64)>, JobError> {
+    let job = load_job(reg, job_uri, retry).await?;
+    let store = reg.open(&job.uri)?;
+    let mut out = Vec::new();
+    let mut names: Vec<(String, u64)> = job
+        .manifest
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.tasks))
+        .collect();
+    names.push((FINALIZE.to_string(), 1));
+    for (name, total) in names {
+        let done = list_all(store.as_ref(), &job.paths.commits(&name), retry)
+            .await?
+            .len() as u64;
+        out.push((name, done.min(total), total));
+    }
+    Ok(out)
+}
+
+/// One progress line: per phase done/total, the share of all tasks, and an ETA from
+/// the rate so far.
+pub fn progress_line(p: &[(String, u64, u64)], elapsed: std::time::Duration) -> String {
+    let done: u64 = p.iter().map(|x| x.1).sum();
+    let total: u64 = p.iter().map(|x| x.2).sum::<u64>().max(1);
+    let phases: Vec<String> = p.iter().map(|(n, d, t)| format!("{n} {d}/{t}")).collect();
+    let secs = elapsed.as_secs_f64();
+    let eta = if done > 0 && done < total {
+        format!(", ETA {:.0}s", secs / done as f64 * (total - done) as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "[{secs:.0}s] {}  {:.0}% of tasks{eta}",
+        phases.join("  "),
+        100.0 * done as f64 / total as f64
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_show_phases_share_and_eta() {
+        let p = vec![
+            ("p00".to_string(), 10, 20),
+            ("p01".to_string(), 0, 4),
+            ("finalize".to_string(), 0, 1),
+        ];
+        let l = progress_line(&p, std::time::Duration::from_secs(20));
+        assert_eq!(
+            l,
+            "[20s] p00 10/20  p01 0/4  finalize 0/1  40% of tasks, ETA 30s"
+        );
+        let done = vec![("p00".to_string(), 2, 2), ("finalize".to_string(), 1, 1)];
+        assert!(!progress_line(&done, std::time::Duration::from_secs(3)).contains("ETA"));
+    }
+
+    #[test]
+    fn prices_count_writes_and_lists_above_reads() {
+        let p = Prices {
+            put_per_1k: 0.005,
+            get_per_1k: 0.0004,
+        };
+        let r = RequestSnapshot {
+            get: 1000,
+            head: 1000,
+            put: 1000,
+            list: 1000,
+            delete: 1000,
+            copy: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+        };
+        assert!((p.cost(&r) - (2.0 * 0.005 + 2.0 * 0.0004)).abs() < 1e-12);
+    }
+}
