@@ -914,3 +914,15 @@ fn inspect_samples_records_and_rejects_through_the_manifest() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("_manifest.json"), "{}", stderr(&o));
 }
+
+#[test]
+fn shell_completions_cover_the_subcommands() {
+    let o = run_ok(mdf().args(["completions", "bash"]));
+    let text = stdout(&o);
+    for sub in [
+        "run", "submit", "worker", "status", "plan", "inspect", "validate",
+    ] {
+        assert!(text.contains(sub), "{sub} missing");
+    }
+    run_ok(mdf().args(["completions", "zsh"]));
+}

@@ -148,6 +148,8 @@ enum Cmd {
         #[arg(long, default_value_t = 300)]
         width: usize,
     },
+    /// Print a shell completion script: `mdf completions bash > /etc/bash_completion.d/mdf`.
+    Completions { shell: clap_complete::Shell },
     /// List the operators a spec can use.
     Ops,
     /// Benchmarks that print a table.
@@ -234,6 +236,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Validate { spec, offline } => validate(&spec, offline),
         Cmd::Plan { spec } => plan_dry_run(&spec),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "mdf", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Inspect {
             uri,
             rejects,
