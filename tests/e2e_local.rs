@@ -926,3 +926,41 @@ fn shell_completions_cover_the_subcommands() {
     }
     run_ok(mdf().args(["completions", "zsh"]));
 }
+
+#[test]
+fn json_logs_are_one_object_a_line() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(8, 20));
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &spec(
+            &format!("{}/in/*.jsonl", d.path().display()),
+            &out.display().to_string(),
+            "",
+            "",
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args([
+                "run",
+                s.to_str().unwrap(),
+                "-vv",
+                "--log-format",
+                "json",
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs")),
+    );
+    let logs: Vec<serde_json::Value> = stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("each log line is JSON"))
+        .collect();
+    assert!(!logs.is_empty(), "{}", stderr(&o));
+    assert!(
+        logs.iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+}

@@ -30,6 +30,9 @@ struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Log lines as JSON objects (for cloud log collectors); also MDF_LOG_FORMAT=json.
+    #[arg(long, global = true, value_parser = ["text", "json"], env = "MDF_LOG_FORMAT", default_value = "text")]
+    log_format: String,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -168,10 +171,14 @@ pub fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if cli.log_format == "json" {
+        fmt.json().init();
+    } else {
+        fmt.init();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

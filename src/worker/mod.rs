@@ -425,6 +425,13 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         }
     }
     write_stats(&ctx, &report, &counts).await;
+    tracing::info!(
+        worker = %worker_id,
+        committed = report.committed,
+        failed = report.failed,
+        job_complete = report.job_complete,
+        "worker stopped"
+    );
     Ok(report)
 }
 

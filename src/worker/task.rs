@@ -233,6 +233,18 @@ pub async fn run(
     };
     let outcome = match commit_lease.commit(&mut held, &path, &record).await {
         Ok(CommitOutcome::Committed) => {
+            tracing::info!(
+                phase = %phase_name,
+                task,
+                worker = %ctx.worker_id,
+                status = ?record.status,
+                records_in = record.stats.records_in,
+                records_out = record.stats.records_out,
+                rejected = record.stats.rejected,
+                secs = (record.finished_ms.saturating_sub(record.started_ms)) as f64 / 1000.0,
+                requests = record.requests.total(),
+                "task committed"
+            );
             if record.status == TaskStatus::Committed {
                 let targets = publish::targets(&ctx.job.paths, &ctx.job.manifest, &record)
                     .unwrap_or_default();
