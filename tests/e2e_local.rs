@@ -963,4 +963,14 @@ fn json_logs_are_one_object_a_line() {
         logs.iter()
             .all(|l| l["level"].is_string() && l["timestamp"].is_string())
     );
+    // -q: nothing on stderr but errors; the result still on stdout.
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "-q", "-o"])
+            .arg(d.path().join("out-q"))
+            .arg("--job-root")
+            .arg(d.path().join("jobs-q")),
+    );
+    assert!(stderr(&o).trim().is_empty(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("job: "));
 }

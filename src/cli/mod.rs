@@ -30,6 +30,9 @@ struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Only errors and results: no progress line, no warnings.
+    #[arg(short, long, global = true)]
+    quiet: bool,
     /// Log lines as JSON objects (for cloud log collectors); also MDF_LOG_FORMAT=json.
     #[arg(long, global = true, value_parser = ["text", "json"], env = "MDF_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -162,9 +165,14 @@ enum Cmd {
     },
 }
 
+/// `-q`: no progress output.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    QUIET.store(cli.quiet, Ordering::Relaxed);
     let default = match cli.verbose {
+        0 if cli.quiet => "error",
         0 => "warn",
         1 => "info",
         _ => "debug",
@@ -415,14 +423,16 @@ async fn run_local(
         Ok(s) => s,
         Err(e) => return submit_error(e),
     };
-    eprintln!(
-        "{} job {}: {} tasks over {} input files, {} workers",
-        if s.created { "submitted" } else { "resuming" },
-        s.job_id,
-        s.tasks,
-        s.input_files,
-        workers
-    );
+    if !QUIET.load(Ordering::Relaxed) {
+        eprintln!(
+            "{} job {}: {} tasks over {} input files, {} workers",
+            if s.created { "submitted" } else { "resuming" },
+            s.job_id,
+            s.tasks,
+            s.input_files,
+            workers
+        );
+    }
     let shutdown = Arc::new(AtomicBool::new(false));
     on_signals(shutdown.clone());
     let mut handles = Vec::new();
@@ -444,7 +454,11 @@ async fn run_local(
     let progress = {
         let (reg, uri) = (reg.clone(), s.job_uri.clone());
         let tty = std::io::stderr().is_terminal();
+        let quiet = QUIET.load(Ordering::Relaxed);
         tokio::spawn(async move {
+            if quiet {
+                return;
+            }
             let retry = Retry::new(Entropy::from_os());
             let every = std::time::Duration::from_secs(if tty { 1 } else { 10 });
             loop {
