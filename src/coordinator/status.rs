@@ -93,6 +93,18 @@ pub struct JobStatus {
     pub task_seconds: f64,
 }
 
+/// (phase name, task count) of every phase, finalize last.
+fn phase_tasks(job: &super::LoadedJob) -> Vec<(String, u64)> {
+    let mut names: Vec<(String, u64)> = job
+        .manifest
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.tasks))
+        .collect();
+    names.push((FINALIZE.to_string(), 1));
+    names
+}
+
 pub async fn status(
     reg: &Registry,
     job_uri: &str,
@@ -101,13 +113,7 @@ pub async fn status(
 ) -> Result<JobStatus, JobError> {
     let job = load_job(reg, job_uri, retry).await?;
     let store = reg.open(&job.uri)?;
-    let mut names: Vec<(String, u64)> = job
-        .manifest
-        .phases
-        .iter()
-        .map(|p| (p.name.clone(), p.tasks))
-        .collect();
-    names.push((FINALIZE.to_string(), 1));
+    let names = phase_tasks(&job);
     let mut phases = Vec::new();
     let mut failed_tasks = Vec::new();
     let prices = Prices::from_env();
@@ -415,13 +421,7 @@ pub async fn progress(
     let job = load_job(reg, job_uri, retry).await?;
     let store = reg.open(&job.uri)?;
     let mut out = Vec::new();
-    let mut names: Vec<(String, u64)> = job
-        .manifest
-        .phases
-        .iter()
-        .map(|p| (p.name.clone(), p.tasks))
-        .collect();
-    names.push((FINALIZE.to_string(), 1));
+    let names = phase_tasks(&job);
     for (name, total) in names {
         let done = list_all(store.as_ref(), &job.paths.commits(&name), retry)
             .await?
