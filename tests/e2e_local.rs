@@ -974,3 +974,18 @@ fn json_logs_are_one_object_a_line() {
     assert!(stderr(&o).trim().is_empty(), "{}", stderr(&o));
     assert!(stdout(&o).contains("job: "));
 }
+
+#[test]
+fn every_main_subcommand_help_has_examples() {
+    for sub in [
+        "run", "submit", "worker", "status", "validate", "plan", "inspect",
+    ] {
+        let o = run_ok(mdf().args([sub, "--help"]));
+        let text = stdout(&o);
+        assert!(text.contains("Example"), "{sub} --help: {text}");
+        assert!(
+            text.contains("  mdf "),
+            "{sub} --help shows a command line: {text}"
+        );
+    }
+}

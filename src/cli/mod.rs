@@ -68,6 +68,12 @@ impl SpecArgs {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a job on this machine: submit it and run in-process workers until done.
+    ///
+    /// Examples:
+    ///   mdf run examples/quickstart.yaml
+    ///   mdf run examples/commoncrawl.yaml -i 'data/*.warc.gz' -o out/cc --workers 8
+    ///   mdf run spec.yaml --set stages.length_filter.params.min_words=50 --reuse .mdf/jobs/OLD
+    #[command(verbatim_doc_comment)]
     Run {
         #[command(flatten)]
         spec: SpecArgs,
@@ -84,6 +90,11 @@ enum Cmd {
         reuse: Option<String>,
     },
     /// Plan a job and write its manifests; prints the job URI last.
+    ///
+    /// Example (then start workers anywhere with `mdf worker --job URI`):
+    ///   mdf submit examples/commoncrawl.yaml --job-root s3://bucket/mdf \
+    ///     -i 's3://commoncrawl/crawl-data/CC-MAIN-2024-51/segments/*/warc/*.warc.gz' -o s3://bucket/cc
+    #[command(verbatim_doc_comment)]
     Submit {
         #[command(flatten)]
         spec: SpecArgs,
@@ -95,6 +106,12 @@ enum Cmd {
         reuse: Option<String>,
     },
     /// Lease and run tasks of a job until it is complete.
+    ///
+    /// Examples:
+    ///   mdf worker --job s3://bucket/mdf/jobs/cc-1a2b3c4d5e6f
+    ///   mdf worker --job s3://bucket/mdf/jobs/cc-1a2b3c4d5e6f --resources gpu
+    /// SIGTERM (a spot interruption notice) stops leasing and hands leases back.
+    #[command(verbatim_doc_comment)]
     Worker {
         /// The job URI printed by submit.
         #[arg(long)]
@@ -108,7 +125,13 @@ enum Cmd {
         #[arg(long, default_value = "cpu")]
         resources: String,
     },
-    /// Show a job's progress.
+    /// Show a job's progress: tasks per phase, the operator table, requests and cost.
+    ///
+    /// Examples:
+    ///   mdf status .mdf/jobs/quickstart-b9f945eeb7bf
+    ///   mdf status s3://bucket/mdf/jobs/cc-1a2b3c4d5e6f --watch 10
+    ///   mdf status JOB --json | jq .succeeded
+    #[command(verbatim_doc_comment)]
     Status {
         job: String,
         /// Machine-readable output with a top-level "complete".
@@ -119,6 +142,11 @@ enum Cmd {
         watch: Option<u64>,
     },
     /// Check a spec (and, unless --offline, its inputs) and print a checklist.
+    ///
+    /// Examples:
+    ///   mdf validate examples/commoncrawl.yaml
+    ///   mdf validate spec.yaml --offline --set job.task_bytes=256MiB
+    #[command(verbatim_doc_comment)]
     Validate {
         #[command(flatten)]
         spec: SpecArgs,
@@ -126,19 +154,25 @@ enum Cmd {
         #[arg(long)]
         offline: bool,
     },
-    /// A dry run: list the inputs, the phases and their task split, the requests the
-    /// job will make and the memory a worker needs, without writing anything.
+    /// A dry run: inputs, task split, phases, requests and memory; writes nothing.
     ///
-    /// Example: mdf plan examples/commoncrawl.yaml --input 's3://commoncrawl/crawl-data/CC-MAIN-2024-51/segments/*/warc/*.warc.gz'
+    /// Lists the inputs, every phase (dedup reduce/apply included) and its tasks, the
+    /// requests the job will make with their cost bound, and a worker's memory.
+    ///
+    /// Example:
+    ///   mdf plan examples/commoncrawl.yaml -i 's3://commoncrawl/crawl-data/CC-MAIN-2024-51/segments/*/warc/*.warc.gz'
+    #[command(verbatim_doc_comment)]
     Plan {
         #[command(flatten)]
         spec: SpecArgs,
     },
     /// Sample records of a finished output (or its rejects), pretty-printed.
     ///
-    /// Examples: mdf inspect out/commoncrawl --limit 3;
-    /// mdf inspect out/commoncrawl --rejects --where reason=duplicate;
-    /// mdf inspect s3://b/cc --where url~wikipedia
+    /// Examples:
+    ///   mdf inspect out/commoncrawl --limit 3
+    ///   mdf inspect out/commoncrawl --rejects --where reason=duplicate
+    ///   mdf inspect s3://bucket/cc --where url~wikipedia
+    #[command(verbatim_doc_comment)]
     Inspect {
         /// The output URI (the directory holding _manifest.json).
         uri: String,
