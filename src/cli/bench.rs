@@ -609,19 +609,16 @@ fn dedup_shuffle(
     for r in 0..partitions as u64 {
         let mut sorter = ExternalSort::<Sourced>::new(memory / 2, dir.clone());
         for (ti, o) in objects.iter().enumerate() {
-            let h = shuffle::offsets_range(r);
-            let (a, z) = shuffle::parse_offsets(&o[h.start as usize..h.end as usize])
-                .map_err(anyhow::Error::msg)?;
-            for e in shuffle::decode::<KeyEntry>(&o[a as usize..z as usize])
-                .map_err(anyhow::Error::msg)?
-            {
+            let sec = shuffle::section_of(o, r).map_err(anyhow::Error::msg)?;
+            for e in shuffle::decode::<KeyEntry>(sec).map_err(anyhow::Error::msg)? {
                 sorter.push(Sourced { e, task: ti as u32 })?;
             }
         }
-        spilled += sorter.spilled_bytes;
-        let (d, st) = shuffle::decide(sorter.finish()?, memory, dir.clone(), false)?;
+        // The reduce task's own code path, from the sorted entries on.
+        let (mut f, _, st) =
+            shuffle::finish_reduce(sorter, memory, dir.clone(), false, tasks as u32)?;
         dups += st.duplicates;
-        let (mut f, _) = shuffle::encode_decisions(d.finish()?, tasks as u32, &dir)?;
+        spilled += st.spilled_bytes;
         let mut b = Vec::new();
         std::io::Read::read_to_end(&mut f, &mut b)?;
         decision_objects.push(b);
@@ -633,12 +630,8 @@ fn dedup_shuffle(
     for ti in 0..tasks {
         let mut map = crate::kernels::FastMap::default();
         for o in &decision_objects {
-            let h = shuffle::offsets_range(ti);
-            let (a, z) = shuffle::parse_offsets(&o[h.start as usize..h.end as usize])
-                .map_err(anyhow::Error::msg)?;
-            for d in shuffle::decode::<Decision>(&o[a as usize..z as usize])
-                .map_err(anyhow::Error::msg)?
-            {
+            let sec = shuffle::section_of(o, ti).map_err(anyhow::Error::msg)?;
+            for d in shuffle::decode::<Decision>(sec).map_err(anyhow::Error::msg)? {
                 map.insert(d.id, d.rep);
             }
         }

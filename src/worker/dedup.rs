@@ -168,13 +168,7 @@ pub async fn reduce(
     let cluster = d.params.cluster_column;
     let n_tasks = map_ids.len() as u32;
     let (file, len, stats) = tokio::task::spawn_blocking(move || {
-        let spilled_keys = sorter.spilled_bytes;
-        let merged = sorter.finish()?;
-        let (decisions, mut st) = shuffle::decide(merged, memory, dir.clone(), cluster)?;
-        st.spilled_bytes = spilled_keys + decisions.spilled_bytes;
-        let sorted = decisions.finish()?;
-        let (f, len) = shuffle::encode_decisions(sorted, n_tasks, &dir)?;
-        Ok::<_, std::io::Error>((f, len, st))
+        shuffle::finish_reduce(sorter, memory, dir, cluster, n_tasks)
     })
     .await
     .map_err(|e| e.to_string())?

@@ -458,6 +458,35 @@ pub fn encode_decisions(
     Ok((out, off))
 }
 
+/// The rest of a reduce once every entry is in `sorter`: merge, decide, and write the
+/// decisions object to a local file. Returns it, its length and the counts (spilled
+/// bytes of both sorts included).
+pub fn finish_reduce(
+    sorter: ExternalSort<Sourced>,
+    memory_bytes: u64,
+    dir: PathBuf,
+    representatives: bool,
+    map_tasks: u32,
+) -> std::io::Result<(std::fs::File, u64, ReduceStats)> {
+    let spilled_keys = sorter.spilled_bytes;
+    let merged = sorter.finish()?;
+    let (decisions, mut stats) = decide(merged, memory_bytes, dir.clone(), representatives)?;
+    stats.spilled_bytes = spilled_keys + decisions.spilled_bytes;
+    let (file, len) = encode_decisions(decisions.finish()?, map_tasks, &dir)?;
+    Ok((file, len, stats))
+}
+
+/// Section `i` of a shuffle object held in memory.
+pub fn section_of(obj: &[u8], i: u64) -> Result<&[u8], String> {
+    let r = offsets_range(i);
+    let head = obj
+        .get(r.start as usize..r.end as usize)
+        .ok_or("object shorter than its header")?;
+    let (a, z) = parse_offsets(head)?;
+    obj.get(a as usize..z as usize)
+        .ok_or_else(|| "section past the end of the object".to_string())
+}
+
 /// Reads the key entries of a batch: the key column, the id, and the rank.
 pub fn key_entries(batch: &RecordBatch, p: &DedupParams) -> Result<Vec<KeyEntry>, String> {
     let keys = batch
@@ -634,10 +663,7 @@ mod tests {
         check_header(&obj, KEYS_MAGIC, p as u64).unwrap();
         let mut seen = 0;
         for r in 0..p as u64 {
-            let (a, z) =
-                parse_offsets(&obj[offsets_range(r).start as usize..offsets_range(r).end as usize])
-                    .unwrap();
-            let part: Vec<KeyEntry> = decode(&obj[a as usize..z as usize]).unwrap();
+            let part: Vec<KeyEntry> = decode(section_of(&obj, r).unwrap()).unwrap();
             assert!(part.iter().all(|x| partition_of(x.key, p) == r as u32));
             seen += part.len();
         }
@@ -711,11 +737,7 @@ mod tests {
         f.read_to_end(&mut b).unwrap();
         assert_eq!(b.len() as u64, len);
         check_header(&b, DECISIONS_MAGIC, 3).unwrap();
-        let section = |t: u64| {
-            let r = offsets_range(t);
-            let (a, z) = parse_offsets(&b[r.start as usize..r.end as usize]).unwrap();
-            decode::<Decision>(&b[a as usize..z as usize]).unwrap()
-        };
+        let section = |t: u64| decode::<Decision>(section_of(&b, t).unwrap()).unwrap();
         assert_eq!(section(0), ds[..1]);
         assert!(section(1).is_empty());
         assert_eq!(section(2), ds[1..]);
