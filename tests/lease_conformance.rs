@@ -111,6 +111,7 @@ fn commit_record(h: &Held, e: &Entropy) -> CommitRecord {
         finished_ms: 0,
         reused_from: None,
         shuffle: None,
+        changed: None,
     }
 }
 

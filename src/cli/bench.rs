@@ -598,7 +598,15 @@ fn dedup_shuffle(
                 }
             })
             .collect();
-        objects.push(shuffle::encode_keys(entries, partitions));
+        let mut raw = Vec::with_capacity(entries.len() * <KeyEntry as shuffle::Fixed>::SIZE);
+        for e in &entries {
+            shuffle::Fixed::put(e, &mut raw);
+        }
+        objects.push(shuffle::encode_keys(
+            &raw,
+            <KeyEntry as shuffle::Fixed>::SIZE,
+            partitions,
+        ));
     }
     let pass1 = t.elapsed().as_secs_f64();
     let key_bytes: usize = objects.iter().map(Vec::len).sum();

@@ -630,14 +630,42 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
     let what = match ph.kind {
         PhaseKind::Map if stages.is_empty() => "copy".to_string(),
         PhaseKind::Map => stages.join(" → "),
-        PhaseKind::Reduce => format!(
-            "dedup reduce, one task per key range (after every p{:02} task)",
-            ph.dedup.as_ref().map_or(0, |d| d.map_phase)
-        ),
+        PhaseKind::Reduce => match ph.dedup.as_ref().map(|d| &d.params.kind) {
+            Some(k) if !k.is_exact() => format!(
+                "near-dup candidates ({}), one task per band-key range (after every p{:02} task)",
+                near_kind(k),
+                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
+            ),
+            _ => format!(
+                "dedup reduce, one task per key range (after every p{:02} task)",
+                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
+            ),
+        },
+        PhaseKind::Propagate => {
+            let s = ph.dedup.as_ref().map_or(0, |d| d.step);
+            format!(
+                "near-dup components, round {}: labels by {} (skipped once labels stop changing)",
+                s.div_ceil(2),
+                if s % 2 == 1 { "record" } else { "bucket" }
+            )
+        }
         PhaseKind::Apply if stages.is_empty() => "dedup apply".to_string(),
         PhaseKind::Apply => format!("dedup apply → {}", stages.join(" → ")),
     };
     format!("{what}{}", if ph.gpu { " (GPU)" } else { "" })
+}
+
+fn near_kind(k: &crate::ops::dedup::DedupKind) -> String {
+    use crate::ops::dedup::DedupKind;
+    match k {
+        DedupKind::Exact => "exact".into(),
+        DedupKind::Minhash {
+            bands,
+            rows,
+            threshold,
+        } => format!("minhash {bands}×{rows}, Jaccard ≥ {threshold}"),
+        DedupKind::Phash { radius } => format!("phash, Hamming ≤ {radius}"),
+    }
 }
 
 fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
@@ -706,7 +734,7 @@ fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
         for (i, ph) in p.phases.iter().enumerate() {
             let per = match ph.kind {
                 PhaseKind::Map => 8,
-                PhaseKind::Reduce => 8 + 2 * p.phases[i - 1].tasks,
+                PhaseKind::Reduce | PhaseKind::Propagate => 8 + 2 * p.phases[i - 1].tasks,
                 PhaseKind::Apply => 8 + 2 * p.phases[i - 1].tasks,
             };
             requests += per * ph.tasks;

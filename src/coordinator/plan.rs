@@ -522,7 +522,10 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             .flatten()
             .map(|(i, d)| {
                 let map_phase = phases.len() - 1;
-                let keys_bytes = plan_input_bytes(&files) / 2048 * 48;
+                // ~2 KiB of input per record; each record's key entries.
+                let keys_bytes = plan_input_bytes(&files) / 2048
+                    * d.kind.keys_per_record()
+                    * (d.kind.entry_bytes() + 8);
                 DedupPhase {
                     stage: spec.stages[i].name.clone(),
                     params: d.clone(),
@@ -530,35 +533,53 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
                         .partitions
                         .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32),
                     map_phase,
+                    step: 0,
                 }
             });
         if let Some(dd) = &dedup {
-            let name = phase_name(phases.len());
-            let rfp = hash16(&["reduce", &fps[pi - 1]]);
-            let list: Vec<TaskManifest> = (0..dd.partitions)
-                .map(|r| TaskManifest {
-                    version: VERSION,
-                    job_id: String::new(),
-                    phase: name.clone(),
-                    task_id: hash16(&[&rfp, "partition", &r.to_string()]),
-                    inputs: vec![],
-                    upstream: vec![],
-                })
-                .collect();
+            // Exact: one reduce phase. Near duplicates: the candidates reduce, then
+            // 2·max_rounds − 1 label steps (record, bucket, ..., record).
+            let steps = if dd.params.kind.is_exact() {
+                0
+            } else {
+                2 * dd.params.max_rounds - 1
+            };
             let map_out = bound[pi - 1].1.as_ref().clone();
-            phases.push(PhasePlan {
-                name,
-                fingerprint: rfp,
-                stages: vec![],
-                input_schema: map_out,
-                output_schema: Schema::empty(),
-                last: false,
-                gpu: false,
-                tasks: list.len() as u64,
-                kind: PhaseKind::Reduce,
-                dedup: Some(dd.clone()),
-            });
-            tasks.push(list);
+            for step in 0..=steps {
+                let name = phase_name(phases.len());
+                let rfp = if step == 0 {
+                    hash16(&["reduce", &fps[pi - 1]])
+                } else {
+                    hash16(&["propagate", &step.to_string(), &fps[pi - 1]])
+                };
+                let list: Vec<TaskManifest> = (0..dd.partitions)
+                    .map(|r| TaskManifest {
+                        version: VERSION,
+                        job_id: String::new(),
+                        phase: name.clone(),
+                        task_id: hash16(&[&rfp, "partition", &r.to_string()]),
+                        inputs: vec![],
+                        upstream: vec![],
+                    })
+                    .collect();
+                phases.push(PhasePlan {
+                    name,
+                    fingerprint: rfp,
+                    stages: vec![],
+                    input_schema: map_out.clone(),
+                    output_schema: Schema::empty(),
+                    last: false,
+                    gpu: false,
+                    tasks: list.len() as u64,
+                    kind: if step == 0 {
+                        PhaseKind::Reduce
+                    } else {
+                        PhaseKind::Propagate
+                    },
+                    dedup: Some(DedupPhase { step, ..dd.clone() }),
+                });
+                tasks.push(list);
+            }
         }
         let name = phase_name(phases.len());
         let list: Vec<TaskManifest> = if pi == 0 {

@@ -22,6 +22,68 @@ pub enum Keep {
     Highest(String),
 }
 
+/// What "duplicate" means: equal keys, or near duplicates found through band keys
+/// and verified (docs/DEDUP.md).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum DedupKind {
+    /// Equal 16-byte keys.
+    #[default]
+    Exact,
+    /// MinHash signatures (`minhash` stage): LSH bands, then estimated Jaccard
+    /// similarity at least `threshold`.
+    Minhash {
+        bands: u32,
+        rows: u32,
+        threshold: f64,
+    },
+    /// 64-bit perceptual hashes within Hamming distance `radius` (exact, by
+    /// pigeonhole bands).
+    Phash { radius: u32 },
+}
+
+impl DedupKind {
+    pub fn is_exact(&self) -> bool {
+        *self == DedupKind::Exact
+    }
+    /// Key entries per record: one, or one per band.
+    pub fn keys_per_record(&self) -> u64 {
+        match self {
+            DedupKind::Exact => 1,
+            DedupKind::Minhash { bands, .. } => *bands as u64,
+            DedupKind::Phash { radius } => *radius as u64 + 1,
+        }
+    }
+    /// Bytes of one map-side key entry.
+    pub fn entry_bytes(&self) -> u64 {
+        match self {
+            DedupKind::Exact => 40,
+            _ => 44 + self.payload_len() as u64,
+        }
+    }
+    /// Bytes of verification data each near-duplicate key entry carries (the b-bit
+    /// signature, one byte per permutation, or the hash), rounded up to a size the
+    /// shuffle has an entry type for.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            DedupKind::Exact => 0,
+            DedupKind::Phash { .. } => 8,
+            DedupKind::Minhash { bands, rows, .. } => {
+                let k = (bands * rows) as usize;
+                *PAYLOADS
+                    .iter()
+                    .find(|&&p| p >= k)
+                    .unwrap_or(&MAX_PERMUTATIONS)
+            }
+        }
+    }
+}
+
+/// The payload sizes near-duplicate entries come in.
+pub const PAYLOADS: [usize; 6] = [64, 128, 192, 256, 384, 512];
+/// The most MinHash permutations (bands × rows) a near-duplicate dedup verifies.
+pub const MAX_PERMUTATIONS: usize = 512;
+
 /// The parameters of a dedup stage, as planned into the job manifest.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DedupParams {
@@ -38,6 +100,16 @@ pub struct DedupParams {
     /// duplicates of its record (incremental dedup; its records are not re-read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub against: Option<String>,
+    #[serde(default, skip_serializing_if = "DedupKind::is_exact")]
+    pub kind: DedupKind,
+    /// Near duplicates: the most label-propagation rounds before the job fails
+    /// rather than return clusters that are not yet connected components.
+    #[serde(default = "default_rounds")]
+    pub max_rounds: u32,
+}
+
+fn default_rounds() -> u32 {
+    8
 }
 
 /// The column `cluster_column: true` adds in the apply phase.
@@ -74,6 +146,55 @@ fn build(p: &Obj) -> Option<Operator> {
     }
     let cluster_column = p.opt_bool("cluster_column").unwrap_or(false);
     let against = p.opt_str("against");
+    let kind = match p.opt_str("kind").as_deref() {
+        None | Some("exact") => DedupKind::Exact,
+        Some("minhash") => {
+            let bands = p.u64_in("bands", 14, 1, 512) as u32;
+            let rows = p.u64_in("rows", 8, 1, 512) as u32;
+            if (bands * rows) as usize > MAX_PERMUTATIONS {
+                p.sink.error(
+                    &p.field_path("rows"),
+                    format!(
+                        "bands × rows must be at most {MAX_PERMUTATIONS}, found {}",
+                        bands * rows
+                    ),
+                );
+            }
+            let threshold = p.opt_f64("threshold").unwrap_or(0.8);
+            if !(threshold > 0.0 && threshold <= 1.0) {
+                p.sink.error(
+                    &p.field_path("threshold"),
+                    format!("must be in (0, 1], found {threshold}"),
+                );
+            }
+            DedupKind::Minhash {
+                bands,
+                rows,
+                threshold,
+            }
+        }
+        Some("phash") => DedupKind::Phash {
+            radius: p.u64_in("radius", 4, 0, 31) as u32,
+        },
+        Some(other) => {
+            p.sink.error(
+                &p.field_path("kind"),
+                format!("expected exact, minhash or phash, found {other:?}"),
+            );
+            DedupKind::Exact
+        }
+    };
+    let max_rounds = if kind.is_exact() {
+        default_rounds()
+    } else {
+        p.u64_in("max_rounds", 8, 2, 64) as u32
+    };
+    if against.is_some() && !kind.is_exact() {
+        p.sink.error(
+            &p.field_path("against"),
+            "only exact dedup can run against an earlier job",
+        );
+    }
     Some(Operator::Dedup(DedupParams {
         key: key?,
         keep,
@@ -81,12 +202,42 @@ fn build(p: &Obj) -> Option<Operator> {
         memory_bytes,
         cluster_column,
         against,
+        kind,
+        max_rounds,
     }))
 }
 
 impl DedupParams {
     /// The input must carry the key column (16-byte keys) and the `keep` column.
     pub fn check(&self, input: &Schema) -> Result<(), String> {
+        let near = match &self.kind {
+            DedupKind::Exact => None,
+            DedupKind::Minhash { bands, rows, .. } => Some((
+                vec![DataType::FixedSizeBinary((4 * bands * rows) as i32)],
+                format!(
+                    "a MinHash signature of {} permutations (a minhash stage with bands {bands}, rows {rows})",
+                    bands * rows
+                ),
+            )),
+            DedupKind::Phash { .. } => Some((
+                vec![DataType::UInt64, DataType::Int64, DataType::Utf8],
+                "a 64-bit perceptual hash (uint64, int64 or 16 hex digits)".to_string(),
+            )),
+        };
+        if let Some((types, what)) = near {
+            match input.field_with_name(&self.key) {
+                Ok(f) if types.contains(f.data_type()) => {}
+                Ok(f) => {
+                    return Err(format!(
+                        "params.key: column {:?} is {}, not {what}",
+                        self.key,
+                        f.data_type()
+                    ));
+                }
+                Err(_) => return Err(format!("params.key: no column {:?} ({what})", self.key)),
+            }
+            return self.check_keep(input);
+        }
         match input.field_with_name(&self.key) {
             Ok(f) if f.data_type() == &DataType::FixedSizeBinary(16) => {}
             Ok(f) => {
@@ -103,6 +254,10 @@ impl DedupParams {
                 ));
             }
         }
+        self.check_keep(input)
+    }
+
+    fn check_keep(&self, input: &Schema) -> Result<(), String> {
         if let Keep::Highest(c) = &self.keep {
             match input.field_with_name(c) {
                 Ok(f) if f.data_type().is_numeric() => {}

@@ -12,6 +12,7 @@ pub mod gopher_repetition;
 pub mod html_extract;
 pub mod language_filter;
 pub mod length_filter;
+pub mod minhash;
 pub mod pii_redact;
 pub mod text_length;
 pub mod throttle;
@@ -144,6 +145,7 @@ pub static REGISTRY: &[OpDef] = &[
     text_length::DEF,
     length_filter::DEF,
     exact_key::DEF,
+    minhash::DEF,
     dedup::DEF,
     throttle::DEF,
     url_filter::DEF,

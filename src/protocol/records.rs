@@ -52,6 +52,9 @@ pub enum PhaseKind {
     Reduce,
     /// Dedup finalisation: one task per map task, after every reduce task is terminal.
     Apply,
+    /// Near duplicates: a label-propagation step over the verified record–bucket
+    /// graph, one task per partition (`DedupPhase::step` says which).
+    Propagate,
 }
 
 impl PhaseKind {
@@ -71,6 +74,14 @@ pub struct DedupPhase {
     pub partitions: u32,
     /// Index of the map phase whose records are deduplicated.
     pub map_phase: usize,
+    /// Near duplicates: 0 for the candidates reduce and the apply phase; step `s` ≥ 1
+    /// of label propagation in a `Propagate` phase (odd: by record, even: by bucket).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub step: u32,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 /// `jobs/<id>/job.json`.
@@ -294,6 +305,10 @@ pub struct CommitRecord {
     /// Dedup: the keys object of a map task, or the decisions object of a reduce task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shuffle: Option<OutputFile>,
+    /// Near-duplicate record steps: how many records' labels changed (none at all,
+    /// over every task of a step, means the components are final).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<u64>,
 }
 
 /// One file listed in the output manifest.

@@ -3,6 +3,7 @@
 //! and the decisions an apply task needs. Everything is located through commit
 //! records, never through listings of staged files.
 use super::WorkerCtx;
+use super::near;
 use super::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
 use crate::coordinator::plan::hash16;
 use crate::protocol::io::get_json;
@@ -84,13 +85,16 @@ async fn section(
 pub async fn write_keys(
     reg: &Registry,
     dir: &Uri,
-    entries: Vec<KeyEntry>,
+    entries: Vec<u8>,
+    params: &crate::ops::dedup::DedupParams,
     partitions: u32,
 ) -> Result<OutputFile, String> {
-    let rows = entries.len() as u64;
-    let bytes = tokio::task::spawn_blocking(move || shuffle::encode_keys(entries, partitions))
-        .await
-        .map_err(|e| e.to_string())?;
+    let size = shuffle::entry_size(params);
+    let rows = (entries.len() / size) as u64;
+    let bytes =
+        tokio::task::spawn_blocking(move || shuffle::encode_keys(&entries, size, partitions))
+            .await
+            .map_err(|e| e.to_string())?;
     let uri = dir.child("keys.bin");
     let store = reg.open(&uri).map_err(|e| e.to_string())?;
     let blake3 = blake3::hash(&bytes).to_hex().to_string();
@@ -316,6 +320,9 @@ pub async fn decisions_for(
         .iter()
         .position(|x| x == map_task)
         .ok_or_else(|| format!("map task {map_task} is not in the job"))?;
+    if !d.params.kind.is_exact() {
+        return near_decisions_for(ctx, reg, store, d, t).await;
+    }
     let mut out = crate::kernels::FastMap::default();
     for rt in ctx.task_ids(reduce_phase).iter() {
         let rec = commit_of(ctx, store.as_ref(), &reduce_name, rt).await?;
@@ -339,5 +346,317 @@ pub async fn decisions_for(
             out.insert(dec.id, dec.rep);
         }
     }
+    Ok(out)
+}
+
+/// Reads section `i` of the shuffle object of every committed task of `phase`, in
+/// task order, handing each task index and its bytes to `each`. Returns bytes read.
+async fn read_sections(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+    i: u64,
+    cancel: &std::sync::atomic::AtomicBool,
+    mut each: impl FnMut(usize, &str, Bytes) -> Result<(), String>,
+) -> Result<u64, String> {
+    let name = ctx.job.manifest.phases[phase].name.clone();
+    let mut bytes = 0;
+    for (ti, t) in ctx.task_ids(phase).iter().enumerate() {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("cancelled".into());
+        }
+        let rec = commit_of(ctx, store.as_ref(), &name, t).await?;
+        if rec.status != TaskStatus::Committed {
+            if ctx.job.manifest.phases[phase].kind == crate::protocol::records::PhaseKind::Map {
+                continue; // a failed map task has no records to keep
+            }
+            return Err(format!(
+                "upstream task {name}/{t} failed: {}",
+                rec.error.clone().unwrap_or_default()
+            ));
+        }
+        let Some(file) = &rec.shuffle else {
+            return Err(format!("task {name}/{t} committed no shuffle object"));
+        };
+        ctx.job.paths.check_file(
+            &file.uri,
+            rec.reused_from.as_deref(),
+            ctx.job.manifest.reused_from.as_deref(),
+        )?;
+        let b = section(reg, ctx, file, i).await?;
+        bytes += b.len() as u64;
+        each(ti, &file.uri, b)?;
+    }
+    Ok(bytes)
+}
+
+/// Whether the label steps before `phase` already reached a fixed point: the nearest
+/// earlier record step was skipped itself, or changed no label in any task.
+async fn converged_before(
+    ctx: &Arc<WorkerCtx>,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+) -> Result<bool, String> {
+    let phases = &ctx.job.manifest.phases;
+    let Some(q) = (0..phase).rev().find(|&q| is_record_step(&phases[q])) else {
+        return Ok(false);
+    };
+    let (skipped, changed) = step_outcome(ctx, store, q).await?;
+    Ok(skipped || changed == 0)
+}
+
+fn is_record_step(p: &crate::protocol::records::PhasePlan) -> bool {
+    p.kind == crate::protocol::records::PhaseKind::Propagate
+        && p.dedup.as_ref().is_some_and(|d| d.step % 2 == 1)
+}
+
+/// A record step's outcome: whether it was skipped, and the labels it changed.
+async fn step_outcome(
+    ctx: &Arc<WorkerCtx>,
+    store: &Arc<dyn object_store::ObjectStore>,
+    q: usize,
+) -> Result<(bool, u64), String> {
+    let name = ctx.job.manifest.phases[q].name.clone();
+    let mut changed = 0;
+    for t in ctx.task_ids(q).iter() {
+        let rec = commit_of(ctx, store.as_ref(), &name, t).await?;
+        if rec.status != TaskStatus::Committed {
+            return Err(format!(
+                "upstream task {name}/{t} failed: {}",
+                rec.error.clone().unwrap_or_default()
+            ));
+        }
+        if rec.shuffle.is_none() {
+            return Ok((true, 0));
+        }
+        changed += rec.changed.unwrap_or(0);
+    }
+    Ok((false, changed))
+}
+
+/// One near-duplicate task: the candidates reduce (step 0) or a label step. Returns
+/// its object (`None`: skipped, the labels had already converged), its stats and,
+/// for record steps, how many labels changed.
+pub async fn near_step(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+    task: &str,
+    out_dir: &Uri,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(Option<OutputFile>, TaskStats, Option<u64>), String> {
+    let plan = &ctx.job.manifest.phases[phase];
+    let d: &DedupPhase = plan
+        .dedup
+        .as_ref()
+        .ok_or("near step without a dedup plan")?;
+    let r = partition_of_task(&plan.fingerprint, task, d.partitions)
+        .ok_or_else(|| format!("task {task} is not a partition of {}", plan.name))?;
+    if d.step > 0 && converged_before(ctx, store, phase).await? {
+        return Ok((None, TaskStats::default(), None));
+    }
+    let dir = spill_dir();
+    let memory = d.params.memory_bytes;
+    let parts = d.partitions;
+    let n_map = ctx.task_ids(d.map_phase).len();
+    let kind = d.params.kind.clone();
+    let (input_bytes, sections, st) = if d.step == 0 {
+        match kind.payload_len() {
+            8 => candidates::<8>(ctx, reg, store, d, r, cancel).await?,
+            64 => candidates::<64>(ctx, reg, store, d, r, cancel).await?,
+            128 => candidates::<128>(ctx, reg, store, d, r, cancel).await?,
+            192 => candidates::<192>(ctx, reg, store, d, r, cancel).await?,
+            256 => candidates::<256>(ctx, reg, store, d, r, cancel).await?,
+            384 => candidates::<384>(ctx, reg, store, d, r, cancel).await?,
+            512 => candidates::<512>(ctx, reg, store, d, r, cancel).await?,
+            p => {
+                return Err(format!(
+                    "no near-duplicate entry type with a {p}-byte payload"
+                ));
+            }
+        }
+    } else if d.step % 2 == 1 {
+        let mut sorter = ExternalSort::<near::ByRecord>::new(memory / 3, dir.clone());
+        let input = read_sections(ctx, reg, store, phase - 1, r as u64, cancel, |_, uri, b| {
+            for e in shuffle::decode::<near::ByRecord>(&b).map_err(|e| format!("{uri}: {e}"))? {
+                sorter.push(e).map_err(|e| format!("spilling: {e}"))?;
+            }
+            Ok(())
+        })
+        .await?;
+        let dir2 = dir.clone();
+        let (sections, st) = tokio::task::spawn_blocking(move || {
+            let mut edges = ExternalSort::<near::ByBucket>::new(memory / 3, dir2.clone());
+            let mut decisions = ExternalSort::<Decision>::new(memory / 3, dir2.clone());
+            let st = near::record_step(sorter.finish()?, &mut edges, &mut decisions)?;
+            let mut out = near::Sections::new(parts as usize + n_map, &dir2)?;
+            for e in edges.finish()? {
+                let e = e?;
+                out.push(near::bucket_partition(&e.0, parts) as usize, &e)?;
+            }
+            for x in decisions.finish()? {
+                let x = x?;
+                out.push(parts as usize + x.task as usize, &x)?;
+            }
+            Ok::<_, std::io::Error>((out, st))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("near-duplicate record step: {e}"))?;
+        (input, sections, st)
+    } else {
+        let mut sorter = ExternalSort::<near::ByBucket>::new(memory / 2, dir.clone());
+        let input = read_sections(ctx, reg, store, phase - 1, r as u64, cancel, |_, uri, b| {
+            for e in shuffle::decode::<near::ByBucket>(&b).map_err(|e| format!("{uri}: {e}"))? {
+                sorter.push(e).map_err(|e| format!("spilling: {e}"))?;
+            }
+            Ok(())
+        })
+        .await?;
+        let dir2 = dir.clone();
+        let (sections, st) = tokio::task::spawn_blocking(move || {
+            let mut edges = ExternalSort::<near::ByRecord>::new(memory / 2, dir2.clone());
+            let st = near::bucket_step(sorter.finish()?, &mut edges)?;
+            let mut out = near::Sections::new(parts as usize, &dir2)?;
+            for e in edges.finish()? {
+                let e = e?;
+                out.push(near::record_partition(&e.0, parts) as usize, &e)?;
+            }
+            Ok::<_, std::io::Error>((out, st))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("near-duplicate bucket step: {e}"))?;
+        (input, sections, st)
+    };
+    let (file, len) = tokio::task::spawn_blocking(move || sections.finish(near::EDGES_MAGIC))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("near-duplicate object: {e}"))?;
+    let uri = out_dir.child("near.bin");
+    let (blake3, written) = upload_file(reg, &uri, file).await?;
+    if written != len {
+        return Err(format!(
+            "near-duplicate object: wrote {written} of {len} bytes"
+        ));
+    }
+    let ts = TaskStats {
+        records_in: st.entries,
+        records_out: st.edges,
+        input_bytes,
+        output_bytes: len,
+        ..Default::default()
+    };
+    let changed = (d.step % 2 == 1).then_some(st.changed);
+    Ok((
+        Some(OutputFile {
+            uri: uri.to_uri_string(),
+            rows: st.edges,
+            bytes: len,
+            blake3,
+        }),
+        ts,
+        changed,
+    ))
+}
+
+/// The candidates reduce of partition `r` with `P`-byte payloads: every map task's
+/// band entries in the partition, sorted (spilling past the budget), each bucket
+/// verified against its pivot; the verified edges sectioned by record partition.
+async fn candidates<const P: usize>(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    d: &DedupPhase,
+    r: u32,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(u64, near::Sections, near::StepStats), String> {
+    let dir = spill_dir();
+    let memory = d.params.memory_bytes;
+    let mut sorter = ExternalSort::<near::NearEntry<P>>::new(memory / 2, dir.clone());
+    let input = read_sections(
+        ctx,
+        reg,
+        store,
+        d.map_phase,
+        r as u64,
+        cancel,
+        |ti, uri, b| {
+            for mut e in
+                shuffle::decode::<near::NearEntry<P>>(&b).map_err(|e| format!("{uri}: {e}"))?
+            {
+                e.task = ti as u32;
+                sorter.push(e).map_err(|e| format!("spilling: {e}"))?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    let kind = d.params.kind.clone();
+    let parts = d.partitions;
+    let (sections, st) = tokio::task::spawn_blocking(move || {
+        let mut edges = ExternalSort::<near::ByRecord>::new(memory / 2, dir.clone());
+        let st = near::candidates(sorter.finish()?, &kind, &mut edges)?;
+        let mut out = near::Sections::new(parts as usize, &dir)?;
+        for e in edges.finish()? {
+            let e = e?;
+            out.push(near::record_partition(&e.0, parts) as usize, &e)?;
+        }
+        Ok::<_, std::io::Error>((out, st))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("near-duplicate candidates: {e}"))?;
+    if st.overflow > 0 {
+        tracing::warn!(
+            overflow = st.overflow,
+            max = near::MAX_LEADERS,
+            "band buckets with more distinct values than the verification limit: pairs among the extra members may be missed"
+        );
+    }
+    Ok((input, sections, st))
+}
+
+/// The near-duplicate decisions about one map task's records: from the last record
+/// step that ran, which must have changed no label (else the components are not
+/// final and the job fails rather than keep near duplicates it missed).
+async fn near_decisions_for(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    d: &DedupPhase,
+    t: usize,
+) -> Result<crate::kernels::FastMap<u128, u128>, String> {
+    let phases = &ctx.job.manifest.phases;
+    let mut q = None;
+    for p in (d.map_phase + 1..phases.len()).filter(|&p| is_record_step(&phases[p])) {
+        if phases[p].dedup.as_ref().map(|x| &x.stage) != Some(&d.stage) {
+            continue;
+        }
+        let (skipped, changed) = step_outcome(ctx, store, p).await?;
+        if skipped {
+            break;
+        }
+        q = Some((p, changed));
+    }
+    let (q, changed) = q.ok_or("no near-duplicate record step ran")?;
+    if changed > 0 {
+        return Err(format!(
+            "near-duplicate clusters failed to converge in max_rounds = {} rounds ({changed} labels still changing): raise params.max_rounds of stage {:?}",
+            d.params.max_rounds, d.stage
+        ));
+    }
+    let mut out = crate::kernels::FastMap::default();
+    let parts = d.partitions as u64;
+    let never = std::sync::atomic::AtomicBool::new(false);
+    read_sections(ctx, reg, store, q, parts + t as u64, &never, |_, uri, b| {
+        for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{uri}: {e}"))? {
+            out.insert(dec.id, dec.rep);
+        }
+        Ok(())
+    })
+    .await?;
     Ok(out)
 }

@@ -4,6 +4,7 @@
 //! knows nothing about what an operator computes beyond the operator interface.
 pub mod dedup;
 pub mod finalize;
+pub mod near;
 pub mod pipeline;
 pub mod publish;
 pub mod readers;
@@ -270,7 +271,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         let ph = &job.manifest.phases[k];
         let fp = &ph.fingerprint;
         match (ph.kind, &ph.dedup) {
-            (PhaseKind::Reduce, _) => barrier[k] = Some(k - 1),
+            (PhaseKind::Reduce | PhaseKind::Propagate, _) => barrier[k] = Some(k - 1),
             (PhaseKind::Apply, Some(d)) => {
                 barrier[k] = Some(k - 1);
                 for up in &ids[d.map_phase] {

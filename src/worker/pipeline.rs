@@ -54,8 +54,9 @@ pub struct PipelineOutput {
     pub outputs: Vec<OutputFile>,
     pub rejects: Vec<OutputFile>,
     pub stats: TaskStats,
-    /// The dedup key entries, when `keys` was set.
-    pub keys: Vec<super::shuffle::KeyEntry>,
+    /// The dedup key entries (raw, `shuffle::entry_size` bytes each), when `keys`
+    /// was set.
+    pub keys: Vec<u8>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -188,12 +189,12 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                 if batch.num_rows() > 0
                     && let Some(p) = &spec.keys
                 {
-                    keys.extend(super::shuffle::key_entries(&batch, p).map_err(|message| {
+                    super::shuffle::append_keys(&batch, p, &mut keys).map_err(|message| {
                         ops::OpError {
                             operator: "dedup".into(),
                             message,
                         }
-                    })?);
+                    })?;
                 }
                 if batch.num_rows() > 0 {
                     let out = batch.project(&projection).map_err(|e| ops::OpError {

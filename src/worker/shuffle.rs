@@ -2,7 +2,7 @@
 //! task writes, the decisions object a reduce task writes, an external sort that
 //! keeps a reducer's memory under its budget by spilling sorted runs to local disk,
 //! and the apply filter that turns decisions into `duplicate` rejects.
-use crate::ops::dedup::{DedupParams, Keep};
+use crate::ops::dedup::{DedupKind, DedupParams, Keep};
 use crate::ops::{Drop, Filter};
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
@@ -170,20 +170,22 @@ impl Fixed for Decision {
     }
 }
 
-/// Builds a keys object: entries grouped by partition (a counting sort, one pass to
-/// count and one to place; the reducer sorts inside a partition).
-pub fn encode_keys(entries: Vec<KeyEntry>, partitions: u32) -> Vec<u8> {
+/// Builds a keys object from raw entries of `size` bytes, each starting with its
+/// 16-byte key: grouped by partition (a counting sort, one pass to count and one to
+/// place; the reducer sorts inside a partition).
+pub fn encode_keys(raw: &[u8], size: usize, partitions: u32) -> Vec<u8> {
     let p = partitions as usize;
     let start = HEADER as usize + 8 * (p + 1);
-    let parts: Vec<u32> = entries
-        .iter()
-        .map(|e| partition_of(e.key, partitions))
+    let key = |e: &[u8]| u128::from_le_bytes(e[..16].try_into().expect("16"));
+    let parts: Vec<u32> = raw
+        .chunks_exact(size)
+        .map(|e| partition_of(key(e), partitions))
         .collect();
     let mut counts = vec![0u64; p];
     for &q in &parts {
         counts[q as usize] += 1;
     }
-    let mut out = vec![0u8; start + entries.len() * KeyEntry::SIZE];
+    let mut out = vec![0u8; start + parts.len() * size];
     out[..8].copy_from_slice(KEYS_MAGIC);
     out[8..12].copy_from_slice(&partitions.to_le_bytes());
     let mut next = Vec::with_capacity(p);
@@ -191,18 +193,20 @@ pub fn encode_keys(entries: Vec<KeyEntry>, partitions: u32) -> Vec<u8> {
     for (i, c) in counts.iter().enumerate() {
         out[16 + 8 * i..24 + 8 * i].copy_from_slice(&off.to_le_bytes());
         next.push(off as usize);
-        off += c * KeyEntry::SIZE as u64;
+        off += c * size as u64;
     }
     out[16 + 8 * p..24 + 8 * p].copy_from_slice(&off.to_le_bytes());
-    let mut buf = Vec::with_capacity(KeyEntry::SIZE);
-    for (e, &q) in entries.iter().zip(&parts) {
-        buf.clear();
-        e.put(&mut buf);
+    for (e, &q) in raw.chunks_exact(size).zip(&parts) {
         let at = next[q as usize];
-        out[at..at + KeyEntry::SIZE].copy_from_slice(&buf);
-        next[q as usize] += KeyEntry::SIZE;
+        out[at..at + size].copy_from_slice(e);
+        next[q as usize] += size;
     }
     out
+}
+
+/// The bytes of one map-side key entry of a dedup stage.
+pub fn entry_size(p: &DedupParams) -> usize {
+    p.kind.entry_bytes() as usize
 }
 
 /// Checks an object's magic and section count.
@@ -487,12 +491,10 @@ pub fn section_of(obj: &[u8], i: u64) -> Result<&[u8], String> {
         .ok_or_else(|| "section past the end of the object".to_string())
 }
 
-/// Reads the key entries of a batch: the key column, the id, and the rank.
-pub fn key_entries(batch: &RecordBatch, p: &DedupParams) -> Result<Vec<KeyEntry>, String> {
-    let keys = batch
-        .column_by_name(&p.key)
-        .and_then(|c| c.as_any().downcast_ref::<FixedSizeBinaryArray>())
-        .ok_or_else(|| format!("no 16-byte key column {:?}", p.key))?;
+/// Appends the key entries of a batch (raw, [`entry_size`] bytes each): exact keys
+/// as [`KeyEntry`], near-duplicate values as one entry per band
+/// ([`super::near::NearEntry`]). Records without a key have no entries.
+pub fn append_keys(batch: &RecordBatch, p: &DedupParams, out: &mut Vec<u8>) -> Result<(), String> {
     let ids = batch
         .column_by_name(crate::records::ID)
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
@@ -521,20 +523,81 @@ pub fn key_entries(batch: &RecordBatch, p: &DedupParams) -> Result<Vec<KeyEntry>
             )
         }
     };
-    let mut out = Vec::with_capacity(batch.num_rows());
+    let col = batch
+        .column_by_name(&p.key)
+        .ok_or_else(|| format!("no key column {:?}", p.key))?;
+    let values = KeyValues::of(col, &p.kind)?;
+    out.reserve(batch.num_rows() * entry_size(p));
+    let mut buf = Vec::new();
     for i in 0..batch.num_rows() {
-        if keys.is_null(i) {
+        if !values.get(i, &mut buf)? {
             continue;
         }
         let id = parse_id(ids.value(i))
             .ok_or_else(|| format!("record id {:?} is not a hex id", ids.value(i)))?;
-        out.push(KeyEntry {
-            key: u128::from_le_bytes(keys.value(i).try_into().expect("16 bytes")),
-            id,
-            rank: ranks.as_ref().map_or(0.0, |r| r[i]),
-        });
+        let rank = ranks.as_ref().map_or(0.0, |r| r[i]);
+        match &p.kind {
+            DedupKind::Exact => KeyEntry {
+                key: u128::from_le_bytes(buf[..16].try_into().expect("16 bytes")),
+                id,
+                rank,
+            }
+            .put(out),
+            kind => super::near::append_entries(kind, &buf, id, rank, out),
+        }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The key column of a batch, read as bytes per row: the 16-byte key, the
+/// signature, or the perceptual hash as 8 little-endian bytes.
+enum KeyValues<'a> {
+    Fixed(&'a FixedSizeBinaryArray),
+    U64(&'a arrow_array::UInt64Array),
+    I64(&'a arrow_array::Int64Array),
+    Hex(&'a StringArray),
+}
+
+impl<'a> KeyValues<'a> {
+    fn of(col: &'a ArrayRef, kind: &DedupKind) -> Result<Self, String> {
+        let any = col.as_any();
+        let v = match kind {
+            DedupKind::Exact | DedupKind::Minhash { .. } => {
+                any.downcast_ref().map(KeyValues::Fixed)
+            }
+            DedupKind::Phash { .. } => any
+                .downcast_ref()
+                .map(KeyValues::U64)
+                .or_else(|| any.downcast_ref().map(KeyValues::I64))
+                .or_else(|| any.downcast_ref().map(KeyValues::Hex)),
+        };
+        v.ok_or_else(|| {
+            format!(
+                "key column of type {} does not fit the dedup kind",
+                col.data_type()
+            )
+        })
+    }
+
+    /// Fills `buf` with row `i`'s value; false for a null (no key).
+    fn get(&self, i: usize, buf: &mut Vec<u8>) -> Result<bool, String> {
+        buf.clear();
+        match self {
+            KeyValues::Fixed(a) if a.is_valid(i) => buf.extend_from_slice(a.value(i)),
+            KeyValues::U64(a) if a.is_valid(i) => buf.extend_from_slice(&a.value(i).to_le_bytes()),
+            KeyValues::I64(a) if a.is_valid(i) => buf.extend_from_slice(&a.value(i).to_le_bytes()),
+            KeyValues::Hex(a) if a.is_valid(i) => {
+                let s = a.value(i);
+                let h = u64::from_str_radix(s, 16)
+                    .ok()
+                    .filter(|_| s.len() == 16)
+                    .ok_or_else(|| format!("perceptual hash {s:?} is not 16 hex digits"))?;
+                buf.extend_from_slice(&h.to_le_bytes());
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
 }
 
 /// The apply filter of one map task: its records' decisions (id → representative).
@@ -659,7 +722,11 @@ mod tests {
             })
             .collect();
         let p = 5;
-        let obj = encode_keys(entries.clone(), p);
+        let mut raw = Vec::new();
+        for e in &entries {
+            e.put(&mut raw);
+        }
+        let obj = encode_keys(&raw, KeyEntry::SIZE, p);
         check_header(&obj, KEYS_MAGIC, p as u64).unwrap();
         let mut seen = 0;
         for r in 0..p as u64 {

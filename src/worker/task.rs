@@ -34,6 +34,8 @@ struct Produced {
     stats: TaskStats,
     /// Dedup: keys object (map) or decisions object (reduce).
     shuffle: Option<OutputFile>,
+    /// Near-duplicate record steps: labels changed.
+    changed: Option<u64>,
 }
 
 enum Attempt {
@@ -125,6 +127,7 @@ pub async fn run(
                 rejects: vec![],
                 stats,
                 shuffle: None,
+                changed: None,
             }),
             Err(e) => Attempt::Error(e),
         }
@@ -179,6 +182,7 @@ pub async fn run(
         finished_ms: 0,
         reused_from: None,
         shuffle: None,
+        changed: None,
     };
     match result {
         Attempt::Done(p) => {
@@ -186,6 +190,7 @@ pub async fn run(
             record.rejects = p.rejects;
             record.stats = p.stats;
             record.shuffle = p.shuffle;
+            record.changed = p.changed;
         }
         Attempt::Cancelled => {
             // Shutdown: hand the lease back so another worker starts at once.
@@ -293,14 +298,26 @@ async fn execute(
         Err(e) => return Attempt::Error(e.to_string()),
     };
     let plan = &job.manifest.phases[phase];
-    if plan.kind == PhaseKind::Reduce {
+    if matches!(plan.kind, PhaseKind::Reduce | PhaseKind::Propagate) {
         let dir = job.paths.attempt_dir(phase_name, task, attempt);
-        return match super::dedup::reduce(ctx, reg, store, phase, task, &dir, &cancel).await {
-            Ok((file, stats)) => Attempt::Done(Produced {
+        let near = plan
+            .dedup
+            .as_ref()
+            .is_some_and(|d| !d.params.kind.is_exact());
+        let done = if near {
+            super::dedup::near_step(ctx, reg, store, phase, task, &dir, &cancel).await
+        } else {
+            super::dedup::reduce(ctx, reg, store, phase, task, &dir, &cancel)
+                .await
+                .map(|(f, s)| (Some(f), s, None))
+        };
+        return match done {
+            Ok((file, stats, changed)) => Attempt::Done(Produced {
                 outputs: vec![],
                 rejects: vec![],
                 stats,
-                shuffle: Some(file),
+                shuffle: file,
+                changed,
             }),
             Err(_) if cancel.load(Ordering::Relaxed) => Attempt::Cancelled,
             Err(e) => Attempt::Error(e),
@@ -418,7 +435,9 @@ async fn execute(
             let shuffle = match &keys_of {
                 Some(d) => {
                     let dir = job.paths.attempt_dir(phase_name, task, attempt);
-                    match super::dedup::write_keys(reg, &dir, out.keys, d.partitions).await {
+                    match super::dedup::write_keys(reg, &dir, out.keys, &d.params, d.partitions)
+                        .await
+                    {
                         Ok(f) => Some(f),
                         Err(e) => return Attempt::Error(e),
                     }
@@ -430,6 +449,7 @@ async fn execute(
                 rejects: out.rejects,
                 stats: out.stats,
                 shuffle,
+                changed: None,
             })
         }
         Ok(Err(

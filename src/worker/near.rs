@@ -1,0 +1,638 @@
+//! Near-duplicate clustering over the dedup shuffle (docs/DEDUP.md): band-key entries
+//! with a verification payload, the candidates reduce (each band bucket verified
+//! against its first member), and the label-propagation steps that turn the verified
+//! record–bucket graph into connected components without any task holding more than
+//! its partition. Everything here is pure: sorted streams in, sorted sinks out.
+use super::shuffle::{Decision, ExternalSort, Fixed, partition_of};
+use crate::kernels::{hamming, minhash};
+use crate::ops::dedup::DedupKind;
+use std::cmp::Ordering;
+use std::io::{BufWriter, Seek, Write};
+
+pub const EDGES_MAGIC: &[u8; 8] = b"MDFNEAR1";
+
+/// A component label: the record it is named after. Lower is better, as for
+/// representatives: the highest rank, then the lowest id.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Label {
+    pub rank: f64,
+    pub id: u128,
+}
+
+impl Label {
+    pub fn order(&self, o: &Label) -> Ordering {
+        o.rank
+            .total_cmp(&self.rank)
+            .then_with(|| self.id.cmp(&o.id))
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.rank.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Label {
+        Label {
+            rank: f64::from_le_bytes(b[0..8].try_into().expect("8")),
+            id: u128::from_le_bytes(b[8..24].try_into().expect("16")),
+        }
+    }
+    fn min(self, o: Label) -> Label {
+        if o.order(&self) == Ordering::Less {
+            o
+        } else {
+            self
+        }
+    }
+}
+
+/// One band key of one record with what verifies it: `P` payload bytes (the 8-bit
+/// b-bit signature, or the 64-bit hash). A map task writes `task` 0; the reducer
+/// sets it to the index of the map task it read the entry from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NearEntry<const P: usize> {
+    pub key: u128,
+    pub id: u128,
+    pub rank: f64,
+    pub task: u32,
+    pub payload: [u8; P],
+}
+
+impl<const P: usize> Fixed for NearEntry<P> {
+    const SIZE: usize = 44 + P;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.key.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.rank.to_le_bytes());
+        out.extend_from_slice(&self.task.to_le_bytes());
+        out.extend_from_slice(&self.payload);
+    }
+    fn get(b: &[u8]) -> Self {
+        NearEntry {
+            key: u128::from_le_bytes(b[0..16].try_into().expect("16")),
+            id: u128::from_le_bytes(b[16..32].try_into().expect("16")),
+            rank: f64::from_le_bytes(b[32..40].try_into().expect("8")),
+            task: u32::from_le_bytes(b[40..44].try_into().expect("4")),
+            payload: b[44..44 + P].try_into().expect("payload"),
+        }
+    }
+    /// Key, then the bucket's pivot first: highest rank, then lowest id.
+    fn order(&self, o: &Self) -> Ordering {
+        self.key
+            .cmp(&o.key)
+            .then_with(|| self.label().order(&o.label()))
+            .then_with(|| self.task.cmp(&o.task))
+    }
+}
+
+impl<const P: usize> NearEntry<P> {
+    fn label(&self) -> Label {
+        Label {
+            rank: self.rank,
+            id: self.id,
+        }
+    }
+}
+
+/// Appends a record's near-duplicate entries (one per band) as raw bytes of
+/// `44 + kind.payload_len()` each, the layout of [`NearEntry`]. `value` is the
+/// signature (little-endian u32s) or the hash (8 bytes, little-endian).
+pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: &mut Vec<u8>) {
+    let p = kind.payload_len();
+    let mut keys = Vec::new();
+    let mut payload = vec![0u8; p];
+    match kind {
+        DedupKind::Exact => unreachable!("exact keys are KeyEntry"),
+        DedupKind::Minhash { bands, rows, .. } => {
+            minhash::band_keys_le(value, *bands as usize, *rows as usize, &mut keys);
+            minhash::low_bytes_le(value, &mut payload);
+        }
+        DedupKind::Phash { radius } => {
+            let h = u64::from_le_bytes(value[..8].try_into().expect("8 bytes"));
+            keys = hamming::band_keys(h, *radius);
+            payload.copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    for k in keys {
+        out.extend_from_slice(&k.to_le_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&rank.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&payload);
+    }
+}
+
+/// Whether two payloads are near duplicates.
+pub fn verified(kind: &DedupKind, a: &[u8], b: &[u8]) -> bool {
+    match kind {
+        DedupKind::Exact => true,
+        DedupKind::Minhash {
+            bands,
+            rows,
+            threshold,
+        } => minhash::bbit_jaccard(a, b, (bands * rows) as usize) >= *threshold,
+        DedupKind::Phash { radius } => {
+            let h = |x: &[u8]| u64::from_le_bytes(x[..8].try_into().expect("8"));
+            hamming::distance(h(a), h(b)) <= *radius
+        }
+    }
+}
+
+/// An edge of the record–bucket graph with both ends' current labels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Edge {
+    pub bucket: u128,
+    pub record: u128,
+    /// The map task of the record.
+    pub task: u32,
+    /// The record's label.
+    pub rl: Label,
+    /// The bucket's label.
+    pub bl: Label,
+}
+
+impl Edge {
+    const SIZE: usize = 84;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bucket.to_le_bytes());
+        out.extend_from_slice(&self.record.to_le_bytes());
+        out.extend_from_slice(&self.task.to_le_bytes());
+        self.rl.put(out);
+        self.bl.put(out);
+    }
+    fn get(b: &[u8]) -> Self {
+        Edge {
+            bucket: u128::from_le_bytes(b[0..16].try_into().expect("16")),
+            record: u128::from_le_bytes(b[16..32].try_into().expect("16")),
+            task: u32::from_le_bytes(b[32..36].try_into().expect("4")),
+            rl: Label::get(&b[36..60]),
+            bl: Label::get(&b[60..84]),
+        }
+    }
+}
+
+/// Spreads record ids (whose high bits name their file) over the key space: a
+/// bijection, so equal spreads mean equal ids.
+pub fn spread(id: u128) -> u128 {
+    id.wrapping_mul(0x2360_ED05_1FC6_5DA4_4385_DF64_9FCC_F645)
+        .rotate_left(64)
+}
+
+/// Edges grouped by record, the best bucket label first (a record step streams).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ByRecord(pub Edge);
+/// Edges grouped by bucket, the best record label first (a bucket step streams).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ByBucket(pub Edge);
+
+impl Fixed for ByRecord {
+    const SIZE: usize = Edge::SIZE;
+    fn put(&self, out: &mut Vec<u8>) {
+        self.0.put(out)
+    }
+    fn get(b: &[u8]) -> Self {
+        ByRecord(Edge::get(b))
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        spread(self.0.record)
+            .cmp(&spread(o.0.record))
+            .then_with(|| self.0.bl.order(&o.0.bl))
+            .then_with(|| self.0.bucket.cmp(&o.0.bucket))
+    }
+}
+
+impl Fixed for ByBucket {
+    const SIZE: usize = Edge::SIZE;
+    fn put(&self, out: &mut Vec<u8>) {
+        self.0.put(out)
+    }
+    fn get(b: &[u8]) -> Self {
+        ByBucket(Edge::get(b))
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        self.0
+            .bucket
+            .cmp(&o.0.bucket)
+            .then_with(|| self.0.rl.order(&o.0.rl))
+            .then_with(|| self.0.record.cmp(&o.0.record))
+    }
+}
+
+/// The partition an edge goes to for the next step.
+pub fn record_partition(e: &Edge, partitions: u32) -> u32 {
+    partition_of(spread(e.record), partitions)
+}
+pub fn bucket_partition(e: &Edge, partitions: u32) -> u32 {
+    partition_of(e.bucket, partitions)
+}
+
+/// What one near-duplicate step did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct StepStats {
+    /// Entries (candidates) or edges (label steps) read.
+    pub entries: u64,
+    /// Candidates: buckets with a verified pair; record steps: records.
+    pub groups: u64,
+    /// Edges written.
+    pub edges: u64,
+    /// Candidates: members that failed verification against their bucket's pivot.
+    pub rejected: u64,
+    /// Record steps: records whose label improved.
+    pub changed: u64,
+    /// Candidates: members of buckets past [`MAX_LEADERS`] distinct payloads.
+    pub overflow: u64,
+}
+
+/// The most distinct payloads (leaders) one band bucket verifies against; a member
+/// beyond them is still compared with every leader but leads no one itself.
+pub const MAX_LEADERS: usize = 1024;
+
+/// The graph node of leader `i` of bucket `key`.
+fn leader_node(key: u128, i: usize) -> u128 {
+    key ^ (i as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)
+}
+
+/// The candidates reduce: per band bucket (a run of equal keys, best label first),
+/// every member is verified against the bucket's *leaders*, the distinct payloads
+/// seen so far. A member within range of leader `L` becomes an edge (L's node,
+/// member); a member with a new payload becomes a leader. So every verified pair of
+/// the bucket is connected (through the earlier one's leader), chains included, in
+/// memory bounded by [`MAX_LEADERS`] payloads. Leaders nobody joined leave no trace.
+pub fn candidates<const P: usize>(
+    sorted: impl Iterator<Item = std::io::Result<NearEntry<P>>>,
+    kind: &DedupKind,
+    out: &mut ExternalSort<ByRecord>,
+) -> std::io::Result<StepStats> {
+    struct Leader<const P: usize> {
+        first: NearEntry<P>,
+        emitted: bool,
+    }
+    let mut st = StepStats::default();
+    let mut key: Option<u128> = None;
+    let mut leaders: Vec<Leader<P>> = Vec::new();
+    for x in sorted {
+        let x = x?;
+        st.entries += 1;
+        if key != Some(x.key) {
+            key = Some(x.key);
+            leaders.clear();
+        }
+        let mut identical = false;
+        let mut joined = false;
+        for (i, l) in leaders.iter_mut().enumerate() {
+            if l.first.id == x.id {
+                identical = true; // the same record twice (not from one map task)
+                continue;
+            }
+            if !verified(kind, &l.first.payload, &x.payload) {
+                continue;
+            }
+            identical |= l.first.payload == x.payload;
+            joined = true;
+            let node = leader_node(x.key, i);
+            let bl = l.first.label();
+            if !l.emitted {
+                l.emitted = true;
+                st.groups += 1;
+                st.edges += 1;
+                out.push(ByRecord(Edge {
+                    bucket: node,
+                    record: l.first.id,
+                    task: l.first.task,
+                    rl: bl,
+                    bl,
+                }))?;
+            }
+            st.edges += 1;
+            out.push(ByRecord(Edge {
+                bucket: node,
+                record: x.id,
+                task: x.task,
+                rl: x.label(),
+                bl,
+            }))?;
+        }
+        if !joined && !leaders.is_empty() {
+            st.rejected += 1;
+        }
+        if !identical {
+            if leaders.len() < MAX_LEADERS {
+                leaders.push(Leader {
+                    first: x,
+                    emitted: false,
+                });
+            } else {
+                st.overflow += 1;
+            }
+        }
+    }
+    Ok(st)
+}
+
+/// A record step: each record's label becomes the best of its own and its buckets'
+/// (its first edge carries the best bucket label). Writes the relabelled edges for
+/// the bucket step and one decision per record (the representative decides for
+/// itself), so the apply phase can read them once the labels stop changing.
+pub fn record_step(
+    sorted: impl Iterator<Item = std::io::Result<ByRecord>>,
+    edges: &mut ExternalSort<ByBucket>,
+    decisions: &mut ExternalSort<Decision>,
+) -> std::io::Result<StepStats> {
+    let mut st = StepStats::default();
+    let mut cur: Option<(u128, Label)> = None;
+    for x in sorted {
+        let ByRecord(mut e) = x?;
+        st.entries += 1;
+        let label = match cur {
+            Some((r, l)) if r == e.record => l,
+            _ => {
+                let l = e.rl.min(e.bl);
+                if l != e.rl {
+                    st.changed += 1;
+                }
+                st.groups += 1;
+                decisions.push(Decision {
+                    task: e.task,
+                    representative: l.id == e.record,
+                    id: e.record,
+                    rep: l.id,
+                })?;
+                cur = Some((e.record, l));
+                l
+            }
+        };
+        e.rl = label;
+        st.edges += 1;
+        edges.push(ByBucket(e))?;
+    }
+    Ok(st)
+}
+
+/// A bucket step: each bucket's label becomes the best label of its members (its
+/// first edge carries it).
+pub fn bucket_step(
+    sorted: impl Iterator<Item = std::io::Result<ByBucket>>,
+    edges: &mut ExternalSort<ByRecord>,
+) -> std::io::Result<StepStats> {
+    let mut st = StepStats::default();
+    let mut cur: Option<(u128, Label)> = None;
+    for x in sorted {
+        let ByBucket(mut e) = x?;
+        st.entries += 1;
+        let label = match cur {
+            Some((b, l)) if b == e.bucket => l,
+            _ => {
+                st.groups += 1;
+                cur = Some((e.bucket, e.rl));
+                e.rl
+            }
+        };
+        e.bl = label;
+        st.edges += 1;
+        edges.push(ByRecord(e))?;
+    }
+    Ok(st)
+}
+
+/// Writes a sectioned object through a local file (bounded memory): items arrive in
+/// section order; `finish` puts the header (magic, section count, offsets) in front.
+pub struct Sections {
+    counts: Vec<u64>,
+    sizes: Vec<u64>,
+    cur: usize,
+    body: BufWriter<std::fs::File>,
+    dir: std::path::PathBuf,
+    buf: Vec<u8>,
+}
+
+impl Sections {
+    pub fn new(n: usize, dir: &std::path::Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Sections {
+            counts: vec![0; n],
+            sizes: vec![0; n],
+            cur: 0,
+            body: BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(dir)?),
+            dir: dir.to_path_buf(),
+            buf: Vec::with_capacity(256),
+        })
+    }
+
+    pub fn push<T: Fixed>(&mut self, section: usize, x: &T) -> std::io::Result<()> {
+        if section < self.cur || section >= self.counts.len() {
+            return Err(std::io::Error::other(format!(
+                "section {section} out of order (at {} of {})",
+                self.cur,
+                self.counts.len()
+            )));
+        }
+        self.cur = section;
+        self.counts[section] += 1;
+        self.sizes[section] += T::SIZE as u64;
+        self.buf.clear();
+        x.put(&mut self.buf);
+        self.body.write_all(&self.buf)
+    }
+
+    /// The object as a local file, rewound, and its length.
+    pub fn finish(self, magic: &[u8; 8]) -> std::io::Result<(std::fs::File, u64)> {
+        let n = self.counts.len();
+        let mut body = self.body.into_inner().map_err(|e| e.into_error())?;
+        body.rewind()?;
+        let start = super::shuffle::HEADER + 8 * (n as u64 + 1);
+        let out = tempfile::tempfile_in(&self.dir)?;
+        let mut w = BufWriter::with_capacity(1 << 20, out);
+        w.write_all(magic)?;
+        w.write_all(&(n as u32).to_le_bytes())?;
+        w.write_all(&0u32.to_le_bytes())?;
+        let mut off = start;
+        for s in &self.sizes {
+            w.write_all(&off.to_le_bytes())?;
+            off += s;
+        }
+        w.write_all(&off.to_le_bytes())?;
+        std::io::copy(&mut body, &mut w)?;
+        let mut out = w.into_inner().map_err(|e| e.into_error())?;
+        out.rewind()?;
+        Ok((out, off))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Union-find over verified pairs: the reference the steps must reproduce.
+    fn components(n: usize, edges: &[(usize, usize)]) -> Vec<usize> {
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(p: &mut [usize], x: usize) -> usize {
+            let mut r = x;
+            while p[r] != r {
+                r = p[r];
+            }
+            let mut y = x;
+            while p[y] != r {
+                let next = p[y];
+                p[y] = r;
+                y = next;
+            }
+            r
+        }
+        for &(a, b) in edges {
+            let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+            if ra != rb {
+                parent[ra.max(rb)] = ra.min(rb);
+            }
+        }
+        (0..n).map(|x| find(&mut parent, x)).collect()
+    }
+
+    /// Runs candidates and alternating steps to a fixed point in memory (or, with a
+    /// tiny budget, through spills); returns id → representative and the rounds.
+    fn cluster(
+        entries: Vec<NearEntry<8>>,
+        kind: &DedupKind,
+        memory: u64,
+    ) -> (BTreeMap<u128, u128>, u32) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = || dir.path().to_path_buf();
+        let mut s = ExternalSort::<NearEntry<8>>::new(memory, d());
+        for e in entries {
+            s.push(e).unwrap();
+        }
+        let mut by_rec = ExternalSort::<ByRecord>::new(memory, d());
+        candidates(s.finish().unwrap(), kind, &mut by_rec).unwrap();
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let mut by_b = ExternalSort::<ByBucket>::new(memory, d());
+            let mut dec = ExternalSort::<Decision>::new(memory, d());
+            let st = record_step(by_rec.finish().unwrap(), &mut by_b, &mut dec).unwrap();
+            if st.changed == 0 || rounds > 50 {
+                let out = dec
+                    .finish()
+                    .unwrap()
+                    .map(|x| x.unwrap())
+                    .map(|x| (x.id, x.rep))
+                    .collect();
+                return (out, rounds);
+            }
+            by_rec = ExternalSort::<ByRecord>::new(memory, d());
+            bucket_step(by_b.finish().unwrap(), &mut by_rec).unwrap();
+        }
+    }
+
+    fn phash_entries(hashes: &[u64], radius: u32) -> Vec<NearEntry<8>> {
+        let kind = DedupKind::Phash { radius };
+        let mut raw = Vec::new();
+        for (i, h) in hashes.iter().enumerate() {
+            append_entries(&kind, &h.to_le_bytes(), i as u128 * 7 + 3, 0.0, &mut raw);
+        }
+        raw.chunks_exact(NearEntry::<8>::SIZE)
+            .map(|b| {
+                let mut e = NearEntry::<8>::get(b);
+                e.task = (e.id % 3) as u32;
+                e
+            })
+            .collect()
+    }
+
+    /// Random hashes with planted chains (each link within the radius, the ends far
+    /// apart): the steps find exactly the union-find components of all pairs within
+    /// the radius, spilled or not.
+    #[test]
+    fn phash_components_equal_brute_force() {
+        let radius = 4;
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut hashes = Vec::new();
+        for _ in 0..300 {
+            hashes.push(rnd());
+        }
+        // chains: flip 3 fresh bits per link
+        for c in 0..40 {
+            let mut h = rnd();
+            for link in 0..(1 + c % 6) {
+                hashes.push(h);
+                for b in 0..3 {
+                    h ^= 1 << ((link * 3 + b + c) % 64);
+                }
+            }
+        }
+        let n = hashes.len();
+        let mut pairs = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                if hamming::distance(hashes[i], hashes[j]) <= radius {
+                    pairs.push((i, j));
+                }
+            }
+        }
+        let comp = components(n, &pairs);
+        let id = |i: usize| i as u128 * 7 + 3;
+        let mut want = BTreeMap::new();
+        for (i, c) in comp.iter().enumerate() {
+            if pairs.iter().any(|&(a, b)| a == i || b == i) {
+                want.insert(id(i), id(*c));
+            }
+        }
+        let kind = DedupKind::Phash { radius };
+        let (got, rounds) = cluster(phash_entries(&hashes, radius), &kind, 1 << 30);
+        assert_eq!(got, want, "components after {rounds} rounds");
+        let (spilled, _) = cluster(phash_entries(&hashes, radius), &kind, 4096);
+        assert_eq!(spilled, want);
+        assert!(want.values().filter(|&&r| r != 0).count() > 40);
+    }
+
+    #[test]
+    fn representative_is_the_highest_rank() {
+        let kind = DedupKind::Phash { radius: 2 };
+        let mut raw = Vec::new();
+        for (id, rank) in [(10u128, 0.5), (11, 0.9), (12, 0.1)] {
+            append_entries(&kind, &0xFFu64.to_le_bytes(), id, rank, &mut raw);
+        }
+        let entries = raw
+            .chunks_exact(NearEntry::<8>::SIZE)
+            .map(NearEntry::<8>::get)
+            .collect();
+        let (got, _) = cluster(entries, &kind, 1 << 20);
+        assert_eq!(got.values().collect::<Vec<_>>(), vec![&11, &11, &11]);
+    }
+
+    #[test]
+    fn sections_index_their_items() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sections::new(3, dir.path()).unwrap();
+        let e = |r: u128| {
+            ByRecord(Edge {
+                bucket: 1,
+                record: r,
+                task: 0,
+                rl: Label { rank: 0.0, id: r },
+                bl: Label { rank: 0.0, id: 1 },
+            })
+        };
+        s.push(0, &e(1)).unwrap();
+        s.push(2, &e(2)).unwrap();
+        s.push(2, &e(3)).unwrap();
+        assert!(s.push(1, &e(4)).is_err(), "out of order");
+        let (mut f, len) = s.finish(EDGES_MAGIC).unwrap();
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut b).unwrap();
+        assert_eq!(b.len() as u64, len);
+        super::super::shuffle::check_header(&b, EDGES_MAGIC, 3).unwrap();
+        let sec = |i| {
+            super::super::shuffle::decode::<ByRecord>(
+                super::super::shuffle::section_of(&b, i).unwrap(),
+            )
+            .unwrap()
+        };
+        assert_eq!(sec(0), vec![e(1)]);
+        assert!(sec(1).is_empty());
+        assert_eq!(sec(2), vec![e(2), e(3)]);
+    }
+}

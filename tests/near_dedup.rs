@@ -1,0 +1,399 @@
+//! Near-duplicate dedup end to end (docs/DEDUP.md): MinHash over planted edits at
+//! known similarities and perceptual hashes at known Hamming distances, each checked
+//! against a brute-force all-pairs reference computed here (union-find over every
+//! verified pair). phash must equal its reference exactly; MinHash is reported as
+//! precision and recall (LSH may miss a pair, it never invents one).
+mod common;
+use common::*;
+use mdf::kernels::minhash::{MinHasher, bbit_jaccard, low_bytes_le};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn find(p: &mut [usize], x: usize) -> usize {
+    let mut r = x;
+    while p[r] != r {
+        r = p[r];
+    }
+    p[x] = r;
+    r
+}
+
+/// The records removed by keeping the lowest id of each connected component of
+/// `pairs` over `ids`.
+fn removed_by(ids: &[String], pairs: &[(usize, usize)]) -> BTreeSet<String> {
+    let mut parent: Vec<usize> = (0..ids.len()).collect();
+    for &(a, b) in pairs {
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb {
+            // the root is the lowest id of the component
+            if ids[ra] < ids[rb] {
+                parent[rb] = ra;
+            } else {
+                parent[ra] = rb;
+            }
+        }
+    }
+    (0..ids.len())
+        .filter(|&i| find(&mut parent, i) != i)
+        .map(|i| ids[i].clone())
+        .collect()
+}
+
+/// Every record of a finished job: (id, record JSON) from the output and the rejects,
+/// and the ids rejected as duplicates with the representative each names.
+fn all_records(out: &Path, field: &str) -> (Vec<(String, String)>, BTreeMap<String, String>) {
+    let m = manifest(out);
+    let mut recs = Vec::new();
+    for f in m["files"].as_array().unwrap() {
+        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        for (id, v) in strings(&b, "id").into_iter().zip(strings(&b, field)) {
+            recs.push((id, v));
+        }
+    }
+    let mut dups = BTreeMap::new();
+    for r in m["rejects"].as_array().unwrap() {
+        let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
+        let (ids, reasons, details, records) = (
+            strings(&b, "id"),
+            strings(&b, "reason"),
+            strings(&b, "detail"),
+            strings(&b, "record"),
+        );
+        for i in 0..ids.len() {
+            assert_eq!(reasons[i], "duplicate", "{}", records[i]);
+            let v: serde_json::Value = serde_json::from_str(&records[i]).unwrap();
+            recs.push((ids[i].clone(), v[field].as_str().unwrap().to_string()));
+            dups.insert(ids[i].clone(), details[i].clone());
+        }
+    }
+    recs.sort();
+    (recs, dups)
+}
+
+fn run_job(dir: &Path, name: &str, stages: &str, workers: &str) -> std::path::PathBuf {
+    let out = dir.join(format!("out-{name}"));
+    let spec = write_spec(
+        dir,
+        &format!(
+            "name: {name}\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\nstages:\n{stages}\noutput: {{uri: \"{o}\", overwrite: true}}\njob: {{task_bytes: 16KiB, poll_millis: 20}}\n",
+            d = dir.display(),
+            o = out.display()
+        ),
+    );
+    let spec_path = dir.join(format!("{name}.yaml"));
+    std::fs::rename(spec, &spec_path).unwrap();
+    run_ok(
+        mdf()
+            .args([
+                "run",
+                spec_path.to_str().unwrap(),
+                "--workers",
+                workers,
+                "--job-root",
+            ])
+            .arg(dir.join(format!("jobs-{name}"))),
+    );
+    out
+}
+
+/// Base documents of 120 words, each with edited copies: `k` words replaced gives a
+/// word-5-gram Jaccard similarity of roughly (116 − 5k) / (116 + 5k); some copies are
+/// edited from the previous copy (chains), across four files.
+fn planted_texts(dir: &Path, bases: usize) {
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut files = vec![Vec::new(); 4];
+    for _ in 0..bases {
+        let mut words: Vec<String> = (0..120).map(|_| format!("w{}", rng.below(5000))).collect();
+        let copies = rng.below(5);
+        let mut text = words.join(" ");
+        files[rng.below(4) as usize].push(serde_json::json!({ "text": text }).to_string());
+        for _ in 0..copies {
+            let edits = [0, 1, 2, 3, 5, 12][rng.below(6) as usize];
+            for _ in 0..edits {
+                let at = rng.below(120) as usize;
+                words[at] = format!("x{}", rng.below(100_000));
+            }
+            text = words.join(" ");
+            files[rng.below(4) as usize].push(serde_json::json!({ "text": text }).to_string());
+        }
+    }
+    for (i, f) in files.iter().enumerate() {
+        write_lines(&dir.join(format!("in/{i}.jsonl")), f);
+    }
+}
+
+#[test]
+fn minhash_dedup_matches_an_all_pairs_reference() {
+    let d = tempfile::tempdir().unwrap();
+    planted_texts(d.path(), 300);
+    let stages = "  - op: minhash\n  - op: dedup\n    params: {key: minhash, kind: minhash, threshold: 0.7, partitions: 3}\n";
+    let out = run_job(d.path(), "mh", stages, "2");
+    let (recs, dups) = all_records(&out, "text");
+    let ids: Vec<String> = recs.iter().map(|r| r.0.clone()).collect();
+    // References: every pair whose b-bit estimate passes (what the job verifies), and
+    // every pair whose true shingle Jaccard does.
+    let m = MinHasher::default_params();
+    let sigs: Vec<Vec<u8>> = recs
+        .iter()
+        .map(|(_, t)| {
+            let le: Vec<u8> = m
+                .signature(t)
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            let mut b = vec![0u8; m.k()];
+            low_bytes_le(&le, &mut b);
+            b
+        })
+        .collect();
+    let sets: Vec<HashSet<u64>> = recs
+        .iter()
+        .map(|(_, t)| m.shingles(t).into_iter().collect())
+        .collect();
+    let (mut est_pairs, mut true_pairs) = (Vec::new(), Vec::new());
+    for i in 0..recs.len() {
+        for j in i + 1..recs.len() {
+            if bbit_jaccard(&sigs[i], &sigs[j], m.k()) >= 0.7 {
+                est_pairs.push((i, j));
+            }
+            let inter = sets[i].intersection(&sets[j]).count() as f64;
+            if inter / (sets[i].union(&sets[j]).count() as f64) >= 0.7 {
+                true_pairs.push((i, j));
+            }
+        }
+    }
+    let got: BTreeSet<String> = dups.keys().cloned().collect();
+    let pr = |want: &BTreeSet<String>| {
+        let hit = got.intersection(want).count() as f64;
+        (
+            hit / got.len().max(1) as f64,
+            hit / want.len().max(1) as f64,
+        )
+    };
+    let est = removed_by(&ids, &est_pairs);
+    let truth = removed_by(&ids, &true_pairs);
+    let (p_est, r_est) = pr(&est);
+    let (p_true, r_true) = pr(&truth);
+    eprintln!(
+        "minhash dedup on {} records: {} removed; vs b-bit all pairs ({} removed) precision {p_est:.4} recall {r_est:.4}; vs true Jaccard ({} removed) precision {p_true:.4} recall {r_true:.4}",
+        recs.len(),
+        got.len(),
+        est.len(),
+        truth.len()
+    );
+    assert!(est.len() > 200, "planted near duplicates: {}", est.len());
+    // Every pair the job joins passed the same verification the reference uses.
+    assert_eq!(p_est, 1.0, "removed records the reference keeps");
+    // 14 bands × 8 rows find a pair at J = 0.7 with probability 1 − (1 − 0.7⁸)¹⁴ ≈ 0.57
+    // and at 0.8 with 0.92: pairs near the threshold are the ones LSH may miss.
+    assert!(r_est >= 0.9, "recall {r_est}");
+    assert!(p_true >= 0.95 && r_true >= 0.9, "{p_true} {r_true}");
+    // Each duplicate names a kept record of its own cluster.
+    let kept: BTreeSet<&String> = ids.iter().filter(|i| !got.contains(*i)).collect();
+    assert!(dups.values().all(|rep| kept.contains(rep)));
+}
+
+/// 64-bit hashes: random ones, chains whose links are within the radius (the ends
+/// are not), and exact copies; as 16 hex digits, the way imagehash prints them.
+fn planted_hashes(dir: &Path) -> usize {
+    let mut rng = Rng(0xfeed_0000_1111_2222);
+    let mut files = vec![Vec::new(); 3];
+    let mut n = 0;
+    let mut put = |h: u64, rng: &mut Rng, files: &mut Vec<Vec<String>>| {
+        files[rng.below(3) as usize]
+            .push(serde_json::json!({ "phash": format!("{h:016x}") }).to_string());
+        n += 1;
+    };
+    for _ in 0..400 {
+        let h = rng.next();
+        put(h, &mut rng, &mut files);
+    }
+    for c in 0..60u64 {
+        let mut h = rng.next();
+        for _ in 0..=(c % 5) {
+            put(h, &mut rng, &mut files);
+            let flips = 1 + rng.below(4);
+            for _ in 0..flips {
+                h ^= 1 << rng.below(64);
+            }
+        }
+        if c % 7 == 0 {
+            put(h, &mut rng, &mut files);
+            put(h, &mut rng, &mut files);
+        }
+    }
+    for (i, f) in files.iter().enumerate() {
+        write_lines(&dir.join(format!("in/{i}.jsonl")), f);
+    }
+    n
+}
+
+#[test]
+fn phash_dedup_equals_the_all_pairs_reference_whatever_the_layout() {
+    let d = tempfile::tempdir().unwrap();
+    let n = planted_hashes(d.path());
+    let a = run_job(
+        d.path(),
+        "ph-a",
+        "  - op: dedup\n    params: {key: phash, kind: phash, partitions: 2}\n",
+        "1",
+    );
+    // More partitions and workers, and a 4 KiB budget that spills every sort.
+    let b = run_job(
+        d.path(),
+        "ph-b",
+        "  - op: dedup\n    params: {key: phash, kind: phash, radius: 4, partitions: 5, memory: 4KiB}\n",
+        "3",
+    );
+    let (recs, dups) = all_records(&a, "phash");
+    assert_eq!(recs.len(), n);
+    let ids: Vec<String> = recs.iter().map(|r| r.0.clone()).collect();
+    let h: Vec<u64> = recs
+        .iter()
+        .map(|r| u64::from_str_radix(&r.1, 16).unwrap())
+        .collect();
+    let mut pairs = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            if (h[i] ^ h[j]).count_ones() <= 4 {
+                pairs.push((i, j));
+            }
+        }
+    }
+    let want = removed_by(&ids, &pairs);
+    let got: BTreeSet<String> = dups.keys().cloned().collect();
+    assert!(want.len() > 100, "planted {}", want.len());
+    assert_eq!(
+        got, want,
+        "phash dedup equals brute force (precision = recall = 1)"
+    );
+    let (_, dups_b) = all_records(&b, "phash");
+    assert_eq!(dups_b, dups, "same duplicates and representatives");
+    let survivors = |out: &Path| {
+        let mut v = output_ids(out);
+        v.sort();
+        v
+    };
+    assert_eq!(survivors(&a), survivors(&b));
+}
+
+#[test]
+fn near_dedup_configs_are_checked_before_any_task() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(
+        &d.path().join("in/a.jsonl"),
+        &[r#"{"text": "a b c", "phash": "00ff00ff00ff00ff"}"#.to_string()],
+    );
+    for (stages, needle) in [
+        (
+            "  - op: dedup\n    params: {key: phash, kind: fuzzy}\n",
+            "params.kind: expected exact, minhash or phash",
+        ),
+        (
+            "  - op: minhash\n  - op: dedup\n    params: {key: minhash, kind: minhash, threshold: 1.5}\n",
+            "params.threshold: must be in (0, 1]",
+        ),
+        (
+            "  - op: minhash\n    params: {bands: 20, rows: 5}\n  - op: dedup\n    params: {key: minhash, kind: minhash}\n",
+            "not a MinHash signature of 112 permutations",
+        ),
+        (
+            "  - op: dedup\n    params: {key: text, kind: phash, radius: 40}\n",
+            "params.radius: must be between 0 and 31",
+        ),
+        (
+            "  - op: dedup\n    params: {key: phash, kind: phash, against: \"file:///x\"}\n",
+            "params.against: only exact dedup",
+        ),
+        (
+            "  - op: dedup\n    params: {key: phash, radius: 3}\n",
+            "params.radius: unknown field",
+        ),
+    ] {
+        let spec = write_spec(
+            d.path(),
+            &format!(
+                "name: bad\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n{stages}output: {{uri: \"{}/out\"}}\n",
+                d.path().display(),
+                d.path().display()
+            ),
+        );
+        let o = mdf()
+            .args(["validate", spec.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = stderr(&o) + &stdout(&o);
+        assert!(!o.status.success(), "{stages}: accepted");
+        assert!(text.contains(needle), "{stages}: {text}");
+    }
+}
+
+/// A chain longer than `max_rounds` can connect fails the job with a message saying
+/// what to raise, instead of keeping near duplicates it has not linked yet.
+#[test]
+fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
+    let d = tempfile::tempdir().unwrap();
+    // A chain of 30 hashes, 3 bits between neighbours, listed from both ends inward
+    // so that labels have to travel the whole chain.
+    let mut h = 0u64;
+    let mut chain = Vec::new();
+    for i in 0..30 {
+        chain.push(h);
+        h ^= 0b111 << ((i * 3) % 60);
+    }
+    let lines: Vec<String> = chain
+        .iter()
+        .rev()
+        .map(|h| serde_json::json!({ "phash": format!("{h:016x}") }).to_string())
+        .collect();
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let out = d.path().join("out");
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 2}}\noutput: {{uri: \"{}\"}}\njob: {{poll_millis: 20}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", spec.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    let text = stderr(&o) + &stdout(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains("failed to converge in max_rounds = 2")
+            && text.contains("raise params.max_rounds"),
+        "{text}"
+    );
+    // With enough rounds the same chain is one cluster: one survivor.
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 40}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs2")),
+    );
+    assert_eq!(output_ids(&out).len(), 1);
+}
