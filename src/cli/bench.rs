@@ -586,21 +586,18 @@ fn dedup_shuffle(
     let mut id = 0u128;
     for _ in 0..tasks {
         let m = per_task.min(n - id as u64);
-        let entries: Vec<KeyEntry> = (0..m)
-            .map(|_| {
-                id += 1;
-                // Keys drawn from `distinct` values: copies land in any task.
-                let k = next() % distinct;
-                KeyEntry {
-                    key: u128::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835),
-                    id,
-                    rank: 0.0,
-                }
-            })
-            .collect();
-        let mut raw = Vec::with_capacity(entries.len() * <KeyEntry as shuffle::Fixed>::SIZE);
-        for e in &entries {
-            shuffle::Fixed::put(e, &mut raw);
+        // Raw entries, as the pipeline appends them.
+        let mut raw = Vec::with_capacity(m as usize * <KeyEntry as shuffle::Fixed>::SIZE);
+        for _ in 0..m {
+            id += 1;
+            // Keys drawn from `distinct` values: copies land in any task.
+            let k = next() % distinct;
+            let e = KeyEntry {
+                key: u128::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835),
+                id,
+                rank: 0.0,
+            };
+            shuffle::Fixed::put(&e, &mut raw);
         }
         objects.push(shuffle::encode_keys(
             &raw,

@@ -71,6 +71,10 @@ pub trait Fixed: Copy + Send + 'static {
     fn get(b: &[u8]) -> Self;
     /// The sort order.
     fn order(&self, other: &Self) -> Ordering;
+    /// Sorts a buffer by `order` (types with a leading integer key override this).
+    fn sort(buf: &mut [Self]) {
+        buf.sort_unstable_by(Self::order);
+    }
 }
 
 /// One key of one record, as a map task writes it.
@@ -127,6 +131,23 @@ impl Fixed for Sourced {
         Sourced {
             e: KeyEntry::get(&b[..40]),
             task: u32::from_le_bytes(b[40..44].try_into().expect("4")),
+        }
+    }
+    /// By the key's high 64 bits alone (one u64 comparison), then the runs of equal
+    /// high bits (duplicates, mostly) by the full order.
+    fn sort(buf: &mut [Self]) {
+        let hi = |x: &Self| (x.e.key >> 64) as u64;
+        buf.sort_unstable_by_key(hi);
+        let mut i = 0;
+        while i < buf.len() {
+            let mut j = i + 1;
+            while j < buf.len() && hi(&buf[j]) == hi(&buf[i]) {
+                j += 1;
+            }
+            if j - i > 1 {
+                buf[i..j].sort_unstable_by(Self::order);
+            }
+            i = j;
         }
     }
     fn order(&self, o: &Self) -> Ordering {
@@ -265,7 +286,7 @@ impl<T: Fixed> ExternalSort<T> {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        self.buf.sort_unstable_by(T::order);
+        T::sort(&mut self.buf);
         std::fs::create_dir_all(&self.dir)?;
         let f = tempfile::tempfile_in(&self.dir)?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
@@ -288,7 +309,7 @@ impl<T: Fixed> ExternalSort<T> {
     /// All records in order.
     pub fn finish(mut self) -> std::io::Result<Box<dyn Iterator<Item = std::io::Result<T>>>> {
         if self.runs.is_empty() {
-            self.buf.sort_unstable_by(T::order);
+            T::sort(&mut self.buf);
             return Ok(Box::new(self.buf.into_iter().map(Ok)));
         }
         if !self.buf.is_empty() {
