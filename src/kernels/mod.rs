@@ -3,6 +3,9 @@
 //! worker calls them from its pipeline threads, never from the async runtime.
 pub mod hamming;
 pub mod html;
+pub mod image;
+pub mod image_quality;
+pub mod imagehash;
 pub mod lang;
 pub mod minhash;
 pub mod quality;

@@ -1,0 +1,358 @@
+//! Image decoding with limits: the format from the bytes (not the name), the header
+//! read before any pixel so decompression bombs are refused before allocation, EXIF
+//! orientation applied, any colour mode to 8-bit RGB. When the caller needs only a
+//! small image (hashes, quality at low resolution) a JPEG is decoded at 1/2, 1/4 or
+//! 1/8 scale inside the DCT (jpeg-decoder), which skips most of the IDCT and colour
+//! conversion. A decoder that panics on hostile bytes is caught and reported.
+use image::{ImageDecoder, ImageFormat, ImageReader, RgbImage};
+use std::io::Cursor;
+
+/// What an image may cost before it is refused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Width × height (Pillow warns past 89.5M and refuses past twice that).
+    pub max_pixels: u64,
+    /// Encoded size.
+    pub max_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_pixels: 89_478_485,
+            max_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Why an image was not decoded: `reason` is the reject reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeError {
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+impl DecodeError {
+    fn new(reason: &'static str, detail: impl Into<String>) -> Self {
+        DecodeError {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What the header says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub format: &'static str,
+    pub width: u32,
+    pub height: u32,
+    /// Pillow-style mode names: L, LA, RGB, RGBA, I;16, ...
+    pub mode: &'static str,
+}
+
+/// A decoded image: its header (full size, before orientation) and its pixels,
+/// possibly reduced, oriented upright.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub header: Header,
+    pub rgb: RgbImage,
+    /// 1, 2, 4 or 8: the JPEG DCT scale the pixels were decoded at.
+    pub scale: u32,
+}
+
+fn format_name(f: ImageFormat) -> &'static str {
+    match f {
+        ImageFormat::Jpeg => "JPEG",
+        ImageFormat::Png => "PNG",
+        ImageFormat::Gif => "GIF",
+        ImageFormat::WebP => "WEBP",
+        ImageFormat::Bmp => "BMP",
+        ImageFormat::Tiff => "TIFF",
+        ImageFormat::Ico => "ICO",
+        ImageFormat::Avif => "AVIF",
+        ImageFormat::Pnm => "PPM",
+        _ => "OTHER",
+    }
+}
+
+fn mode_name(c: image::ExtendedColorType) -> &'static str {
+    use image::ExtendedColorType::*;
+    match c {
+        A8 => "A",
+        L1 => "1",
+        L2 | L4 | L8 => "L",
+        La1 | La2 | La4 | La8 => "LA",
+        Rgb1 | Rgb2 | Rgb4 | Rgb8 => "RGB",
+        Rgba1 | Rgba2 | Rgba4 | Rgba8 => "RGBA",
+        L16 => "I;16",
+        La16 => "LA;16",
+        Rgb16 => "RGB;16",
+        Rgba16 => "RGBA;16",
+        Bgr8 => "BGR",
+        Bgra8 => "BGRA",
+        Rgb32F => "RGB;32F",
+        Rgba32F => "RGBA;32F",
+        Cmyk8 => "CMYK",
+        Cmyk16 => "CMYK;16",
+        _ => "OTHER",
+    }
+}
+
+/// Formats this build decodes.
+fn supported(f: ImageFormat) -> bool {
+    matches!(
+        f,
+        ImageFormat::Jpeg
+            | ImageFormat::Png
+            | ImageFormat::Gif
+            | ImageFormat::WebP
+            | ImageFormat::Bmp
+            | ImageFormat::Tiff
+    )
+}
+
+fn guarded<T>(f: impl FnOnce() -> Result<T, DecodeError>) -> Result<T, DecodeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(DecodeError::new(
+            "decode_error",
+            format!("decoder panicked: {msg}"),
+        ))
+    })
+}
+
+type Reader<'a> = ImageReader<Cursor<&'a [u8]>>;
+
+fn reader(bytes: &[u8]) -> Result<(Reader<'_>, ImageFormat), DecodeError> {
+    let r = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
+    match r.format() {
+        Some(f) if supported(f) => Ok((r, f)),
+        Some(f) => Err(DecodeError::new(
+            "unsupported_format",
+            format!("{} images are not decoded", format_name(f)),
+        )),
+        None => Err(DecodeError::new(
+            "unknown_format",
+            "not an image format this build reads (JPEG, PNG, GIF, WebP, BMP, TIFF)",
+        )),
+    }
+}
+
+fn check_size(bytes: &[u8], limits: &Limits) -> Result<(), DecodeError> {
+    if bytes.len() as u64 > limits.max_bytes {
+        return Err(DecodeError::new(
+            "too_large",
+            format!("{} bytes > max_bytes {}", bytes.len(), limits.max_bytes),
+        ));
+    }
+    if bytes.is_empty() {
+        return Err(DecodeError::new("decode_error", "empty"));
+    }
+    Ok(())
+}
+
+fn check_pixels(w: u32, h: u32, limits: &Limits) -> Result<(), DecodeError> {
+    if w == 0 || h == 0 {
+        return Err(DecodeError::new("decode_error", format!("{w}×{h} image")));
+    }
+    let px = w as u64 * h as u64;
+    if px > limits.max_pixels {
+        return Err(DecodeError::new(
+            "decompression_bomb",
+            format!("{w}×{h} = {px} pixels > max_pixels {}", limits.max_pixels),
+        ));
+    }
+    Ok(())
+}
+
+/// The header alone: format, size and mode, without decoding pixels.
+pub fn probe(bytes: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
+    check_size(bytes, limits)?;
+    guarded(|| {
+        let (r, f) = reader(bytes)?;
+        let d = r
+            .into_decoder()
+            .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
+        let (w, h) = d.dimensions();
+        check_pixels(w, h, limits)?;
+        Ok(Header {
+            format: format_name(f),
+            width: w,
+            height: h,
+            mode: mode_name(d.original_color_type()),
+        })
+    })
+}
+
+/// Decodes an image to upright 8-bit RGB. With `min_side`, a JPEG whose shorter side
+/// is at least twice `min_side` is decoded at the smallest DCT scale that keeps its
+/// shorter side ≥ `min_side`; other formats decode at full size.
+pub fn decode(
+    bytes: &[u8],
+    limits: &Limits,
+    min_side: Option<u32>,
+) -> Result<Decoded, DecodeError> {
+    check_size(bytes, limits)?;
+    guarded(|| {
+        let (r, f) = reader(bytes)?;
+        let mut d = r
+            .into_decoder()
+            .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
+        let (w, h) = d.dimensions();
+        check_pixels(w, h, limits)?;
+        let header = Header {
+            format: format_name(f),
+            width: w,
+            height: h,
+            mode: mode_name(d.original_color_type()),
+        };
+        // zune-jpeg fills a cut-off scan with grey; Pillow (and a curator) calls it
+        // truncated: a JPEG must end its scan with an EOI marker.
+        if f == ImageFormat::Jpeg && memchr::memmem::rfind(bytes, &[0xFF, 0xD9]).is_none() {
+            return Err(DecodeError::new(
+                "truncated",
+                "JPEG without an end-of-image marker",
+            ));
+        }
+        let orientation = d
+            .orientation()
+            .unwrap_or(image::metadata::Orientation::NoTransforms);
+        if f == ImageFormat::Jpeg
+            && let Some(min) = min_side
+            && w.min(h) >= 2 * min
+            && let Some((rgb, scale)) = jpeg_scaled(bytes, w, h, min)
+        {
+            let mut img = image::DynamicImage::ImageRgb8(rgb);
+            img.apply_orientation(orientation);
+            return Ok(Decoded {
+                header,
+                rgb: img.into_rgb8(),
+                scale,
+            });
+        }
+        let mut lim = image::Limits::default();
+        // Decoded buffers: 4 channels × 16 bits at most, plus the RGB copy.
+        lim.max_alloc = Some(limits.max_pixels.saturating_mul(16));
+        d.set_limits(lim)
+            .map_err(|e| DecodeError::new("decompression_bomb", e.to_string()))?;
+        let mut img = image::DynamicImage::from_decoder(d).map_err(|e| {
+            let reason = match &e {
+                image::ImageError::Limits(_) => "decompression_bomb",
+                _ => "decode_error",
+            };
+            DecodeError::new(reason, e.to_string())
+        })?;
+        img.apply_orientation(orientation);
+        Ok(Decoded {
+            header,
+            rgb: img.into_rgb8(),
+            scale: 1,
+        })
+    })
+}
+
+/// A JPEG at reduced DCT scale (None: not applicable or failed; the caller decodes
+/// at full size, so a quirk of this decoder never loses an image).
+fn jpeg_scaled(bytes: &[u8], w: u32, h: u32, min_side: u32) -> Option<(RgbImage, u32)> {
+    let short = w.min(h);
+    let mut scale = 1;
+    while scale < 8 && short / (scale * 2) >= min_side {
+        scale *= 2;
+    }
+    if scale == 1 {
+        return None;
+    }
+    let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+    let req_w = w.div_ceil(scale).min(u16::MAX as u32) as u16;
+    let req_h = h.div_ceil(scale).min(u16::MAX as u32) as u16;
+    let (ow, oh) = dec.scale(req_w, req_h).ok()?;
+    let px = dec.decode().ok()?;
+    let info = dec.info()?;
+    let (ow, oh) = (ow as u32, oh as u32);
+    let n = (ow * oh) as usize;
+    let rgb = match info.pixel_format {
+        jpeg_decoder::PixelFormat::RGB24 if px.len() >= 3 * n => px[..3 * n].to_vec(),
+        jpeg_decoder::PixelFormat::L8 if px.len() >= n => {
+            px[..n].iter().flat_map(|&l| [l, l, l]).collect()
+        }
+        _ => return None, // CMYK, 16-bit: the full decoder handles them
+    };
+    Some((RgbImage::from_raw(ow, oh, rgb)?, scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jpeg(w: u32, h: u32) -> Vec<u8> {
+        let img = RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, 128])
+        });
+        let mut out = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90)
+            .encode_image(&img)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn reduced_jpeg_keeps_the_short_side_and_full_size_otherwise() {
+        let b = jpeg(640, 480);
+        let full = decode(&b, &Limits::default(), None).unwrap();
+        assert_eq!(
+            (full.rgb.width(), full.rgb.height(), full.scale),
+            (640, 480, 1)
+        );
+        assert_eq!(full.header.format, "JPEG");
+        let small = decode(&b, &Limits::default(), Some(64)).unwrap();
+        assert_eq!(small.scale, 4);
+        assert_eq!((small.rgb.width(), small.rgb.height()), (160, 120));
+        assert_eq!((small.header.width, small.header.height), (640, 480));
+        // The reduced image is the full one, downscaled: close on average.
+        let mean = |i: &RgbImage| {
+            i.pixels().map(|p| p[0] as f64).sum::<f64>() / (i.width() * i.height()) as f64
+        };
+        assert!((mean(&full.rgb) - mean(&small.rgb)).abs() < 3.0);
+    }
+
+    #[test]
+    fn bombs_garbage_and_oversize_are_refused_with_reasons() {
+        let b = jpeg(100, 100);
+        let tight = Limits {
+            max_pixels: 5_000,
+            max_bytes: 1 << 20,
+        };
+        assert_eq!(
+            decode(&b, &tight, None).err().map(|e| e.reason),
+            Some("decompression_bomb")
+        );
+        assert_eq!(probe(&b, &tight).unwrap_err().reason, "decompression_bomb");
+        let tiny = Limits {
+            max_pixels: 1 << 30,
+            max_bytes: 100,
+        };
+        assert_eq!(
+            decode(&b, &tiny, None).err().map(|e| e.reason),
+            Some("too_large")
+        );
+        assert_eq!(
+            decode(b"hello world, not an image", &Limits::default(), None)
+                .err()
+                .map(|e| e.reason),
+            Some("unknown_format")
+        );
+        let cut = &b[..b.len() / 2];
+        let reason = |r: Result<Decoded, DecodeError>| r.err().map(|e| e.reason);
+        assert_eq!(
+            reason(decode(cut, &Limits::default(), None)),
+            Some("truncated")
+        );
+    }
+}

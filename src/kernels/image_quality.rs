@@ -1,0 +1,167 @@
+//! Technical image quality from the pixels, in one pass over the luma plus one over
+//! the colours:
+//! * `brightness`: mean luma / 255; `contrast`: RMS contrast, std of luma / 255;
+//! * `entropy`: Shannon entropy of the luma histogram in bits (0–8), as Pillow's
+//!   `Image.entropy()` on an L image;
+//! * `sharpness`: variance of the 4-neighbour Laplacian of the luma (Pech-Pacheco et
+//!   al. 2000), at the resolution given (quality operators use the decoded image,
+//!   JPEGs at a reduced DCT scale; see `image_quality`);
+//! * `colorfulness`: Hasler & Süsstrunk (2003), σ_rgyb + 0.3·μ_rgyb;
+//! * `compression_artifacts`: JPEG blockiness, the mean absolute luma step across the
+//!   8×8 block grid (scaled with the decode) over the mean step inside blocks: ≈ 1
+//!   without visible blocks, larger with them; 0 when the image is too small.
+use image::RgbImage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Quality {
+    pub brightness: f64,
+    pub contrast: f64,
+    pub entropy: f64,
+    pub sharpness: f64,
+    pub colorfulness: f64,
+    pub compression_artifacts: f64,
+}
+
+/// `block` is the block-grid period in pixels of `img` (8 at full scale, 8 / scale
+/// for a JPEG decoded at reduced scale; below 2 the measure is 0).
+pub fn quality(img: &RgbImage, luma: &[u8], block: u32) -> Quality {
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    let n = (w * h).max(1) as f64;
+    let mut hist = [0u64; 256];
+    let (mut s, mut s2) = (0f64, 0f64);
+    for &v in luma {
+        hist[v as usize] += 1;
+        s += v as f64;
+        s2 += (v as f64) * (v as f64);
+    }
+    let mean = s / n;
+    let var = (s2 / n - mean * mean).max(0.0);
+    let entropy = hist
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum();
+    // Laplacian variance over the interior.
+    let (mut ls, mut ls2, mut ln) = (0f64, 0f64, 0f64);
+    if w >= 3 && h >= 3 {
+        for y in 1..h - 1 {
+            let (up, row, down) = (
+                &luma[(y - 1) * w..y * w],
+                &luma[y * w..(y + 1) * w],
+                &luma[(y + 1) * w..(y + 2) * w],
+            );
+            for x in 1..w - 1 {
+                let l = up[x] as i32 + down[x] as i32 + row[x - 1] as i32 + row[x + 1] as i32
+                    - 4 * row[x] as i32;
+                ls += l as f64;
+                ls2 += (l * l) as f64;
+                ln += 1.0;
+            }
+        }
+    }
+    let sharpness = if ln > 0.0 {
+        (ls2 / ln - (ls / ln).powi(2)).max(0.0)
+    } else {
+        0.0
+    };
+    // Colourfulness.
+    let (mut a, mut a2, mut b, mut b2) = (0f64, 0f64, 0f64, 0f64);
+    for p in img.pixels() {
+        let (r, g, bl) = (p[0] as f64, p[1] as f64, p[2] as f64);
+        let rg = r - g;
+        let yb = 0.5 * (r + g) - bl;
+        a += rg;
+        a2 += rg * rg;
+        b += yb;
+        b2 += yb * yb;
+    }
+    let (ma, mb) = (a / n, b / n);
+    let sd = ((a2 / n - ma * ma).max(0.0) + (b2 / n - mb * mb).max(0.0)).sqrt();
+    let colorfulness = sd + 0.3 * (ma * ma + mb * mb).sqrt();
+    Quality {
+        brightness: mean / 255.0,
+        contrast: var.sqrt() / 255.0,
+        entropy,
+        sharpness,
+        colorfulness,
+        compression_artifacts: blockiness(luma, w, h, block as usize),
+    }
+}
+
+fn blockiness(luma: &[u8], w: usize, h: usize, block: usize) -> f64 {
+    if block < 2 || w < 2 * block || h < 2 * block {
+        return 0.0;
+    }
+    let (mut edge, mut ne, mut inner, mut ni) = (0f64, 0f64, 0f64, 0f64);
+    for y in 0..h {
+        let row = &luma[y * w..(y + 1) * w];
+        for x in 1..w {
+            let d = (row[x] as i32 - row[x - 1] as i32).abs() as f64;
+            if x % block == 0 {
+                edge += d;
+                ne += 1.0;
+            } else {
+                inner += d;
+                ni += 1.0;
+            }
+        }
+    }
+    for y in 1..h {
+        let (a, b) = (&luma[(y - 1) * w..y * w], &luma[y * w..(y + 1) * w]);
+        let on = y % block == 0;
+        for x in 0..w {
+            let d = (b[x] as i32 - a[x] as i32).abs() as f64;
+            if on {
+                edge += d;
+                ne += 1.0;
+            } else {
+                inner += d;
+                ni += 1.0;
+            }
+        }
+    }
+    let (e, i) = (edge / ne.max(1.0), inner / ni.max(1.0));
+    if i < 1e-9 {
+        if e < 1e-9 { 1.0 } else { e }
+    } else {
+        e / i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::imagehash::luma;
+
+    #[test]
+    fn flat_noise_and_blocks() {
+        let flat = RgbImage::from_pixel(64, 64, image::Rgb([255, 0, 0]));
+        let q = quality(&flat, &luma(&flat), 8);
+        assert_eq!(q.entropy, 0.0);
+        assert_eq!(q.sharpness, 0.0);
+        assert_eq!(q.contrast, 0.0);
+        // pure red: rg = 255, yb = 127.5, no spread
+        assert!((q.colorfulness - 0.3 * (255f64.powi(2) + 127.5f64.powi(2)).sqrt()).abs() < 1e-6);
+        let mut x = 1u32;
+        let noise = RgbImage::from_fn(64, 64, |_, _| {
+            x = x.wrapping_mul(1103515245).wrapping_add(12345);
+            image::Rgb([(x >> 16) as u8; 3])
+        });
+        let qn = quality(&noise, &luma(&noise), 8);
+        assert!(qn.entropy > 7.5 && qn.sharpness > 1000.0 && qn.colorfulness < 1e-6);
+        assert!((qn.compression_artifacts - 1.0).abs() < 0.2);
+        // 8×8 blocks of constant colour: every step is on the grid.
+        let blocks = RgbImage::from_fn(64, 64, |x, y| {
+            image::Rgb([((x / 8 * 37 + y / 8 * 91) % 256) as u8; 3])
+        });
+        let qb = quality(&blocks, &luma(&blocks), 8);
+        assert!(
+            qb.compression_artifacts > 10.0,
+            "{}",
+            qb.compression_artifacts
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! Perceptual hashes as the Python `imagehash` library (4.3) defines them, so that
+//! hashes agree with it: Pillow's RGB → L luma, Pillow's Lanczos resampling (two
+//! separable passes, rounded to 8 bits between them), then
+//! * `phash`: 32×32, 2-D DCT-II, the top-left 8×8 coefficients, bit = coefficient >
+//!   their median;
+//! * `dhash`: 9×8, bit = pixel > its left neighbour;
+//! * `ahash`: 8×8, bit = pixel > the mean.
+//!
+//! Bits are packed row-major, first bit most significant, so `format!("{:016x}")`
+//! prints what `str(imagehash.phash(img))` prints.
+use image::RgbImage;
+
+/// Pillow's `convert("L")`: ITU-R 601-2 luma in 16-bit fixed point.
+pub fn luma(img: &RgbImage) -> Vec<u8> {
+    img.pixels()
+        .map(|p| {
+            ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8
+        })
+        .collect()
+}
+
+fn lanczos(x: f64) -> f64 {
+    fn sinc(x: f64) -> f64 {
+        if x == 0.0 {
+            1.0
+        } else {
+            let px = std::f64::consts::PI * x;
+            px.sin() / px
+        }
+    }
+    if (-3.0..3.0).contains(&x) {
+        sinc(x) * sinc(x / 3.0)
+    } else {
+        0.0
+    }
+}
+
+/// Pillow's `precompute_coeffs` for Lanczos: per output pixel, the first input
+/// pixel and the normalised weights.
+fn coeffs(in_size: usize, out_size: usize) -> Vec<(usize, Vec<f64>)> {
+    let scale = in_size as f64 / out_size as f64;
+    let filterscale = scale.max(1.0);
+    let support = 3.0 * filterscale;
+    (0..out_size)
+        .map(|xx| {
+            let center = (xx as f64 + 0.5) * scale;
+            let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+            let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+            let mut w: Vec<f64> = (xmin..xmax)
+                .map(|x| lanczos((x as f64 - center + 0.5) / filterscale))
+                .collect();
+            let sum: f64 = w.iter().sum();
+            if sum != 0.0 {
+                for v in &mut w {
+                    *v /= sum;
+                }
+            }
+            (xmin, w)
+        })
+        .collect()
+}
+
+fn clip8(v: f64) -> u8 {
+    // Pillow adds half and truncates (fixed point); same for the values it sees.
+    (v + 0.5).floor().clamp(0.0, 255.0) as u8
+}
+
+/// Pillow's `resize((ow, oh), LANCZOS)` of an 8-bit single-channel image:
+/// horizontal pass first, each pass rounded to 8 bits.
+pub fn resize(px: &[u8], w: usize, h: usize, ow: usize, oh: usize) -> Vec<u8> {
+    let tmp: Vec<u8> = if ow != w {
+        let cx = coeffs(w, ow);
+        let mut t = vec![0u8; ow * h];
+        for y in 0..h {
+            let row = &px[y * w..(y + 1) * w];
+            for (x, (xmin, k)) in cx.iter().enumerate() {
+                let s: f64 = k
+                    .iter()
+                    .zip(&row[*xmin..])
+                    .map(|(k, &p)| k * p as f64)
+                    .sum();
+                t[y * ow + x] = clip8(s);
+            }
+        }
+        t
+    } else {
+        px.to_vec()
+    };
+    if oh == h {
+        return tmp;
+    }
+    let cy = coeffs(h, oh);
+    let mut out = vec![0u8; ow * oh];
+    for (y, (ymin, k)) in cy.iter().enumerate() {
+        for x in 0..ow {
+            let s: f64 = k
+                .iter()
+                .enumerate()
+                .map(|(i, k)| k * tmp[(ymin + i) * ow + x] as f64)
+                .sum();
+            out[y * ow + x] = clip8(s);
+        }
+    }
+    out
+}
+
+fn pack(bits: impl Iterator<Item = bool>) -> u64 {
+    bits.fold(0u64, |acc, b| (acc << 1) | b as u64)
+}
+
+/// The three hashes of one image, and whether it is flat: near-constant at 32×32
+/// (every flat image shares one phash, so equal hashes mean nothing there) or with
+/// an ill-defined phash (see [`phash_of_gray32`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hashes {
+    pub phash: u64,
+    pub dhash: u64,
+    pub ahash: u64,
+    pub flat: bool,
+}
+
+/// The DCT-II basis for N = 32, rows k = 0..8 only (the coefficients phash keeps).
+fn basis() -> &'static [[f64; 32]; 8] {
+    static B: std::sync::OnceLock<[[f64; 32]; 8]> = std::sync::OnceLock::new();
+    B.get_or_init(|| {
+        let mut b = [[0.0; 32]; 8];
+        for (k, row) in b.iter_mut().enumerate() {
+            for (n, v) in row.iter_mut().enumerate() {
+                *v = 2.0 * (std::f64::consts::PI * k as f64 * (2 * n + 1) as f64 / 64.0).cos();
+            }
+        }
+        b
+    })
+}
+
+/// The phash of a 32×32 grey image, and whether it is ill-defined: two or more of
+/// the 64 coefficients tie with their median (to 1e-9 of the largest), so their bits
+/// are decided by rounding noise (a chessboard, a linear gradient).
+pub fn phash_of_gray32(g: &[u8]) -> (u64, bool) {
+    let b = basis();
+    // Along axis 0 (columns) first, as scipy's dct(dct(x, axis=0), axis=1); only the
+    // 8 lowest frequencies of each axis are needed.
+    let mut t = [[0.0f64; 32]; 8]; // t[k][x] = sum_y b[k][y] * g[y][x]
+    for (k, bk) in b.iter().enumerate() {
+        for (y, &w) in bk.iter().enumerate() {
+            let row = &g[y * 32..y * 32 + 32];
+            for x in 0..32 {
+                t[k][x] += w * row[x] as f64;
+            }
+        }
+    }
+    let mut c = [0.0f64; 64];
+    for k in 0..8 {
+        for l in 0..8 {
+            c[k * 8 + l] = (0..32).map(|x| b[l][x] * t[k][x]).sum();
+        }
+    }
+    let mut sorted = c;
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let median = (sorted[31] + sorted[32]) / 2.0;
+    let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let ties = c
+        .iter()
+        .filter(|&&v| (v - median).abs() <= 1e-9 * scale)
+        .count();
+    (pack(c.iter().map(|&v| v > median)), ties >= 2)
+}
+
+/// Hashes of an RGB image (any size ≥ 1×1).
+pub fn hashes(img: &RgbImage) -> Hashes {
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    let g = luma(img);
+    let g32 = resize(&g, w, h, 32, 32);
+    let mean32 = g32.iter().map(|&v| v as f64).sum::<f64>() / 1024.0;
+    let var32 = g32
+        .iter()
+        .map(|&v| (v as f64 - mean32).powi(2))
+        .sum::<f64>()
+        / 1024.0;
+    let g9x8 = resize(&g, w, h, 9, 8);
+    let dhash = pack((0..8).flat_map(|r| {
+        let row = &g9x8[r * 9..r * 9 + 9];
+        (0..8).map(move |c| row[c + 1] > row[c])
+    }));
+    let g8 = resize(&g, w, h, 8, 8);
+    let mean8 = g8.iter().map(|&v| v as f64).sum::<f64>() / 64.0;
+    let ahash = pack(g8.iter().map(|&v| v as f64 > mean8));
+    let (phash, tied) = phash_of_gray32(&g32);
+    Hashes {
+        phash,
+        dhash,
+        ahash,
+        flat: var32.sqrt() < 2.0 || tied,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_resize_and_constant_images() {
+        let px: Vec<u8> = (0..64).map(|i| (i * 3) as u8).collect();
+        assert_eq!(resize(&px, 8, 8, 8, 8), px);
+        let flat = RgbImage::from_pixel(50, 40, image::Rgb([90, 90, 90]));
+        let h = hashes(&flat);
+        assert!(h.flat);
+        assert_eq!(resize(&luma(&flat), 50, 40, 32, 32), vec![90u8; 1024]);
+    }
+
+    #[test]
+    fn gradients_hash_as_expected_and_small_changes_stay_close() {
+        // Left-to-right gradient: every dhash bit set, ahash the right half.
+        let img = RgbImage::from_fn(64, 64, |x, _| image::Rgb([(x * 4) as u8; 3]));
+        let h = hashes(&img);
+        assert_eq!(h.dhash, u64::MAX);
+        assert_eq!(h.ahash, 0x0F0F_0F0F_0F0F_0F0F);
+        assert!(!h.flat);
+        let mut noisy = img.clone();
+        for (i, p) in noisy.pixels_mut().enumerate() {
+            p[0] = p[0].saturating_add((i % 3) as u8);
+        }
+        assert!((hashes(&noisy).phash ^ h.phash).count_ones() <= 4);
+    }
+}
