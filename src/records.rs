@@ -233,7 +233,24 @@ pub fn rejects_batch(rows: &[Reject]) -> RecordBatch {
 }
 
 /// Each row of `batch` as a JSON object string (for keeping rejected records).
+/// Binary columns (encoded images) are left out: a reject keeps the record's fields
+/// and its source (`path`, `url`), not megabytes of hex.
 pub fn rows_as_json(batch: &RecordBatch) -> Vec<String> {
+    let keep: Vec<usize> = (0..batch.num_columns())
+        .filter(|&i| {
+            !matches!(
+                batch.schema().field(i).data_type(),
+                DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+            )
+        })
+        .collect();
+    let projected;
+    let batch = if keep.len() < batch.num_columns() {
+        projected = batch.project(&keep).unwrap_or_else(|_| batch.clone());
+        &projected
+    } else {
+        batch
+    };
     let mut buf = Vec::new();
     {
         let mut w = arrow_json::LineDelimitedWriter::new(&mut buf);

@@ -31,7 +31,7 @@ job: {lease_ttl_secs: soon, heartbeat_secs: 1}
         vec![
             "input.uris: missing input: give input.uris in the spec or --input on the command line",
             "stages[0].params.feild: unknown field, expected one of: field, prefix",
-            "stages[1].op: unknown operator \"no_such_op\", expected one of: html_extract, text_length, length_filter, exact_key, minhash, dedup, throttle, url_filter, gopher_quality, gopher_repetition, c4_quality, fineweb_quality, language_filter, pii_redact",
+            "stages[1].op: unknown operator \"no_such_op\", expected one of: html_extract, text_length, length_filter, exact_key, minhash, dedup, throttle, url_filter, gopher_quality, gopher_repetition, c4_quality, fineweb_quality, language_filter, pii_redact, image_metadata, image_quality, image_quality_filter, image_hash",
             "output.compresion: unknown field, expected one of: compression, drop_columns, format, overwrite, row_group_rows, target_file_bytes, uri, zstd_level",
             "job.lease_ttl_secs: expected a non-negative integer, found a string",
             "inptu: unknown field, expected one of: input, job, name, output, rejects, stages, storage, version",

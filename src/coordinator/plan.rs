@@ -134,11 +134,19 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
                 path: format!("input.uris[{i}]"),
                 message: format!("no input files match {pat:?}"),
             }),
-            Ok(v) => files.extend(v.into_iter().map(|(u, m)| InputFile {
-                uri: u.to_uri_string(),
-                size: m.size,
-                etag: m.e_tag,
-            })),
+            // A folder of images: its image files (sidecar captions, JSON, ... are not).
+            Ok(v) => files.extend(
+                v.into_iter()
+                    .filter(|(u, _)| {
+                        spec.input.format != Format::ImageFolder
+                            || crate::worker::readers::images::is_image_name(u.path.as_ref())
+                    })
+                    .map(|(u, m)| InputFile {
+                        uri: u.to_uri_string(),
+                        size: m.size,
+                        etag: m.e_tag,
+                    }),
+            ),
             Err(store::StoreError::BadUri { reason, .. }) => errors.push(FieldError {
                 path: format!("input.uris[{i}]"),
                 message: reason,
@@ -267,6 +275,8 @@ pub async fn input_columns(
     match spec.input.format {
         Format::Warc => return Ok(readers::warc::columns()),
         Format::Wet => return Ok(readers::warc::wet_columns()),
+        Format::ImageFolder => return Ok(readers::images::folder_columns()),
+        Format::Webdataset => return Ok(readers::images::webdataset_columns()),
         _ => {}
     }
     if let Some(cols) = &spec.input.schema {
@@ -313,7 +323,9 @@ pub async fn input_columns(
                 ),
             ))
         }
-        Format::Warc | Format::Wet => unreachable!("handled above"),
+        Format::Warc | Format::Wet | Format::ImageFolder | Format::Webdataset => {
+            unreachable!("handled above")
+        }
         Format::Parquet => {
             let (store, u) = reg
                 .resolve(&first.uri)

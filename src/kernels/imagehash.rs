@@ -210,11 +210,19 @@ mod tests {
 
     #[test]
     fn gradients_hash_as_expected_and_small_changes_stay_close() {
-        // Left-to-right gradient: every dhash bit set, ahash the right half.
+        // Left-to-right gradient: every dhash bit set, ahash the right half, and a
+        // phash that is ill-defined (only the first DCT row is non-zero): flagged.
         let img = RgbImage::from_fn(64, 64, |x, _| image::Rgb([(x * 4) as u8; 3]));
         let h = hashes(&img);
         assert_eq!(h.dhash, u64::MAX);
         assert_eq!(h.ahash, 0x0F0F_0F0F_0F0F_0F0F);
+        assert!(h.flat);
+        // A textured image: well defined, and robust to slight noise.
+        let img = RgbImage::from_fn(64, 64, |x, y| {
+            let v = (x * 3 + y * 5 + (x * y) % 23 * 4) % 256;
+            image::Rgb([v as u8, (v / 2) as u8, 200])
+        });
+        let h = hashes(&img);
         assert!(!h.flat);
         let mut noisy = img.clone();
         for (i, p) in noisy.pixels_mut().enumerate() {

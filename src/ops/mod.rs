@@ -10,6 +10,11 @@ pub mod fineweb_quality;
 pub mod gopher_quality;
 pub mod gopher_repetition;
 pub mod html_extract;
+mod image_common;
+pub mod image_hash;
+pub mod image_metadata;
+pub mod image_quality;
+pub mod image_quality_filter;
 pub mod language_filter;
 pub mod length_filter;
 pub mod minhash;
@@ -155,6 +160,10 @@ pub static REGISTRY: &[OpDef] = &[
     fineweb_quality::DEF,
     language_filter::DEF,
     pii_redact::DEF,
+    image_metadata::DEF,
+    image_quality::DEF,
+    image_quality_filter::DEF,
+    image_hash::DEF,
 ];
 
 pub fn find(name: &str) -> Option<&'static OpDef> {

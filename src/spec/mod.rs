@@ -20,6 +20,20 @@ pub enum Format {
     Parquet,
     Warc,
     Wet,
+    /// Image files (a folder or a glob), one record per file.
+    ImageFolder,
+    /// WebDataset tar shards: one record per sample key.
+    Webdataset,
+}
+
+/// Extensions of image files in folders and tar shards.
+pub const IMAGE_EXTENSIONS: [&str; 8] = ["jpg", "jpeg", "png", "gif", "webp", "bmp", "tif", "tiff"];
+
+/// Whether a file name has an image extension.
+pub fn is_image_name(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.rsplit_once('.')
+        .is_some_and(|(_, ext)| IMAGE_EXTENSIONS.contains(&ext))
 }
 
 impl Format {
@@ -29,6 +43,8 @@ impl Format {
             "parquet" => Some(Format::Parquet),
             "warc" => Some(Format::Warc),
             "wet" => Some(Format::Wet),
+            "image_folder" | "images" => Some(Format::ImageFolder),
+            "webdataset" | "wds" => Some(Format::Webdataset),
             _ => None,
         }
     }
@@ -40,6 +56,12 @@ impl Format {
             .or_else(|| name.strip_suffix(".zst"))
             .or_else(|| name.strip_suffix(".zstd"))
             .unwrap_or(&name);
+        if base.ends_with(".tar") {
+            return Some(Format::Webdataset);
+        }
+        if is_image_name(base) {
+            return Some(Format::ImageFolder);
+        }
         if base.ends_with(".jsonl") || base.ends_with(".ndjson") || base.ends_with(".json") {
             Some(Format::Jsonl)
         } else if base.ends_with(".parquet") || base.ends_with(".pq") {
@@ -454,7 +476,9 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         Some(f) => Format::parse(&f).or_else(|| {
             sink.error(
                 &o.field_path("format"),
-                format!("unknown format {f:?}, expected one of: jsonl, parquet, warc, wet"),
+                format!(
+                    "unknown format {f:?}, expected one of: jsonl, parquet, warc, wet, image_folder, webdataset"
+                ),
             );
             None
         }),
@@ -465,7 +489,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
                 sink.error(
                     &o.field_path("format"),
                     format!(
-                        "cannot infer the format from {:?}; set input.format (jsonl, parquet, warc, wet)",
+                        "cannot infer the format from {:?}; set input.format (jsonl, parquet, warc, wet, image_folder, webdataset)",
                         uris[0]
                     ),
                 );

@@ -127,6 +127,16 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         let reader = s.spawn(|| {
             let tx = tx_read;
             let mut total = readers::SliceStats::default();
+            // Image files: one batch across many small files, fetched concurrently.
+            if spec.inputs.first().map(|s| s.format) == Some(crate::spec::Format::ImageFolder) {
+                return readers::images::read_folder(
+                    &ctx,
+                    &spec.inputs,
+                    &spec.input_schema,
+                    32,
+                    &mut |item| tx.send(item).is_ok(),
+                );
+            }
             for slice in &spec.inputs {
                 let st = readers::read_slice(&ctx, slice, &spec.input_schema, &mut |item| {
                     tx.send(item).is_ok()

@@ -3,6 +3,7 @@
 //! and reach the async store only through bridges. A bad record becomes a reject with
 //! its reason; a corrupt or vanished file becomes one reject for the file; only
 //! storage failures that outlast retries are errors (the attempt is retried).
+pub mod images;
 pub mod jsonl;
 pub mod parquet;
 pub mod warc;
@@ -81,6 +82,7 @@ pub fn splittable(format: Format, uri: &str) -> bool {
         Format::Parquet => true,
         // Per-record gzip members are the split points.
         Format::Warc | Format::Wet => Compression::of(uri) == Compression::Gzip,
+        Format::ImageFolder | Format::Webdataset => false,
     }
 }
 
@@ -104,6 +106,10 @@ pub fn read_slice(
         Format::Jsonl => jsonl::read(ctx, slice, schema, out),
         Format::Parquet => parquet::read(ctx, slice, schema, out),
         Format::Warc | Format::Wet => warc::read(ctx, slice, schema, out),
+        Format::ImageFolder => {
+            images::read_folder(ctx, std::slice::from_ref(slice), schema, 1, out)
+        }
+        Format::Webdataset => images::read_webdataset(ctx, slice, schema, out),
     }
 }
 

@@ -1,0 +1,102 @@
+//! `image_metadata`: `width`, `height`, `format`, `bytes`, `mode`, `aspect_ratio`
+//! (width / height) from the image header alone, no pixels decoded. An image whose
+//! header does not parse, whose format is not read, or whose size passes the limits
+//! (`max_pixels`, `max_bytes`: decompression bombs) is a reject with the reason.
+use super::image_common as ic;
+use super::{Drop, Filter, OpDef, Operator};
+use crate::kernels::image::{Limits, probe};
+use crate::spec::reader::Obj;
+use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use std::sync::Arc;
+
+pub const DEF: OpDef = OpDef {
+    name: "image_metadata",
+    summary: "adds width, height, format, bytes, mode, aspect_ratio from the image header",
+    build,
+};
+
+struct ImageMetadata {
+    column: String,
+    limits: Limits,
+}
+
+fn build(p: &Obj) -> Option<Operator> {
+    let (column, limits) = ic::params(p);
+    Some(Operator::Filter(Box::new(ImageMetadata { column, limits })))
+}
+
+impl Filter for ImageMetadata {
+    fn check(&self, input: &Schema) -> Result<(), String> {
+        ic::require_binary(input, &self.column)
+    }
+    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
+        vec![
+            Field::new("width", DataType::UInt32, true),
+            Field::new("height", DataType::UInt32, true),
+            Field::new("format", DataType::Utf8, true),
+            Field::new("bytes", DataType::UInt64, true),
+            Field::new("mode", DataType::Utf8, true),
+            Field::new("aspect_ratio", DataType::Float64, true),
+        ]
+    }
+    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
+        Ok(self.annotate(batch)?.1)
+    }
+    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+        use rayon::prelude::*;
+        let v = ic::values(batch, &self.column)?;
+        let heads: Vec<_> = v
+            .par_iter()
+            .map(|b| match b {
+                None => Err(ic::missing()),
+                Some(b) => probe(b, &self.limits)
+                    .map(|h| (h, b.len() as u64))
+                    .map_err(|e| ic::drop_of(&e)),
+            })
+            .collect();
+        let ok = |f: &dyn Fn(&(crate::kernels::image::Header, u64)) -> u64| {
+            heads
+                .iter()
+                .map(|h| h.as_ref().ok().map(f))
+                .collect::<Vec<_>>()
+        };
+        let w: UInt32Array = ok(&|h| h.0.width as u64)
+            .iter()
+            .map(|x| x.map(|x| x as u32))
+            .collect();
+        let hgt: UInt32Array = ok(&|h| h.0.height as u64)
+            .iter()
+            .map(|x| x.map(|x| x as u32))
+            .collect();
+        let bytes: UInt64Array = ok(&|h| h.1).into_iter().collect();
+        let format: StringArray = heads
+            .iter()
+            .map(|h| h.as_ref().ok().map(|h| h.0.format))
+            .collect();
+        let mode: StringArray = heads
+            .iter()
+            .map(|h| h.as_ref().ok().map(|h| h.0.mode))
+            .collect();
+        let ar: Float64Array = heads
+            .iter()
+            .map(|h| {
+                h.as_ref()
+                    .ok()
+                    .map(|h| h.0.width as f64 / h.0.height as f64)
+            })
+            .collect();
+        let verdicts = heads.into_iter().map(|h| h.err()).collect();
+        Ok((
+            vec![
+                Arc::new(w),
+                Arc::new(hgt),
+                Arc::new(format),
+                Arc::new(bytes),
+                Arc::new(mode),
+                Arc::new(ar),
+            ],
+            verdicts,
+        ))
+    }
+}
