@@ -102,7 +102,7 @@ fn input_format_is_inferred_or_refused() {
     assert_eq!(
         t("x/data.bin"),
         vec![
-            "input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet, warc, wet)"
+            "input.format: cannot infer the format from \"x/data.bin\"; set input.format (jsonl, parquet, warc, wet, image_folder, webdataset)"
         ]
     );
 }
