@@ -4,6 +4,8 @@ reference tests/images.rs checks mdf's image_hash kernels against.
 
   pip install imagehash        # 4.3.x, with Pillow
   scripts/imagehash-expected.py ../shared/data/images/photos > tests/data/imagehash-photos.csv
+  scripts/imagehash-expected.py ../shared/data/images/pillow-tests hopper_orientation_ \
+      > tests/data/imagehash-orientation.csv
 
 Only the numbers are stored (file name, phash, dhash, ahash as imagehash prints them);
 the photos stay in the shared data directory. Multi-frame files hash their first frame
@@ -18,8 +20,11 @@ from PIL import Image, ImageOps
 
 def main():
     root = sys.argv[1]
+    prefix = sys.argv[2] if len(sys.argv) > 2 else ""
     print("file,phash,dhash,ahash")
     for name in sorted(os.listdir(root)):
+        if not name.startswith(prefix):
+            continue
         path = os.path.join(root, name)
         try:
             img = Image.open(path)

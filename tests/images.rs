@@ -428,3 +428,35 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// EXIF orientations 2–8 (Pillow's hopper_orientation_N, JPEG and WebP) are applied:
+/// hashes equal imagehash's on the transposed image, whether the JPEG is decoded at
+/// full size or at a reduced DCT scale (within 2 bits there).
+#[test]
+fn exif_orientation_is_applied_in_both_jpeg_paths() {
+    let Some(dir) = shared("pillow-tests") else {
+        return;
+    };
+    let csv = include_str!("data/imagehash-orientation.csv");
+    let mut n = 0;
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let want = u64::from_str_radix(f[2], 16).unwrap(); // dhash: orientation-sensitive
+        let bytes = std::fs::read(dir.join(f[0])).unwrap();
+        let full = hashes(&decode(&bytes, &Limits::default(), None).unwrap().rgb);
+        assert!(
+            (full.dhash ^ want).count_ones() <= 1,
+            "{}: {:016x} vs {want:016x}",
+            f[0],
+            full.dhash
+        );
+        let small = decode(&bytes, &Limits::default(), Some(32)).unwrap();
+        if f[0].ends_with(".jpg") {
+            assert_eq!(small.scale, 4, "{}", f[0]);
+        }
+        let d = (hashes(&small.rgb).dhash ^ want).count_ones();
+        assert!(d <= 3, "{} reduced: {d} bits", f[0]);
+        n += 1;
+    }
+    assert!(n >= 14);
+}

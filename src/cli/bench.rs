@@ -64,6 +64,12 @@ pub enum Bench {
         #[arg(long)]
         jsonl: std::path::PathBuf,
     },
+    /// Image kernels on one core over a folder of images (scripts/bench-images.py
+    /// --make): header probe, full decode, reduced JPEG decode, quality, hashes.
+    Images {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
     /// The exact-dedup shuffle on one core, without the store: pass 1 (partition and
     /// encode each task's keys), pass 2 (every partition's sections merged, sorted,
     /// decided; spilling past --memory), apply (each task's decisions looked up).
@@ -145,6 +151,10 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
         }
         Bench::Minhash { jsonl } => {
             minhash(&jsonl)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Images { dir } => {
+            images(&dir)?;
             Ok(ExitCode::SUCCESS)
         }
         Bench::Dedup {
@@ -675,6 +685,81 @@ fn dedup_shuffle(
         memory >> 20
     );
     println!("| peak RSS | {:.0} MB |", peak_rss_mb());
+    Ok(())
+}
+
+fn images(dir: &std::path::Path) -> anyhow::Result<()> {
+    use crate::kernels::{image, image_quality, imagehash};
+    let mut files: Vec<Vec<u8>> = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for p in names {
+        files.push(std::fs::read(p)?);
+    }
+    let n = files.len() as f64;
+    let lim = image::Limits::default();
+    let time = |label: &str, f: &dyn Fn(&[u8]) -> u64| {
+        let t = Instant::now();
+        let mut acc = 0u64;
+        for b in &files {
+            acc = acc.wrapping_add(f(b));
+        }
+        let s = t.elapsed().as_secs_f64();
+        println!("| {label} | {:.0} µs | {:.0} |", s / n * 1e6, n / s);
+        std::hint::black_box(acc);
+    };
+    println!(
+        "mdf bench images: {} files, {:.0} KiB average, one core",
+        files.len(),
+        files.iter().map(Vec::len).sum::<usize>() as f64 / n / 1024.0
+    );
+    println!();
+    println!("| kernel | per image | images/s |");
+    println!("|---|---|---|");
+    time("header probe", &|b| {
+        image::probe(b, &lim).map_or(0, |h| h.width as u64)
+    });
+    time("decode, full size", &|b| {
+        image::decode(b, &lim, None).map_or(0, |d| d.rgb.width() as u64)
+    });
+    time("decode, min side 128 (JPEG DCT scaling)", &|b| {
+        image::decode(b, &lim, Some(128)).map_or(0, |d| d.rgb.width() as u64)
+    });
+    time("decode, min side 64", &|b| {
+        image::decode(b, &lim, Some(64)).map_or(0, |d| d.rgb.width() as u64)
+    });
+    let small: Vec<_> = files
+        .iter()
+        .filter_map(|b| image::decode(b, &lim, Some(128)).ok())
+        .collect();
+    let t = Instant::now();
+    for d in &small {
+        let l = imagehash::luma(&d.rgb);
+        std::hint::black_box(image_quality::quality(&d.rgb, &l, 8 / d.scale));
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "| quality, at min side 128 | {:.0} µs | {:.0} |",
+        s / n * 1e6,
+        n / s
+    );
+    let tiny: Vec<_> = files
+        .iter()
+        .filter_map(|b| image::decode(b, &lim, Some(64)).ok())
+        .collect();
+    let t = Instant::now();
+    for d in &tiny {
+        std::hint::black_box(imagehash::hashes(&d.rgb));
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "| phash + dhash + ahash, at min side 64 | {:.0} µs | {:.0} |",
+        s / n * 1e6,
+        n / s
+    );
     Ok(())
 }
 

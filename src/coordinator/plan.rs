@@ -346,6 +346,7 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
     let mut out = Vec::new();
     let mut schema = input;
     let phases = spec.phases();
+    let mut dropped_early: Vec<String> = Vec::new();
     for (pi, idxs) in phases.iter().enumerate() {
         if pi > 0
             && let Some((i, d)) = spec.dedup_ending(&phases[pi - 1])
@@ -387,6 +388,19 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
             }
         }
         let mut phase_out = schema.clone();
+        // A dedup that ends the pipeline: the candidates it stages need no column the
+        // output drops (its keys are read before staging), so encoded images and
+        // signatures are not written and read back for nothing.
+        if pi + 2 == phases.len() && phases[pi + 1].is_empty() && spec.dedup_ending(idxs).is_some()
+        {
+            let (drop, keep): (Vec<_>, Vec<_>) =
+                phase_out.fields().iter().cloned().partition(|f| {
+                    spec.output.drop_columns.contains(f.name()) && f.name() != crate::records::ID
+                });
+            dropped_early = drop.iter().map(|f| f.name().clone()).collect();
+            phase_out = Arc::new(Schema::new(keep));
+            schema = phase_out.clone();
+        }
         if pi + 1 == phases.len() {
             let mut fields: Vec<_> = phase_out.fields().iter().cloned().collect();
             for (j, c) in spec.output.drop_columns.iter().enumerate() {
@@ -397,6 +411,8 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
                     });
                 } else if let Some(pos) = fields.iter().position(|f| f.name() == c) {
                     fields.remove(pos);
+                } else if dropped_early.contains(c) {
+                    // dropped before the dedup
                 } else {
                     errors.push(FieldError {
                         path: format!("output.drop_columns[{j}]"),

@@ -201,6 +201,22 @@ pub fn decode(
 ) -> Result<Decoded, DecodeError> {
     check_size(bytes, limits)?;
     guarded(|| {
+        let jpeg = image::guess_format(bytes).ok() == Some(ImageFormat::Jpeg);
+        if jpeg {
+            // zune-jpeg fills a cut-off scan with grey; Pillow (and a curator) calls
+            // it truncated: a JPEG must end its scan with an EOI marker.
+            if memchr::memmem::rfind(bytes, &[0xFF, 0xD9]).is_none() {
+                return Err(DecodeError::new(
+                    "truncated",
+                    "JPEG without an end-of-image marker",
+                ));
+            }
+            if let Some(min) = min_side
+                && let Some(d) = jpeg_scaled(bytes, limits, min)?
+            {
+                return Ok(d);
+            }
+        }
         let (r, f) = reader(bytes)?;
         let mut d = r
             .into_decoder()
@@ -213,30 +229,12 @@ pub fn decode(
             height: h,
             mode: mode_name(d.original_color_type()),
         };
-        // zune-jpeg fills a cut-off scan with grey; Pillow (and a curator) calls it
-        // truncated: a JPEG must end its scan with an EOI marker.
-        if f == ImageFormat::Jpeg && memchr::memmem::rfind(bytes, &[0xFF, 0xD9]).is_none() {
-            return Err(DecodeError::new(
-                "truncated",
-                "JPEG without an end-of-image marker",
-            ));
-        }
-        let orientation = d
-            .orientation()
-            .unwrap_or(image::metadata::Orientation::NoTransforms);
-        if f == ImageFormat::Jpeg
-            && let Some(min) = min_side
-            && w.min(h) >= 2 * min
-            && let Some((rgb, scale)) = jpeg_scaled(bytes, w, h, min)
-        {
-            let mut img = image::DynamicImage::ImageRgb8(rgb);
-            img.apply_orientation(orientation);
-            return Ok(Decoded {
-                header,
-                rgb: img.into_rgb8(),
-                scale,
-            });
-        }
+        let orientation = match d.exif_metadata() {
+            Ok(Some(chunk)) => orientation_of(&chunk),
+            _ => d
+                .orientation()
+                .unwrap_or(image::metadata::Orientation::NoTransforms),
+        };
         let mut lim = image::Limits::default();
         // Decoded buffers: 4 channels × 16 bits at most, plus the RGB copy.
         lim.max_alloc = Some(limits.max_pixels.saturating_mul(16));
@@ -258,33 +256,84 @@ pub fn decode(
     })
 }
 
-/// A JPEG at reduced DCT scale (None: not applicable or failed; the caller decodes
-/// at full size, so a quirk of this decoder never loses an image).
-fn jpeg_scaled(bytes: &[u8], w: u32, h: u32, min_side: u32) -> Option<(RgbImage, u32)> {
+/// The EXIF orientation of a chunk, with or without the `Exif\0\0` prefix some
+/// writers leave in (WebP's EXIF chunk from Pillow has it).
+fn orientation_of(chunk: &[u8]) -> image::metadata::Orientation {
+    let tiff = chunk.strip_prefix(b"Exif\0\0").unwrap_or(chunk);
+    image::metadata::Orientation::from_exif_chunk(tiff)
+        .unwrap_or(image::metadata::Orientation::NoTransforms)
+}
+
+/// A JPEG at reduced DCT scale, header to pixels with jpeg-decoder alone. `Ok(None)`:
+/// not small enough to scale, or a file this decoder does not take (CMYK, 16-bit,
+/// a header it refuses): the caller decodes at full size, so a quirk of this decoder
+/// never loses an image.
+fn jpeg_scaled(
+    bytes: &[u8],
+    limits: &Limits,
+    min_side: u32,
+) -> Result<Option<Decoded>, DecodeError> {
+    let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+    if dec.read_info().is_err() {
+        return Ok(None);
+    }
+    let Some(info) = dec.info() else {
+        return Ok(None);
+    };
+    let (w, h) = (info.width as u32, info.height as u32);
+    check_pixels(w, h, limits)?;
+    let mode = match info.pixel_format {
+        jpeg_decoder::PixelFormat::RGB24 => "RGB",
+        jpeg_decoder::PixelFormat::L8 => "L",
+        _ => return Ok(None),
+    };
     let short = w.min(h);
     let mut scale = 1;
     while scale < 8 && short / (scale * 2) >= min_side {
         scale *= 2;
     }
     if scale == 1 {
-        return None;
+        return Ok(None);
     }
-    let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
-    let req_w = w.div_ceil(scale).min(u16::MAX as u32) as u16;
-    let req_h = h.div_ceil(scale).min(u16::MAX as u32) as u16;
-    let (ow, oh) = dec.scale(req_w, req_h).ok()?;
-    let px = dec.decode().ok()?;
-    let info = dec.info()?;
+    let (ow, oh) = match dec.scale(w.div_ceil(scale) as u16, h.div_ceil(scale) as u16) {
+        Ok(x) => x,
+        Err(_) => return Ok(None),
+    };
+    let Ok(px) = dec.decode() else {
+        return Ok(None);
+    };
     let (ow, oh) = (ow as u32, oh as u32);
     let n = (ow * oh) as usize;
     let rgb = match info.pixel_format {
-        jpeg_decoder::PixelFormat::RGB24 if px.len() >= 3 * n => px[..3 * n].to_vec(),
+        jpeg_decoder::PixelFormat::RGB24 if px.len() >= 3 * n => {
+            let mut px = px;
+            px.truncate(3 * n);
+            px
+        }
         jpeg_decoder::PixelFormat::L8 if px.len() >= n => {
             px[..n].iter().flat_map(|&l| [l, l, l]).collect()
         }
-        _ => return None, // CMYK, 16-bit: the full decoder handles them
+        _ => return Ok(None),
     };
-    Some((RgbImage::from_raw(ow, oh, rgb)?, scale))
+    let Some(rgb) = RgbImage::from_raw(ow, oh, rgb) else {
+        return Ok(None);
+    };
+    let orientation = dec
+        .exif_data()
+        .map(orientation_of)
+        .unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut img = image::DynamicImage::ImageRgb8(rgb);
+    img.apply_orientation(orientation);
+    Ok(Some(Decoded {
+        header: Header {
+            format: "JPEG",
+            width: w,
+            height: h,
+            mode,
+        },
+        rgb: img.into_rgb8(),
+        scale,
+    }))
 }
 
 #[cfg(test)]

@@ -19,36 +19,39 @@ pub fn luma(img: &RgbImage) -> Vec<u8> {
         .collect()
 }
 
-fn lanczos(x: f64) -> f64 {
-    fn sinc(x: f64) -> f64 {
-        if x == 0.0 {
-            1.0
-        } else {
-            let px = std::f64::consts::PI * x;
-            px.sin() / px
-        }
-    }
-    if (-3.0..3.0).contains(&x) {
-        sinc(x) * sinc(x / 3.0)
-    } else {
-        0.0
-    }
-}
-
 /// Pillow's `precompute_coeffs` for Lanczos: per output pixel, the first input
-/// pixel and the normalised weights.
+/// pixel and the normalised weights. The taps of one output pixel are equally spaced,
+/// so sin(πx) and sin(πx/3) advance by rotation (two sin/cos per pixel, not per tap).
 fn coeffs(in_size: usize, out_size: usize) -> Vec<(usize, Vec<f64>)> {
+    use std::f64::consts::PI;
     let scale = in_size as f64 / out_size as f64;
     let filterscale = scale.max(1.0);
     let support = 3.0 * filterscale;
+    let step = 1.0 / filterscale;
+    let (sd1, cd1) = (PI * step).sin_cos();
+    let (sd3, cd3) = (PI * step / 3.0).sin_cos();
     (0..out_size)
         .map(|xx| {
             let center = (xx as f64 + 0.5) * scale;
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
             let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
-            let mut w: Vec<f64> = (xmin..xmax)
-                .map(|x| lanczos((x as f64 - center + 0.5) / filterscale))
-                .collect();
+            let x0 = (xmin as f64 - center + 0.5) / filterscale;
+            let (mut s1, mut c1) = (PI * x0).sin_cos();
+            let (mut s3, mut c3) = (PI * x0 / 3.0).sin_cos();
+            let mut w = Vec::with_capacity(xmax - xmin);
+            for i in 0..xmax - xmin {
+                let x = x0 + i as f64 * step;
+                w.push(if x.abs() < 1e-12 {
+                    1.0
+                } else if (-3.0..3.0).contains(&x) {
+                    // sinc(x)·sinc(x/3) = sin(πx)·sin(πx/3) / (π²x²/3)
+                    s1 * s3 * 3.0 / (PI * PI * x * x)
+                } else {
+                    0.0
+                });
+                (s1, c1) = (s1 * cd1 + c1 * sd1, c1 * cd1 - s1 * sd1);
+                (s3, c3) = (s3 * cd3 + c3 * sd3, c3 * cd3 - s3 * sd3);
+            }
             let sum: f64 = w.iter().sum();
             if sum != 0.0 {
                 for v in &mut w {
@@ -197,6 +200,38 @@ pub fn hashes(img: &RgbImage) -> Hashes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotated_weights_equal_the_direct_lanczos() {
+        fn lanczos(x: f64) -> f64 {
+            let sinc = |x: f64| {
+                if x == 0.0 {
+                    1.0
+                } else {
+                    (std::f64::consts::PI * x).sin() / (std::f64::consts::PI * x)
+                }
+            };
+            if (-3.0..3.0).contains(&x) {
+                sinc(x) * sinc(x / 3.0)
+            } else {
+                0.0
+            }
+        }
+        for (i, o) in [(500, 32), (125, 9), (94, 8), (10, 32), (33, 32)] {
+            let scale = i as f64 / o as f64;
+            let fs = scale.max(1.0);
+            for (xx, (xmin, w)) in coeffs(i, o).into_iter().enumerate() {
+                let center = (xx as f64 + 0.5) * scale;
+                let direct: Vec<f64> = (0..w.len())
+                    .map(|k| lanczos(((xmin + k) as f64 - center + 0.5) / fs))
+                    .collect();
+                let sum: f64 = direct.iter().sum();
+                for (a, b) in w.iter().zip(&direct) {
+                    assert!((a - b / sum).abs() < 1e-12, "{i}->{o} at {xx}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn identity_resize_and_constant_images() {

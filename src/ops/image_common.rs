@@ -1,10 +1,11 @@
 //! What the image operators share: the encoded-image column, decode limits as
 //! params, and decoding a batch in parallel with per-record rejects.
 use super::Drop;
-use crate::kernels::image::{DecodeError, Limits};
+use crate::kernels::image::{DecodeError, Decoded, Limits};
 use crate::spec::reader::Obj;
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, RecordBatch};
 use arrow_schema::{DataType, Schema};
+use std::sync::Arc;
 
 /// Reads `column` (default `image`), `max_pixels` and `max_bytes`.
 pub fn params(p: &Obj) -> (String, Limits) {
@@ -66,5 +67,108 @@ pub fn missing() -> Drop {
     Drop {
         reason: "missing_image",
         detail: None,
+    }
+}
+
+/// Decodes through a small content-addressed cache, so consecutive image stages
+/// (`image_quality` then `image_hash`, both at `min_side` 64 by default) decode each
+/// image once. Keyed by a hash of the bytes with the decode parameters, so a hit
+/// returns exactly what decoding would: results never depend on cache state. At most
+/// [`CACHE_BYTES`] of pixels are kept; entries already read again go first, then the
+/// oldest (so parallel tasks filling the cache do not evict what the next stage of
+/// each is about to read).
+pub fn decode_cached(
+    bytes: &[u8],
+    limits: &Limits,
+    min_side: Option<u32>,
+) -> Arc<Result<Decoded, DecodeError>> {
+    let key = (
+        xxhash_rust::xxh3::xxh3_128(bytes),
+        bytes.len(),
+        min_side,
+        limits.max_pixels,
+        limits.max_bytes,
+    );
+    {
+        let mut c = CACHE.lock().expect("decode cache");
+        if let Some((d, used)) = c.map.get_mut(&key) {
+            let d = d.clone();
+            if !*used {
+                *used = true;
+                c.used.push_back(key);
+            }
+            return d;
+        }
+    }
+    let d = Arc::new(crate::kernels::image::decode(bytes, limits, min_side));
+    let size = d
+        .as_ref()
+        .as_ref()
+        .map_or(64, |d| d.rgb.as_raw().len() + 64);
+    let mut c = CACHE.lock().expect("decode cache");
+    if c.map.insert(key, (d.clone(), false)).is_none() {
+        c.fresh.push_back((key, size));
+        c.sizes.insert(key, size);
+        c.bytes += size;
+    }
+    while c.bytes > CACHE_BYTES {
+        let victim = match c.used.pop_front() {
+            Some(k) => Some(k),
+            None => c.fresh.pop_front().map(|(k, _)| k),
+        };
+        let Some(k) = victim else { break };
+        if c.map.remove(&k).is_some() {
+            let s = c.sizes.remove(&k).unwrap_or(0);
+            c.bytes -= s;
+        }
+    }
+    // Keys evicted through `used` stay in `fresh`; drop them lazily.
+    while c.fresh.front().is_some_and(|(k, _)| !c.map.contains_key(k)) {
+        c.fresh.pop_front();
+    }
+    d
+}
+
+/// Pixels the decode cache may hold: two tasks' 32 MiB batches of ~30 KiB JPEGs
+/// decoded at 1/4 scale are ~80 MiB.
+pub const CACHE_BYTES: usize = 128 << 20;
+
+type Key = (u128, usize, Option<u32>, u64, u64);
+
+#[derive(Default)]
+struct Cache {
+    /// The decode and whether it was read again.
+    map: crate::kernels::FastMap<Key, (Arc<Result<Decoded, DecodeError>>, bool)>,
+    sizes: crate::kernels::FastMap<Key, usize>,
+    fresh: std::collections::VecDeque<(Key, usize)>,
+    used: std::collections::VecDeque<Key>,
+    bytes: usize,
+}
+
+static CACHE: std::sync::LazyLock<std::sync::Mutex<Cache>> =
+    std::sync::LazyLock::new(Default::default);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_decode_of_the_same_bytes_is_a_cache_hit() {
+        let img = image::RgbImage::from_fn(300, 200, |x, y| image::Rgb([x as u8, y as u8, 7]));
+        let mut b = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut b, 90)
+            .encode_image(&img)
+            .unwrap();
+        let l = Limits::default();
+        let a = decode_cached(&b, &l, Some(64));
+        let copy = b.clone();
+        let c = decode_cached(&copy, &l, Some(64));
+        assert!(
+            Arc::ptr_eq(&a, &c),
+            "same content, same parameters: one decode"
+        );
+        let d = decode_cached(&b, &l, Some(32));
+        assert!(!Arc::ptr_eq(&a, &d), "other parameters decode again");
+        assert_eq!(a.as_ref().as_ref().unwrap().scale, 2);
     }
 }

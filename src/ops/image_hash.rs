@@ -60,8 +60,8 @@ impl Filter for ImageHash {
             .par_iter()
             .map(|b| {
                 let b = b.ok_or_else(ic::missing)?;
-                let d = crate::kernels::image::decode(b, &self.limits, self.min_side)
-                    .map_err(|e| ic::drop_of(&e))?;
+                let d = ic::decode_cached(b, &self.limits, self.min_side);
+                let d = d.as_ref().as_ref().map_err(ic::drop_of)?;
                 Ok(hashes(&d.rgb))
             })
             .collect();

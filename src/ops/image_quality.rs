@@ -1,8 +1,9 @@
 //! `image_quality`: `compression_artifacts`, `entropy`, `sharpness`, `brightness`,
 //! `contrast`, `colorfulness` (see `kernels::image_quality`), computed on the image
 //! decoded upright; a JPEG whose shorter side is at least twice `min_side` (default
-//! 128) is decoded at a reduced DCT scale first, so sharpness is measured at that
-//! working resolution (`min_side: 0` measures at full size). Undecodable images are
+//! 64) is decoded at a reduced DCT scale first (the same default, 64, as `image_hash`, so the two
+//! stages share one decode), so sharpness is measured at that working resolution
+//! (`min_side: 0` measures at full size). Undecodable images are
 //! rejects with the decoder's reason.
 use super::image_common as ic;
 use super::{Drop, Filter, OpDef, Operator};
@@ -37,7 +38,7 @@ struct ImageQuality {
 
 fn build(p: &Obj) -> Option<Operator> {
     let (column, limits) = ic::params(p);
-    let min_side = p.u64_in("min_side", 128, 0, 1 << 16) as u32;
+    let min_side = p.u64_in("min_side", 64, 0, 1 << 16) as u32;
     Some(Operator::Filter(Box::new(ImageQuality {
         column,
         limits,
@@ -65,8 +66,8 @@ impl Filter for ImageQuality {
             .par_iter()
             .map(|b| {
                 let b = b.ok_or_else(ic::missing)?;
-                let d = crate::kernels::image::decode(b, &self.limits, self.min_side)
-                    .map_err(|e| ic::drop_of(&e))?;
+                let d = ic::decode_cached(b, &self.limits, self.min_side);
+                let d = d.as_ref().as_ref().map_err(ic::drop_of)?;
                 let l = luma(&d.rgb);
                 let block = if d.header.format == "JPEG" {
                     8 / d.scale
