@@ -52,6 +52,7 @@ fn read_as(
         max_record_bytes: 8 << 20,
         cancel: Default::default(),
         assign_ids: true,
+        download: Default::default(),
     };
     let (mut batches, mut rejects) = (vec![], vec![]);
     let cols = if format == Format::Wet {

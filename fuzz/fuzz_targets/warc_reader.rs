@@ -27,6 +27,7 @@ fn read(reg: &Registry, uri: &str, size: u64, start: u64, format: Format) {
         max_record_bytes: 1 << 16,
         cancel: Default::default(),
         assign_ids: true,
+        download: Default::default(),
     };
     let slice = InputSlice {
         uri: uri.to_string(),

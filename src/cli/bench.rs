@@ -340,6 +340,7 @@ async fn protocol(
             inputs: t.inputs.clone(),
             input_schema: Arc::new(phase.input_schema.clone()),
             assign_ids: true,
+            download: spec.input.download.clone(),
             stages: stages[0].clone(),
             output_schema: Arc::new(phase.output_schema.clone()),
             out_dir: direct_out.child(&t.task_id),

@@ -271,18 +271,33 @@ pub async fn input_columns(
     reg: &Registry,
     files: &[InputFile],
 ) -> Result<Vec<(String, DataType)>, PlanError> {
+    if spec.input.format == Format::Laion {
+        let inner = readers::laion::inner_format(&files[0].uri);
+        let cols = file_columns(spec, reg, files, inner).await?;
+        return Ok(readers::laion::with_added(cols));
+    }
+    file_columns(spec, reg, files, spec.input.format).await
+}
+
+async fn file_columns(
+    spec: &Spec,
+    reg: &Registry,
+    files: &[InputFile],
+    format: Format,
+) -> Result<Vec<(String, DataType)>, PlanError> {
     let first = &files[0];
-    match spec.input.format {
+    match format {
         Format::Warc => return Ok(readers::warc::columns()),
         Format::Wet => return Ok(readers::warc::wet_columns()),
         Format::ImageFolder => return Ok(readers::images::folder_columns()),
         Format::Webdataset => return Ok(readers::images::webdataset_columns()),
+        Format::Laion => unreachable!("input_columns reads the inner file"),
         _ => {}
     }
     if let Some(cols) = &spec.input.schema {
         return Ok(cols.clone());
     }
-    match spec.input.format {
+    match format {
         Format::Jsonl => {
             let ctx = ReadCtx {
                 registry: reg.clone(),
@@ -292,6 +307,7 @@ pub async fn input_columns(
                 max_record_bytes: 1 << 24,
                 cancel: Default::default(),
                 assign_ids: true,
+                download: Default::default(),
             };
             let mut last_err = String::new();
             for f in files.iter().take(16) {
@@ -323,7 +339,7 @@ pub async fn input_columns(
                 ),
             ))
         }
-        Format::Warc | Format::Wet | Format::ImageFolder | Format::Webdataset => {
+        Format::Warc | Format::Wet | Format::ImageFolder | Format::Webdataset | Format::Laion => {
             unreachable!("handled above")
         }
         Format::Parquet => {

@@ -24,6 +24,8 @@ pub enum Format {
     ImageFolder,
     /// WebDataset tar shards: one record per sample key.
     Webdataset,
+    /// Parquet or JSONL of image URLs (`url`, `caption`, ...): each image downloaded.
+    Laion,
 }
 
 /// Extensions of image files in folders and tar shards.
@@ -45,6 +47,7 @@ impl Format {
             "wet" => Some(Format::Wet),
             "image_folder" | "images" => Some(Format::ImageFolder),
             "webdataset" | "wds" => Some(Format::Webdataset),
+            "laion" => Some(Format::Laion),
             _ => None,
         }
     }
@@ -87,6 +90,8 @@ pub struct InputSpec {
     pub max_record_bytes: u64,
     /// A CommonCrawl crawl, expanded through its `<kind>.paths.gz` at planning.
     pub commoncrawl: Option<CommonCrawl>,
+    /// `format: laion`: how images are fetched.
+    pub download: crate::worker::download::DownloadSpec,
 }
 
 /// `input.commoncrawl`: the files of one crawl.
@@ -477,7 +482,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
             sink.error(
                 &o.field_path("format"),
                 format!(
-                    "unknown format {f:?}, expected one of: jsonl, parquet, warc, wet, image_folder, webdataset"
+                    "unknown format {f:?}, expected one of: jsonl, parquet, warc, wet, image_folder, webdataset, laion"
                 ),
             );
             None
@@ -517,6 +522,36 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         cols
     });
     let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
+    let download = {
+        let d = o.obj("download");
+        let def = crate::worker::download::DownloadSpec::default();
+        let out = crate::worker::download::DownloadSpec {
+            concurrency: d.u64_in("concurrency", def.concurrency as u64, 1, 4096) as usize,
+            connect_timeout_ms: (d
+                .opt_f64("connect_timeout_secs")
+                .map_or(def.connect_timeout_ms as f64, |s| s * 1000.0))
+                as u64,
+            timeout_ms: (d
+                .opt_f64("timeout_secs")
+                .map_or(def.timeout_ms as f64, |s| s * 1000.0)) as u64,
+            retries: d.u64_in("retries", def.retries as u64, 0, 20) as u32,
+            max_redirects: d.u64_in("max_redirects", def.max_redirects as u64, 0, 50) as usize,
+            max_bytes: d.opt_bytes("max_bytes").unwrap_or(def.max_bytes),
+            content_types: d.opt_str_list("content_types").unwrap_or(def.content_types),
+            allow_private: d.opt_bool("allow_private").unwrap_or(false),
+            user_agent: d.opt_str("user_agent").unwrap_or(def.user_agent),
+        };
+        for (k, v) in [
+            ("connect_timeout_secs", out.connect_timeout_ms),
+            ("timeout_secs", out.timeout_ms),
+        ] {
+            if v == 0 {
+                sink.error(&d.field_path(k), "must be positive");
+            }
+        }
+        d.finish();
+        out
+    };
     o.finish();
     if commoncrawl.is_some() {
         uris.clear();
@@ -527,6 +562,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         format: format?,
         schema,
         max_record_bytes,
+        download,
     })
 }
 

@@ -3,6 +3,7 @@
 //! tasks seen leased), so any number of workers can join or vanish at any time. It
 //! knows nothing about what an operator computes beyond the operator interface.
 pub mod dedup;
+pub mod download;
 pub mod finalize;
 pub mod near;
 pub mod pipeline;

@@ -32,6 +32,8 @@ pub struct PipelineSpec {
     pub inputs: Vec<InputSlice>,
     pub input_schema: SchemaRef,
     pub assign_ids: bool,
+    /// `format: laion`: how images are fetched.
+    pub download: crate::worker::download::DownloadSpec,
     pub stages: Vec<BoundStage>,
     /// The written schema (a projection of the last stage's schema).
     pub output_schema: SchemaRef,
@@ -89,6 +91,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         max_record_bytes: spec.max_record_bytes,
         cancel: cancel.clone(),
         assign_ids: spec.assign_ids,
+        download: spec.download.clone(),
     };
     let projection: Vec<usize> = {
         let last = spec

@@ -412,6 +412,7 @@ async fn execute(
         inputs,
         input_schema,
         assign_ids: phase == 0,
+        download: spec.input.download.clone(),
         stages,
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: job.paths.attempt_dir(phase_name, task, attempt),

@@ -5,6 +5,7 @@
 //! storage failures that outlast retries are errors (the attempt is retried).
 pub mod images;
 pub mod jsonl;
+pub mod laion;
 pub mod parquet;
 pub mod warc;
 
@@ -46,6 +47,8 @@ pub struct ReadCtx {
     pub cancel: Arc<AtomicBool>,
     /// Phase-0 inputs get record ids assigned; upstream outputs already carry them.
     pub assign_ids: bool,
+    /// `format: laion`: how images are fetched.
+    pub download: crate::worker::download::DownloadSpec,
 }
 
 impl ReadCtx {
@@ -83,6 +86,10 @@ pub fn splittable(format: Format, uri: &str) -> bool {
         // Per-record gzip members are the split points.
         Format::Warc | Format::Wet => Compression::of(uri) == Compression::Gzip,
         Format::ImageFolder | Format::Webdataset => false,
+        // Row groups / lines, each row's image fetched.
+        Format::Laion => {
+            laion::inner_format(uri) == Format::Parquet || Compression::of(uri) == Compression::None
+        }
     }
 }
 
@@ -110,6 +117,7 @@ pub fn read_slice(
             images::read_folder(ctx, std::slice::from_ref(slice), schema, 1, out)
         }
         Format::Webdataset => images::read_webdataset(ctx, slice, schema, out),
+        Format::Laion => laion::read(ctx, slice, schema, out),
     }
 }
 

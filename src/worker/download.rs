@@ -1,0 +1,377 @@
+//! The image downloader of `format: laion` inputs: bounded concurrency, connect and
+//! total timeouts, retries with backoff on transient failures, a redirect limit, a
+//! maximum body size (streamed, never buffered past it), a content-type check, and
+//! refusal of private, loopback, link-local and other non-public addresses unless
+//! the spec allows them (SSRF): names resolve through a resolver that drops such
+//! addresses, so a redirect or a rebinding DNS answer cannot reach them either, and
+//! IP-literal URLs (first and redirected) are checked before any connection.
+//! Every URL gets an outcome; a failure is a reject with its reason, never an error.
+use futures::StreamExt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `input.download` in the spec.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DownloadSpec {
+    pub concurrency: usize,
+    pub connect_timeout_ms: u64,
+    pub timeout_ms: u64,
+    pub retries: u32,
+    pub max_redirects: usize,
+    pub max_bytes: u64,
+    /// Accepted `Content-Type` prefixes (a missing header is accepted: the decoder
+    /// decides).
+    pub content_types: Vec<String>,
+    /// Allow private, loopback and link-local addresses (tests, internal mirrors).
+    pub allow_private: bool,
+    pub user_agent: String,
+}
+
+impl Default for DownloadSpec {
+    fn default() -> Self {
+        DownloadSpec {
+            concurrency: 64,
+            connect_timeout_ms: 5_000,
+            timeout_ms: 20_000,
+            retries: 2,
+            max_redirects: 5,
+            max_bytes: 16 << 20,
+            content_types: vec!["image/".into(), "application/octet-stream".into()],
+            allow_private: false,
+            user_agent: "mdf-downloader/0.1 (+https://github.com/mdf)".into(),
+        }
+    }
+}
+
+/// Whether an address is reachable on the public internet (not loopback, private,
+/// link-local, CGNAT, unique-local, multicast, documentation or unspecified).
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v) => {
+            let o = v.octets();
+            !(v.is_loopback()
+                || v.is_private()
+                || v.is_link_local()
+                || v.is_broadcast()
+                || v.is_unspecified()
+                || v.is_multicast()
+                || v.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (64..128).contains(&o[1])) // CGNAT 100.64/10
+                || (o[0] == 198 && (o[1] == 18 || o[1] == 19)) // benchmarking
+                || o[0] >= 240)
+        }
+        IpAddr::V6(v) => {
+            if let Some(m) = v.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(m));
+            }
+            let s = v.segments();
+            !(v.is_loopback()
+                || v.is_unspecified()
+                || v.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00 // unique local
+                || (s[0] & 0xffc0) == 0xfe80 // link local
+                || (s[0] == 0x2001 && s[1] == 0x0db8)) // documentation
+        }
+    }
+}
+
+/// The resolver every connection goes through: public addresses only.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .filter(|a| is_public(a.ip()))
+                .collect();
+            if addrs.is_empty() {
+                return Err(
+                    format!("blocked_address: {host} resolves to no public address").into(),
+                );
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+fn literal_blocked(url: &reqwest::Url) -> bool {
+    url.host_str()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+        .and_then(|h| h.parse::<IpAddr>().ok())
+        .is_some_and(|ip| !is_public(ip))
+}
+
+/// What one URL gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Ok {
+        body: Vec<u8>,
+        content_type: Option<String>,
+        status: u16,
+    },
+    /// `reason` is the reject reason (`http_404`, `timeout`, `too_large`, ...).
+    Failed { reason: String, detail: String },
+}
+
+pub struct Downloader {
+    client: reqwest::Client,
+    spec: DownloadSpec,
+}
+
+impl Downloader {
+    pub fn new(spec: &DownloadSpec) -> Result<Downloader, String> {
+        let allow = spec.allow_private;
+        let max = spec.max_redirects;
+        let policy = reqwest::redirect::Policy::custom(move |a| {
+            if a.previous().len() >= max {
+                a.error(format!("more than {max} redirects"))
+            } else if !allow && literal_blocked(a.url()) {
+                a.error("blocked_address: redirect to a non-public address")
+            } else {
+                a.follow()
+            }
+        });
+        let mut b = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(spec.connect_timeout_ms))
+            .timeout(Duration::from_millis(spec.timeout_ms))
+            .redirect(policy)
+            .user_agent(spec.user_agent.clone())
+            .no_proxy();
+        if !allow {
+            b = b.dns_resolver(PublicOnly);
+        }
+        Ok(Downloader {
+            client: b.build().map_err(|e| e.to_string())?,
+            spec: spec.clone(),
+        })
+    }
+
+    /// Fetches every URL (None: no URL) with `concurrency` in flight, in order.
+    pub async fn fetch_all(&self, urls: Vec<Option<String>>) -> Vec<Outcome> {
+        futures::stream::iter(urls.into_iter().map(|u| async move {
+            match u {
+                None => Outcome::Failed {
+                    reason: "missing_url".into(),
+                    detail: "no url".into(),
+                },
+                Some(u) => self.fetch(&u).await,
+            }
+        }))
+        .buffered(self.spec.concurrency.max(1))
+        .collect()
+        .await
+    }
+
+    /// One URL, retried with exponential backoff on timeouts, connection errors,
+    /// 429 and 5xx.
+    pub async fn fetch(&self, url: &str) -> Outcome {
+        let parsed = match reqwest::Url::parse(url) {
+            Ok(u) if u.scheme() == "http" || u.scheme() == "https" => u,
+            Ok(u) => {
+                return Outcome::Failed {
+                    reason: "bad_url".into(),
+                    detail: format!("scheme {:?} is not fetched", u.scheme()),
+                };
+            }
+            Err(e) => {
+                return Outcome::Failed {
+                    reason: "bad_url".into(),
+                    detail: e.to_string(),
+                };
+            }
+        };
+        if !self.spec.allow_private && literal_blocked(&parsed) {
+            return Outcome::Failed {
+                reason: "blocked_address".into(),
+                detail: format!("{url}: not a public address"),
+            };
+        }
+        let mut attempt = 0;
+        loop {
+            let (out, transient) = self.once(parsed.clone()).await;
+            if !transient || attempt >= self.spec.retries {
+                return out;
+            }
+            attempt += 1;
+            tokio::time::sleep(Duration::from_millis(100 << attempt.min(6))).await;
+        }
+    }
+
+    async fn once(&self, url: reqwest::Url) -> (Outcome, bool) {
+        let fail = |reason: &str, detail: String, transient: bool| {
+            (
+                Outcome::Failed {
+                    reason: reason.into(),
+                    detail,
+                },
+                transient,
+            )
+        };
+        let resp = match self.client.get(url.clone()).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let chain = error_chain(&e);
+                if chain.contains("blocked_address") {
+                    return fail("blocked_address", chain, false);
+                }
+                if e.is_timeout() {
+                    return fail("timeout", chain, true);
+                }
+                if e.is_redirect() {
+                    return fail("too_many_redirects", chain, false);
+                }
+                return fail("connect_error", chain, e.is_connect());
+            }
+        };
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            let transient = status == 429 || status >= 500;
+            return fail(
+                &format!("http_{status}"),
+                format!("{url}: HTTP {status}"),
+                transient,
+            );
+        }
+        let ct = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.to_ascii_lowercase());
+        if let Some(c) = &ct
+            && !self
+                .spec
+                .content_types
+                .iter()
+                .any(|p| c.starts_with(p.as_str()))
+        {
+            return fail("wrong_content_type", format!("{url}: {c}"), false);
+        }
+        if resp
+            .content_length()
+            .is_some_and(|n| n > self.spec.max_bytes)
+        {
+            return fail(
+                "too_large",
+                format!(
+                    "{url}: {} bytes > max_bytes {}",
+                    resp.content_length().unwrap_or(0),
+                    self.spec.max_bytes
+                ),
+                false,
+            );
+        }
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(c) => {
+                    if body.len() as u64 + c.len() as u64 > self.spec.max_bytes {
+                        return fail(
+                            "too_large",
+                            format!("{url}: body passes max_bytes {}", self.spec.max_bytes),
+                            false,
+                        );
+                    }
+                    body.extend_from_slice(&c);
+                }
+                Err(e) => {
+                    let t = e.is_timeout();
+                    return fail(
+                        if t { "timeout" } else { "read_error" },
+                        error_chain(&e),
+                        true,
+                    );
+                }
+            }
+        }
+        (
+            Outcome::Ok {
+                body,
+                content_type: ct,
+                status,
+            },
+            false,
+        )
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Shared across a worker's tasks.
+pub type Shared = Arc<Downloader>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_special_addresses_are_not_public() {
+        for a in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "2001:db8::1",
+        ] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+        for a in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(is_public(a.parse().unwrap()), "{a}");
+        }
+    }
+
+    /// What the redirect policy and the first request check before connecting.
+    #[test]
+    fn ip_literal_urls_are_checked() {
+        let b = |u: &str| literal_blocked(&reqwest::Url::parse(u).unwrap());
+        assert!(b("http://169.254.169.254/latest/meta-data/"));
+        assert!(b("http://[::1]:8080/x"));
+        assert!(b("https://10.0.0.7/a.jpg"));
+        assert!(!b("https://93.184.216.34/a.jpg"));
+        assert!(
+            !b("https://example.org/a.jpg"),
+            "names go through the resolver"
+        );
+    }
+
+    #[tokio::test]
+    async fn names_resolving_to_private_addresses_are_blocked() {
+        let d = Downloader::new(&DownloadSpec::default()).unwrap();
+        match d.fetch("http://localhost:9/x.jpg").await {
+            Outcome::Failed { reason, .. } => assert_eq!(reason, "blocked_address"),
+            o => panic!("{o:?}"),
+        }
+        match d.fetch("http://169.254.169.254/latest/meta-data/").await {
+            Outcome::Failed { reason, .. } => assert_eq!(reason, "blocked_address"),
+            o => panic!("{o:?}"),
+        }
+    }
+}

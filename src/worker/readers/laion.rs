@@ -1,0 +1,158 @@
+//! `format: laion`: Parquet (or JSONL) of image URLs with captions and any other
+//! columns, the LAION layout. The rows are read by the Parquet or JSONL reader; each
+//! batch's URLs are then fetched by the downloader (`input.download`), and the
+//! record gains `image` (the bytes) and `content_type`. A URL that fails (HTTP
+//! error, timeout, too large, wrong content type, blocked address, ...) makes its
+//! record a reject with that reason and the record's fields, never a job failure.
+use super::{Item, ReadCtx, ReadError, SliceStats};
+use crate::protocol::records::InputSlice;
+use crate::records::Reject;
+use crate::spec::Format;
+use crate::worker::download::{Downloader, Outcome};
+use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Schema, SchemaRef};
+use std::sync::Arc;
+
+/// The columns the downloader adds to the file's own.
+pub fn added_columns() -> Vec<(String, DataType)> {
+    vec![
+        ("image".into(), DataType::Binary),
+        ("content_type".into(), DataType::Utf8),
+    ]
+}
+
+/// The file's own format: Parquet unless the name says JSON Lines.
+pub fn inner_format(uri: &str) -> Format {
+    match Format::infer(uri) {
+        Some(Format::Jsonl) => Format::Jsonl,
+        _ => Format::Parquet,
+    }
+}
+
+pub fn read(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    schema: &SchemaRef,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<SliceStats, ReadError> {
+    let added: Vec<String> = added_columns().into_iter().map(|c| c.0).collect();
+    let inner: SchemaRef = Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .filter(|f| !added.contains(f.name()))
+            .cloned()
+            .collect::<Vec<_>>(),
+    ));
+    let downloader = Downloader::new(&ctx.download).map_err(|e| ReadError::Storage {
+        uri: slice.uri.clone(),
+        message: format!("downloader: {e}"),
+    })?;
+    let mut inner_slice = slice.clone();
+    inner_slice.format = inner_format(&slice.uri);
+    let mut failed = 0u64;
+    let mut fetched_bytes = 0u64;
+    let mut st = super::read_slice(ctx, &inner_slice, &inner, &mut |item| match item {
+        Item::Rejects(r) => out(Item::Rejects(r)),
+        Item::Batch(b) => {
+            let urls: Vec<Option<String>> = match b
+                .column_by_name("url")
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            {
+                Some(a) => (0..a.len())
+                    .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
+                    .collect(),
+                None => vec![None; b.num_rows()],
+            };
+            let outcomes = ctx.handle.block_on(downloader.fetch_all(urls));
+            let mut keep = Vec::with_capacity(b.num_rows());
+            let mut images: Vec<Option<Vec<u8>>> = Vec::with_capacity(b.num_rows());
+            let mut types: Vec<Option<String>> = Vec::with_capacity(b.num_rows());
+            let mut rejects = Vec::new();
+            let rows = crate::records::rows_as_json(&b);
+            let ids = b
+                .column_by_name(crate::records::ID)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .cloned();
+            for (i, o) in outcomes.into_iter().enumerate() {
+                match o {
+                    Outcome::Ok {
+                        body, content_type, ..
+                    } => {
+                        fetched_bytes += body.len() as u64;
+                        keep.push(true);
+                        images.push(Some(body));
+                        types.push(content_type);
+                    }
+                    Outcome::Failed { reason, detail } => {
+                        failed += 1;
+                        keep.push(false);
+                        rejects.push(Reject {
+                            id: ids
+                                .as_ref()
+                                .map(|a| a.value(i).to_string())
+                                .unwrap_or_default(),
+                            reason,
+                            operator: "download".into(),
+                            detail: Some(detail),
+                            record: ctx_keep_record(&rows, i),
+                        });
+                    }
+                }
+            }
+            if !rejects.is_empty() && !out(Item::Rejects(rejects)) {
+                return false;
+            }
+            let mask = BooleanArray::from(keep);
+            let kept = match arrow_select::filter::filter_record_batch(&b, &mask) {
+                Ok(k) => k,
+                Err(_) => return false,
+            };
+            let images: Vec<Option<Vec<u8>>> = images.into_iter().flatten().map(Some).collect();
+            let types: Vec<Option<String>> = {
+                let mut t = Vec::new();
+                let mut it = types.into_iter();
+                for k in mask.iter() {
+                    if k == Some(true) {
+                        t.push(it.next().flatten());
+                    }
+                }
+                t
+            };
+            let mut cols: Vec<ArrayRef> = Vec::new();
+            for f in schema.fields() {
+                let a: ArrayRef = if f.name() == "image" {
+                    Arc::new(BinaryArray::from_iter(images.iter().map(|x| x.as_deref())))
+                } else if f.name() == "content_type" {
+                    Arc::new(StringArray::from(types.clone()))
+                } else {
+                    match kept.column_by_name(f.name()) {
+                        Some(c) => c.clone(),
+                        None => arrow_array::new_null_array(f.data_type(), kept.num_rows()),
+                    }
+                };
+                cols.push(a);
+            }
+            match RecordBatch::try_new(schema.clone(), cols) {
+                Ok(batch) if batch.num_rows() > 0 => out(Item::Batch(batch)),
+                Ok(_) => true,
+                Err(_) => false,
+            }
+        }
+    })?;
+    st.rejected += failed;
+    st.records -= failed.min(st.records);
+    st.bytes += fetched_bytes;
+    Ok(st)
+}
+
+fn ctx_keep_record(rows: &[String], i: usize) -> Option<String> {
+    rows.get(i).cloned().filter(|r| !r.is_empty())
+}
+
+/// The planned columns of a `laion` input: the file's own plus [`added_columns`].
+pub fn with_added(mut cols: Vec<(String, DataType)>) -> Vec<(String, DataType)> {
+    cols.retain(|(n, _)| !added_columns().iter().any(|(a, _)| a == n));
+    cols.extend(added_columns());
+    cols
+}

@@ -1,0 +1,254 @@
+//! `format: laion` end to end against a local HTTP server on 127.0.0.1 serving real
+//! images with the failures the web has: 404s, slow responses, oversize bodies
+//! (declared and streamed), wrong content types, redirects (good and looping), a flaky 503. Every URL ends as a record or a reject with its
+//! reason; the job never fails; private addresses are refused unless allowed.
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn images_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/images")
+}
+
+/// Serves until the test ends; returns its port.
+fn serve() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let flaky = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let flaky = flaky.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                if r.read_line(&mut line).is_err() {
+                    return;
+                }
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let reply = |s: &mut std::net::TcpStream, status: &str, ct: &str, body: &[u8]| {
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 {status}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(body);
+                };
+                let redirect = |s: &mut std::net::TcpStream, to: &str| {
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                };
+                match path.as_str() {
+                    p if p.starts_with("/img/") => {
+                        let f = images_dir().join(&p[5..]);
+                        match std::fs::read(f) {
+                            Ok(b) => reply(&mut s, "200 OK", "image/jpeg", &b),
+                            Err(_) => reply(&mut s, "404 Not Found", "text/plain", b"no"),
+                        }
+                    }
+                    "/slow" => {
+                        std::thread::sleep(std::time::Duration::from_secs(4));
+                        reply(&mut s, "200 OK", "image/jpeg", b"late");
+                    }
+                    "/big-declared" => {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: 50000000\r\n\r\n"
+                        );
+                    }
+                    "/big-streamed" => {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nConnection: close\r\n\r\n"
+                        );
+                        let chunk = vec![0xFFu8; 64 << 10];
+                        for _ in 0..64 {
+                            if s.write_all(&chunk).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    "/html" => reply(
+                        &mut s,
+                        "200 OK",
+                        "text/html; charset=utf-8",
+                        b"<html>hi</html>",
+                    ),
+                    "/redirect" => redirect(&mut s, "/img/scene02.jpg"),
+                    "/loop" => redirect(&mut s, "/loop"),
+                    "/flaky" => {
+                        if flaky.fetch_add(1, Ordering::SeqCst) == 0 {
+                            reply(&mut s, "503 Service Unavailable", "text/plain", b"busy");
+                        } else {
+                            let b = std::fs::read(images_dir().join("scene04.jpg")).unwrap();
+                            reply(&mut s, "200 OK", "image/jpeg", &b);
+                        }
+                    }
+                    _ => reply(&mut s, "404 Not Found", "text/plain", b"no"),
+                }
+            });
+        }
+    });
+    port
+}
+
+fn reasons(out: &Path) -> BTreeMap<String, (String, String)> {
+    let m = manifest(out);
+    let mut v = BTreeMap::new();
+    for r in m["rejects"].as_array().unwrap() {
+        let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
+        for ((reason, rec), op) in strings(&b, "reason")
+            .into_iter()
+            .zip(strings(&b, "record"))
+            .zip(strings(&b, "operator"))
+        {
+            let url = serde_json::from_str::<serde_json::Value>(&rec)
+                .ok()
+                .and_then(|v| v["url"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            let tail = url.rsplit('/').next().unwrap_or("").to_string();
+            v.insert(
+                if tail.is_empty() { url.clone() } else { tail },
+                (reason, op),
+            );
+        }
+    }
+    v
+}
+
+#[test]
+fn downloads_keep_good_images_and_reject_each_failure_with_its_reason() {
+    let port = serve();
+    let d = tempfile::tempdir().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let urls = [
+        format!("{base}/img/scene00.jpg"),
+        format!("{base}/img/scene01.jpg"),
+        format!("{base}/img/scene00-recompressed.jpg"),
+        format!("{base}/img/truncated.jpg"),
+        format!("{base}/img/missing.jpg"),
+        format!("{base}/slow"),
+        format!("{base}/big-declared"),
+        format!("{base}/big-streamed"),
+        format!("{base}/html"),
+        format!("{base}/redirect"),
+        format!("{base}/loop"),
+        format!("{base}/flaky"),
+        "ftp://example.org/x.jpg".to_string(),
+    ];
+    let lines: Vec<String> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, u)| {
+            serde_json::json!({"url": u, "caption": format!("caption {i}"), "similarity": 0.3})
+                .to_string()
+        })
+        .collect();
+    write_lines(&d.path().join("urls.jsonl"), &lines);
+    let out = d.path().join("out");
+    let o = run_ok(
+        mdf()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "examples/laion.yaml", "-q", "--input"])
+            .arg(d.path().join("urls.jsonl"))
+            .arg("-o")
+            .arg(&out)
+            .args([
+                "--set",
+                "input.download.allow_private=true",
+                "--set",
+                "input.download.timeout_secs=1.5",
+                "--set",
+                "input.download.max_bytes=1MiB",
+                "--set",
+                "input.download.retries=1",
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs")),
+    );
+    let _ = o;
+    let r = reasons(&out);
+    let want = [
+        ("missing.jpg", "http_404"),
+        ("slow", "timeout"),
+        ("big-declared", "too_large"),
+        ("big-streamed", "too_large"),
+        ("html", "wrong_content_type"),
+        ("loop", "too_many_redirects"),
+        ("x.jpg", "bad_url"),
+        ("truncated.jpg", "truncated"),
+        ("scene00-recompressed.jpg", "duplicate"),
+    ];
+    for (k, reason) in want {
+        assert_eq!(r.get(k).map(|x| x.0.as_str()), Some(reason), "{k}: {r:?}");
+    }
+    assert_eq!(r["missing.jpg"].1, "download");
+    // Kept: scene00, scene01, the redirect (scene02) and the flaky one after a retry.
+    let m = manifest(&out);
+    assert_eq!(m["rows"], 4, "{r:?}");
+    let b = read_parquet(&out.join(m["files"][0]["path"].as_str().unwrap()));
+    let caps = strings(&b, "caption");
+    assert!(
+        caps.contains(&"caption 9".to_string()) && caps.contains(&"caption 11".to_string()),
+        "{caps:?}"
+    );
+    let cols = output_columns(&out);
+    for c in [
+        "url",
+        "caption",
+        "similarity",
+        "content_type",
+        "width",
+        "phash",
+    ] {
+        assert!(cols.contains(&c.to_string()), "{c}: {cols:?}");
+    }
+}
+
+#[test]
+fn private_addresses_are_refused_unless_allowed() {
+    let port = serve();
+    let d = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = [
+        format!("http://127.0.0.1:{port}/img/scene00.jpg"),
+        format!("http://localhost:{port}/img/scene01.jpg"),
+        "http://10.0.0.1/x.jpg".to_string(),
+        "http://[::1]/y.jpg".to_string(),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+    ]
+    .iter()
+    .map(|u| serde_json::json!({"url": u}).to_string())
+    .collect();
+    write_lines(&d.path().join("urls.jsonl"), &lines);
+    let out = d.path().join("out");
+    run_ok(
+        mdf()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "examples/laion.yaml", "-q", "--input"])
+            .arg(d.path().join("urls.jsonl"))
+            .arg("-o")
+            .arg(&out)
+            .arg("--job-root")
+            .arg(d.path().join("jobs")),
+    );
+    let r = reasons(&out);
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert!(
+        r.values().all(|(reason, _)| reason == "blocked_address"),
+        "{r:?}"
+    );
+    assert_eq!(manifest(&out)["rows"], 0);
+}
