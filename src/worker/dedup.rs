@@ -391,6 +391,33 @@ async fn read_sections(
     Ok(bytes)
 }
 
+/// Section `r` of every committed task of `phase`, decoded as `T` (each entry passed
+/// to `fix` with its task index) and pushed into an external sort of `memory` bytes.
+#[allow(clippy::too_many_arguments)]
+async fn gather<T: shuffle::Fixed>(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    (phase, r): (usize, u32),
+    memory: u64,
+    cancel: &std::sync::atomic::AtomicBool,
+    fix: impl Fn(usize, &mut T),
+) -> Result<(u64, ExternalSort<T>), String> {
+    let dir = spill_dir();
+    let mut sorter = ExternalSort::<T>::new(memory, dir.clone());
+    let input = read_sections(ctx, reg, store, phase, r as u64, cancel, |ti, uri, b| {
+        for mut e in shuffle::decode::<T>(&b).map_err(|e| format!("{uri}: {e}"))? {
+            fix(ti, &mut e);
+            sorter
+                .push(e)
+                .map_err(|e| format!("spilling to {}: {e}", dir.display()))?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok((input, sorter))
+}
+
 /// Whether the label steps before `phase` already reached a fixed point: the nearest
 /// earlier record step was skipped itself, or changed no label in any task.
 async fn converged_before(
@@ -478,13 +505,15 @@ pub async fn near_step(
             }
         }
     } else if d.step % 2 == 1 {
-        let mut sorter = ExternalSort::<near::ByRecord>::new(memory / 3, dir.clone());
-        let input = read_sections(ctx, reg, store, phase - 1, r as u64, cancel, |_, uri, b| {
-            for e in shuffle::decode::<near::ByRecord>(&b).map_err(|e| format!("{uri}: {e}"))? {
-                sorter.push(e).map_err(|e| format!("spilling: {e}"))?;
-            }
-            Ok(())
-        })
+        let (input, sorter) = gather::<near::ByRecord>(
+            ctx,
+            reg,
+            store,
+            (phase - 1, r),
+            memory / 3,
+            cancel,
+            |_, _| {},
+        )
         .await?;
         let dir2 = dir.clone();
         let (sections, st) = tokio::task::spawn_blocking(move || {
@@ -507,13 +536,15 @@ pub async fn near_step(
         .map_err(|e| format!("near-duplicate record step: {e}"))?;
         (input, sections, st)
     } else {
-        let mut sorter = ExternalSort::<near::ByBucket>::new(memory / 2, dir.clone());
-        let input = read_sections(ctx, reg, store, phase - 1, r as u64, cancel, |_, uri, b| {
-            for e in shuffle::decode::<near::ByBucket>(&b).map_err(|e| format!("{uri}: {e}"))? {
-                sorter.push(e).map_err(|e| format!("spilling: {e}"))?;
-            }
-            Ok(())
-        })
+        let (input, sorter) = gather::<near::ByBucket>(
+            ctx,
+            reg,
+            store,
+            (phase - 1, r),
+            memory / 2,
+            cancel,
+            |_, _| {},
+        )
         .await?;
         let dir2 = dir.clone();
         let (sections, st) = tokio::task::spawn_blocking(move || {
@@ -575,23 +606,14 @@ async fn candidates<const P: usize>(
 ) -> Result<(u64, near::Sections, near::StepStats), String> {
     let dir = spill_dir();
     let memory = d.params.memory_bytes;
-    let mut sorter = ExternalSort::<near::NearEntry<P>>::new(memory / 2, dir.clone());
-    let input = read_sections(
+    let (input, sorter) = gather::<near::NearEntry<P>>(
         ctx,
         reg,
         store,
-        d.map_phase,
-        r as u64,
+        (d.map_phase, r),
+        memory / 2,
         cancel,
-        |ti, uri, b| {
-            for mut e in
-                shuffle::decode::<near::NearEntry<P>>(&b).map_err(|e| format!("{uri}: {e}"))?
-            {
-                e.task = ti as u32;
-                sorter.push(e).map_err(|e| format!("spilling: {e}"))?;
-            }
-            Ok(())
-        },
+        |ti, e| e.task = ti as u32,
     )
     .await?;
     let kind = d.params.kind.clone();

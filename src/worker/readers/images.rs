@@ -202,21 +202,11 @@ pub fn read_webdataset(
     schema: &SchemaRef,
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<SliceStats, ReadError> {
-    let raw = match super::jsonl::open_range(ctx, &slice.uri, 0) {
-        Ok(r) => r,
-        Err(ReadError::Missing { message, .. }) => {
-            out(Item::Rejects(vec![file_reject(
-                slice,
-                0,
-                "input_missing",
-                message,
-            )]));
-            return Ok(SliceStats {
-                rejected: 1,
-                ..Default::default()
-            });
-        }
-        Err(e) => return Err(e),
+    let Some(raw) = super::open_or_reject(ctx, slice, 0, out)? else {
+        return Ok(SliceStats {
+            rejected: 1,
+            ..Default::default()
+        });
     };
     let raw: Box<dyn Read + Send> = match super::Compression::of(&slice.uri) {
         super::Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),

@@ -98,21 +98,11 @@ pub fn read(
     } else {
         (0, u64::MAX)
     };
-    let raw = match open_range(ctx, &slice.uri, from) {
-        Ok(r) => r,
-        Err(ReadError::Missing { message, .. }) => {
-            out(Item::Rejects(vec![file_reject(
-                slice,
-                0,
-                "input_missing",
-                message,
-            )]));
-            return Ok(SliceStats {
-                rejected: 1,
-                ..Default::default()
-            });
-        }
-        Err(e) => return Err(e),
+    let Some(raw) = super::open_or_reject(ctx, slice, from, out)? else {
+        return Ok(SliceStats {
+            rejected: 1,
+            ..Default::default()
+        });
     };
     let decoded: Box<dyn Read + Send> = match comp {
         Compression::None => raw,

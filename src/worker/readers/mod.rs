@@ -131,3 +131,26 @@ pub fn file_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String
         record: None,
     }
 }
+
+/// Opens a slice's object from `from`; a vanished file becomes one `input_missing`
+/// reject (`Ok(None)`), other storage failures are errors (the attempt is retried).
+pub fn open_or_reject(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    from: u64,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<Option<Box<dyn std::io::Read + Send>>, ReadError> {
+    match jsonl::open_range(ctx, &slice.uri, from) {
+        Ok(r) => Ok(Some(r)),
+        Err(ReadError::Missing { message, .. }) => {
+            out(Item::Rejects(vec![file_reject(
+                slice,
+                0,
+                "input_missing",
+                message,
+            )]));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
