@@ -781,14 +781,29 @@ fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        let total = pipeline + row_group + dedup + assets * 4;
+        // Image stages share one process-wide decode cache.
+        let images = spec
+            .stages
+            .iter()
+            .any(|s| matches!(s.op.as_str(), "image_quality" | "image_hash"));
+        let cache = if images {
+            crate::ops::image_decode_cache_bytes() as u64
+        } else {
+            0
+        };
+        let total = pipeline + row_group + dedup + assets * 4 + cache;
         println!(
-            "memory per worker: at most about {:.0} MB = pipeline buffers {:.0} MB + row group {:.0} MB{} + operator assets ~{:.0} MB (4× their {:.1} MB on disk) + 64 MB",
+            "memory per worker: at most about {:.0} MB = pipeline buffers {:.0} MB + row group {:.0} MB{}{} + operator assets ~{:.0} MB (4× their {:.1} MB on disk) + 64 MB",
             (total + (64 << 20)) as f64 / 1e6,
             pipeline as f64 / 1e6,
             row_group as f64 / 1e6,
             if dedup > 0 {
                 format!(" + dedup reduce buffer {:.0} MB", dedup as f64 / 1e6)
+            } else {
+                String::new()
+            },
+            if cache > 0 {
+                format!(" + image decode cache {:.0} MB", cache as f64 / 1e6)
             } else {
                 String::new()
             },

@@ -137,6 +137,11 @@ impl std::fmt::Debug for Operator {
     }
 }
 
+/// The bytes of decoded pixels the image stages' shared cache may hold per process.
+pub fn image_decode_cache_bytes() -> usize {
+    image_common::CACHE_BYTES
+}
+
 /// A registry entry.
 pub struct OpDef {
     pub name: &'static str,
