@@ -91,10 +91,10 @@ pub fn decode_cached(
     );
     {
         let mut c = CACHE.lock().expect("decode cache");
-        if let Some((d, used)) = c.map.get_mut(&key) {
-            let d = d.clone();
-            if !*used {
-                *used = true;
+        if let Some(e) = c.map.get_mut(&key) {
+            let d = e.decoded.clone();
+            if !e.used {
+                e.used = true;
                 c.used.push_back(key);
             }
             return d;
@@ -106,24 +106,25 @@ pub fn decode_cached(
         .as_ref()
         .map_or(64, |d| d.rgb.as_raw().len() + 64);
     let mut c = CACHE.lock().expect("decode cache");
-    if c.map.insert(key, (d.clone(), false)).is_none() {
-        c.fresh.push_back((key, size));
-        c.sizes.insert(key, size);
+    let entry = Entry {
+        decoded: d.clone(),
+        used: false,
+        size,
+    };
+    if c.map.insert(key, entry).is_none() {
+        c.fresh.push_back(key);
         c.bytes += size;
     }
     while c.bytes > CACHE_BYTES {
-        let victim = match c.used.pop_front() {
-            Some(k) => Some(k),
-            None => c.fresh.pop_front().map(|(k, _)| k),
+        let Some(k) = c.used.pop_front().or_else(|| c.fresh.pop_front()) else {
+            break;
         };
-        let Some(k) = victim else { break };
-        if c.map.remove(&k).is_some() {
-            let s = c.sizes.remove(&k).unwrap_or(0);
-            c.bytes -= s;
+        if let Some(e) = c.map.remove(&k) {
+            c.bytes -= e.size;
         }
     }
     // Keys evicted through `used` stay in `fresh`; drop them lazily.
-    while c.fresh.front().is_some_and(|(k, _)| !c.map.contains_key(k)) {
+    while c.fresh.front().is_some_and(|k| !c.map.contains_key(k)) {
         c.fresh.pop_front();
     }
     d
@@ -135,12 +136,18 @@ pub const CACHE_BYTES: usize = 128 << 20;
 
 type Key = (u128, usize, Option<u32>, u64, u64);
 
+struct Entry {
+    decoded: Arc<Result<Decoded, DecodeError>>,
+    /// Whether it was read again (such entries are evicted first).
+    used: bool,
+    size: usize,
+}
+
 #[derive(Default)]
 struct Cache {
-    /// The decode and whether it was read again.
-    map: crate::kernels::FastMap<Key, (Arc<Result<Decoded, DecodeError>>, bool)>,
-    sizes: crate::kernels::FastMap<Key, usize>,
-    fresh: std::collections::VecDeque<(Key, usize)>,
+    map: crate::kernels::FastMap<Key, Entry>,
+    /// Keys in insertion order (may hold keys already evicted through `used`).
+    fresh: std::collections::VecDeque<Key>,
     used: std::collections::VecDeque<Key>,
     bytes: usize,
 }

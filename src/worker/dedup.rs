@@ -134,43 +134,32 @@ pub async fn reduce(
         .ok_or("reduce phase without a dedup plan")?;
     let r = partition_of_task(&plan.fingerprint, task, d.partitions)
         .ok_or_else(|| format!("task {task} is not a partition of {}", plan.name))?;
-    let map_name = ctx.job.manifest.phases[d.map_phase].name.clone();
-    let map_ids = ctx.task_ids(d.map_phase);
     let dir = spill_dir();
     let mut sorter = ExternalSort::<Sourced>::new(d.params.memory_bytes / 2, dir.clone());
-    let mut input_bytes = 0u64;
-    for (ti, t) in map_ids.iter().enumerate() {
-        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err("cancelled".into());
-        }
-        let rec = commit_of(ctx, store.as_ref(), &map_name, t).await?;
-        if rec.status != TaskStatus::Committed {
-            continue; // a failed map task has no records to keep
-        }
-        let Some(keys) = &rec.shuffle else {
-            return Err(format!("map task {map_name}/{t} committed no keys object"));
-        };
-        ctx.job.paths.check_file(
-            &keys.uri,
-            rec.reused_from.as_deref(),
-            ctx.job.manifest.reused_from.as_deref(),
-        )?;
-        let b = section(reg, ctx, keys, r as u64).await?;
-        input_bytes += b.len() as u64;
-        let entries: Vec<KeyEntry> =
-            shuffle::decode(&b).map_err(|e| format!("{}: {e}", keys.uri))?;
-        for e in entries {
-            sorter
-                .push(Sourced { e, task: ti as u32 })
-                .map_err(|e| format!("spilling to {}: {e}", dir.display()))?;
-        }
-    }
+    // Keys objects hold KeyEntry; the task is known by which object it came from.
+    let mut input_bytes = read_sections(
+        ctx,
+        reg,
+        store,
+        d.map_phase,
+        r as u64,
+        cancel,
+        |ti, uri, b| {
+            for e in shuffle::decode::<KeyEntry>(&b).map_err(|e| format!("{uri}: {e}"))? {
+                sorter
+                    .push(Sourced { e, task: ti as u32 })
+                    .map_err(|e| format!("spilling to {}: {e}", dir.display()))?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
     if let Some(uri) = &d.params.against {
         input_bytes += earlier_keys(ctx, reg, uri, d, r, &mut sorter).await?;
     }
     let memory = d.params.memory_bytes;
     let cluster = d.params.cluster_column;
-    let n_tasks = map_ids.len() as u32;
+    let n_tasks = ctx.task_ids(d.map_phase).len() as u32;
     let (file, len, stats) = tokio::task::spawn_blocking(move || {
         shuffle::finish_reduce(sorter, memory, dir, cluster, n_tasks)
     })
@@ -314,7 +303,6 @@ pub async fn decisions_for(
     map_task: &str,
 ) -> Result<crate::kernels::FastMap<u128, u128>, String> {
     let reduce_phase = d.map_phase + 1;
-    let reduce_name = ctx.job.manifest.phases[reduce_phase].name.clone();
     let t = ctx
         .task_ids(d.map_phase)
         .iter()
@@ -323,29 +311,27 @@ pub async fn decisions_for(
     if !d.params.kind.is_exact() {
         return near_decisions_for(ctx, reg, store, d, t).await;
     }
+    decisions_in(ctx, reg, store, reduce_phase, t as u64).await
+}
+
+/// Section `section` of the decisions objects of every task of `phase` (one map
+/// task's decisions): id → representative.
+async fn decisions_in(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+    section: u64,
+) -> Result<crate::kernels::FastMap<u128, u128>, String> {
     let mut out = crate::kernels::FastMap::default();
-    for rt in ctx.task_ids(reduce_phase).iter() {
-        let rec = commit_of(ctx, store.as_ref(), &reduce_name, rt).await?;
-        if rec.status != TaskStatus::Committed {
-            return Err(format!(
-                "upstream task {reduce_name}/{rt} failed: {}",
-                rec.error.clone().unwrap_or_default()
-            ));
-        }
-        let file = rec
-            .shuffle
-            .as_ref()
-            .ok_or_else(|| format!("reduce task {reduce_name}/{rt} committed no decisions"))?;
-        ctx.job.paths.check_file(
-            &file.uri,
-            rec.reused_from.as_deref(),
-            ctx.job.manifest.reused_from.as_deref(),
-        )?;
-        let b = section(reg, ctx, file, t as u64).await?;
-        for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{}: {e}", file.uri))? {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    read_sections(ctx, reg, store, phase, section, &never, |_, uri, b| {
+        for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{uri}: {e}"))? {
             out.insert(dec.id, dec.rep);
         }
-    }
+        Ok(())
+    })
+    .await?;
     Ok(out)
 }
 
@@ -521,14 +507,10 @@ pub async fn near_step(
             let mut decisions = ExternalSort::<Decision>::new(memory / 3, dir2.clone());
             let st = near::record_step(sorter.finish()?, &mut edges, &mut decisions)?;
             let mut out = near::Sections::new(parts as usize + n_map, &dir2)?;
-            for e in edges.finish()? {
-                let e = e?;
-                out.push(near::bucket_partition(&e.0, parts) as usize, &e)?;
-            }
-            for x in decisions.finish()? {
-                let x = x?;
-                out.push(parts as usize + x.task as usize, &x)?;
-            }
+            out.push_all(edges.finish()?, |e| {
+                near::bucket_partition(&e.0, parts) as usize
+            })?;
+            out.push_all(decisions.finish()?, |x| parts as usize + x.task as usize)?;
             Ok::<_, std::io::Error>((out, st))
         })
         .await
@@ -551,10 +533,9 @@ pub async fn near_step(
             let mut edges = ExternalSort::<near::ByRecord>::new(memory / 2, dir2.clone());
             let st = near::bucket_step(sorter.finish()?, &mut edges)?;
             let mut out = near::Sections::new(parts as usize, &dir2)?;
-            for e in edges.finish()? {
-                let e = e?;
-                out.push(near::record_partition(&e.0, parts) as usize, &e)?;
-            }
+            out.push_all(edges.finish()?, |e| {
+                near::record_partition(&e.0, parts) as usize
+            })?;
             Ok::<_, std::io::Error>((out, st))
         })
         .await
@@ -622,10 +603,9 @@ async fn candidates<const P: usize>(
         let mut edges = ExternalSort::<near::ByRecord>::new(memory / 2, dir.clone());
         let st = near::candidates(sorter.finish()?, &kind, &mut edges)?;
         let mut out = near::Sections::new(parts as usize, &dir)?;
-        for e in edges.finish()? {
-            let e = e?;
-            out.push(near::record_partition(&e.0, parts) as usize, &e)?;
-        }
+        out.push_all(edges.finish()?, |e| {
+            near::record_partition(&e.0, parts) as usize
+        })?;
         Ok::<_, std::io::Error>((out, st))
     })
     .await
@@ -670,15 +650,5 @@ async fn near_decisions_for(
             d.params.max_rounds, d.stage
         ));
     }
-    let mut out = crate::kernels::FastMap::default();
-    let parts = d.partitions as u64;
-    let never = std::sync::atomic::AtomicBool::new(false);
-    read_sections(ctx, reg, store, q, parts + t as u64, &never, |_, uri, b| {
-        for dec in shuffle::decode::<Decision>(&b).map_err(|e| format!("{uri}: {e}"))? {
-            out.insert(dec.id, dec.rep);
-        }
-        Ok(())
-    })
-    .await?;
-    Ok(out)
+    decisions_in(ctx, reg, store, q, d.partitions as u64 + t as u64).await
 }

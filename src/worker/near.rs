@@ -3,11 +3,11 @@
 //! against its first member), and the label-propagation steps that turn the verified
 //! record–bucket graph into connected components without any task holding more than
 //! its partition. Everything here is pure: sorted streams in, sorted sinks out.
+pub use super::shuffle::Sections;
 use super::shuffle::{Decision, ExternalSort, Fixed, partition_of};
 use crate::kernels::{hamming, minhash};
 use crate::ops::dedup::DedupKind;
 use std::cmp::Ordering;
-use std::io::{BufWriter, Seek, Write};
 
 pub const EDGES_MAGIC: &[u8; 8] = b"MDFNEAR1";
 
@@ -390,70 +390,6 @@ pub fn bucket_step(
         edges.push(ByRecord(e))?;
     }
     Ok(st)
-}
-
-/// Writes a sectioned object through a local file (bounded memory): items arrive in
-/// section order; `finish` puts the header (magic, section count, offsets) in front.
-pub struct Sections {
-    counts: Vec<u64>,
-    sizes: Vec<u64>,
-    cur: usize,
-    body: BufWriter<std::fs::File>,
-    dir: std::path::PathBuf,
-    buf: Vec<u8>,
-}
-
-impl Sections {
-    pub fn new(n: usize, dir: &std::path::Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        Ok(Sections {
-            counts: vec![0; n],
-            sizes: vec![0; n],
-            cur: 0,
-            body: BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(dir)?),
-            dir: dir.to_path_buf(),
-            buf: Vec::with_capacity(256),
-        })
-    }
-
-    pub fn push<T: Fixed>(&mut self, section: usize, x: &T) -> std::io::Result<()> {
-        if section < self.cur || section >= self.counts.len() {
-            return Err(std::io::Error::other(format!(
-                "section {section} out of order (at {} of {})",
-                self.cur,
-                self.counts.len()
-            )));
-        }
-        self.cur = section;
-        self.counts[section] += 1;
-        self.sizes[section] += T::SIZE as u64;
-        self.buf.clear();
-        x.put(&mut self.buf);
-        self.body.write_all(&self.buf)
-    }
-
-    /// The object as a local file, rewound, and its length.
-    pub fn finish(self, magic: &[u8; 8]) -> std::io::Result<(std::fs::File, u64)> {
-        let n = self.counts.len();
-        let mut body = self.body.into_inner().map_err(|e| e.into_error())?;
-        body.rewind()?;
-        let start = super::shuffle::HEADER + 8 * (n as u64 + 1);
-        let out = tempfile::tempfile_in(&self.dir)?;
-        let mut w = BufWriter::with_capacity(1 << 20, out);
-        w.write_all(magic)?;
-        w.write_all(&(n as u32).to_le_bytes())?;
-        w.write_all(&0u32.to_le_bytes())?;
-        let mut off = start;
-        for s in &self.sizes {
-            w.write_all(&off.to_le_bytes())?;
-            off += s;
-        }
-        w.write_all(&off.to_le_bytes())?;
-        std::io::copy(&mut body, &mut w)?;
-        let mut out = w.into_inner().map_err(|e| e.into_error())?;
-        out.rewind()?;
-        Ok((out, off))
-    }
 }
 
 #[cfg(test)]

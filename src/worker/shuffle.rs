@@ -444,43 +444,88 @@ pub fn encode_decisions(
     map_tasks: u32,
     dir: &std::path::Path,
 ) -> std::io::Result<(std::fs::File, u64)> {
-    std::fs::create_dir_all(dir)?;
-    let n = map_tasks as usize;
-    let body = tempfile::tempfile_in(dir)?;
-    let mut w = BufWriter::with_capacity(1 << 20, body);
-    let mut counts = vec![0u64; n];
-    let mut bytes = Vec::with_capacity(Decision::SIZE);
-    for d in sorted {
-        let d = d?;
-        if d.task as usize >= n {
+    let mut out = Sections::new(map_tasks as usize, dir)?;
+    out.push_all(sorted, |d| d.task as usize)?;
+    out.finish(DECISIONS_MAGIC)
+}
+
+/// Writes a sectioned object through a local file (bounded memory): items arrive in
+/// section order; `finish` puts the header (magic, section count, offsets) in front.
+pub struct Sections {
+    sizes: Vec<u64>,
+    cur: usize,
+    body: BufWriter<std::fs::File>,
+    dir: std::path::PathBuf,
+    buf: Vec<u8>,
+}
+
+impl Sections {
+    pub fn new(n: usize, dir: &std::path::Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Sections {
+            sizes: vec![0; n],
+            cur: 0,
+            body: BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(dir)?),
+            dir: dir.to_path_buf(),
+            buf: Vec::with_capacity(256),
+        })
+    }
+
+    pub fn push<T: Fixed>(&mut self, section: usize, x: &T) -> std::io::Result<()> {
+        if section >= self.sizes.len() {
             return Err(std::io::Error::other(format!(
-                "decision for map task {} of {n}",
-                d.task
+                "section {section} of an object with {}",
+                self.sizes.len()
             )));
         }
-        counts[d.task as usize] += 1;
-        bytes.clear();
-        d.put(&mut bytes);
-        w.write_all(&bytes)?;
+        if section < self.cur {
+            return Err(std::io::Error::other(format!(
+                "section {section} after section {}: out of order",
+                self.cur
+            )));
+        }
+        self.cur = section;
+        self.sizes[section] += T::SIZE as u64;
+        self.buf.clear();
+        x.put(&mut self.buf);
+        self.body.write_all(&self.buf)
     }
-    let mut body = w.into_inner().map_err(|e| e.into_error())?;
-    body.rewind()?;
-    let start = HEADER + 8 * (n as u64 + 1);
-    let out = tempfile::tempfile_in(dir)?;
-    let mut w = BufWriter::with_capacity(1 << 20, out);
-    w.write_all(DECISIONS_MAGIC)?;
-    w.write_all(&map_tasks.to_le_bytes())?;
-    w.write_all(&0u32.to_le_bytes())?;
-    let mut off = start;
-    for c in &counts {
+
+    /// Pushes a stream already in section order.
+    pub fn push_all<T: Fixed>(
+        &mut self,
+        items: impl Iterator<Item = std::io::Result<T>>,
+        section: impl Fn(&T) -> usize,
+    ) -> std::io::Result<()> {
+        for x in items {
+            let x = x?;
+            self.push(section(&x), &x)?;
+        }
+        Ok(())
+    }
+
+    /// The object as a local file, rewound, and its length.
+    pub fn finish(self, magic: &[u8; 8]) -> std::io::Result<(std::fs::File, u64)> {
+        let n = self.sizes.len();
+        let mut body = self.body.into_inner().map_err(|e| e.into_error())?;
+        body.rewind()?;
+        let start = HEADER + 8 * (n as u64 + 1);
+        let out = tempfile::tempfile_in(&self.dir)?;
+        let mut w = BufWriter::with_capacity(1 << 20, out);
+        w.write_all(magic)?;
+        w.write_all(&(n as u32).to_le_bytes())?;
+        w.write_all(&0u32.to_le_bytes())?;
+        let mut off = start;
+        for s in &self.sizes {
+            w.write_all(&off.to_le_bytes())?;
+            off += s;
+        }
         w.write_all(&off.to_le_bytes())?;
-        off += c * Decision::SIZE as u64;
+        std::io::copy(&mut body, &mut w)?;
+        let mut out = w.into_inner().map_err(|e| e.into_error())?;
+        out.rewind()?;
+        Ok((out, off))
     }
-    w.write_all(&off.to_le_bytes())?;
-    std::io::copy(&mut body, &mut w)?;
-    let mut out = w.into_inner().map_err(|e| e.into_error())?;
-    out.rewind()?;
-    Ok((out, off))
 }
 
 /// The rest of a reduce once every entry is in `sorter`: merge, decide, and write the

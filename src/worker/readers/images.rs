@@ -208,9 +208,17 @@ pub fn read_webdataset(
             ..Default::default()
         });
     };
-    let raw: Box<dyn Read + Send> = match super::Compression::of(&slice.uri) {
-        super::Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
-        _ => raw,
+    // `.tar.gz` and `.tar.zst` shards too.
+    let raw = match super::decompress(raw, &slice.uri) {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(super::reject_file(
+                slice,
+                "corrupt_input",
+                e.to_string(),
+                out,
+            ));
+        }
     };
     let fk = file_key(&slice.uri);
     let mut st = SliceStats::default();
@@ -219,16 +227,12 @@ pub fn read_webdataset(
     let entries = match ar.entries() {
         Ok(e) => e,
         Err(e) => {
-            out(Item::Rejects(vec![file_reject(
+            return Ok(super::reject_file(
                 slice,
-                0,
                 "corrupt_input",
                 e.to_string(),
-            )]));
-            return Ok(SliceStats {
-                rejected: 1,
-                ..Default::default()
-            });
+                out,
+            ));
         }
     };
     #[derive(Default)]

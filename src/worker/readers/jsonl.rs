@@ -104,27 +104,16 @@ pub fn read(
             ..Default::default()
         });
     };
-    let decoded: Box<dyn Read + Send> = match comp {
-        Compression::None => raw,
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(
-            1 << 16,
-            raw,
-        ))),
-        Compression::Zstd => match zstd::stream::read::Decoder::new(raw) {
-            Ok(d) => Box::new(d),
-            Err(e) => {
-                out(Item::Rejects(vec![file_reject(
-                    slice,
-                    0,
-                    "corrupt_input",
-                    e.to_string(),
-                )]));
-                return Ok(SliceStats {
-                    rejected: 1,
-                    ..Default::default()
-                });
-            }
-        },
+    let decoded = match super::decompress(raw, &slice.uri) {
+        Ok(d) => d,
+        Err(e) => {
+            return Ok(super::reject_file(
+                slice,
+                "corrupt_input",
+                e.to_string(),
+                out,
+            ));
+        }
     };
     let mut r = BufReader::with_capacity(1 << 16, decoded);
     let key = file_key(&slice.uri);
@@ -258,18 +247,10 @@ pub fn sample_rows(
     max_bytes: u64,
 ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, ReadError> {
     let raw = open_range(ctx, uri, 0)?;
-    let decoded: Box<dyn Read> = match Compression::of(uri) {
-        Compression::None => raw,
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(raw))),
-        Compression::Zstd => {
-            Box::new(
-                zstd::stream::read::Decoder::new(raw).map_err(|e| ReadError::Storage {
-                    uri: uri.to_string(),
-                    message: e.to_string(),
-                })?,
-            )
-        }
-    };
+    let decoded = super::decompress(raw, uri).map_err(|e| ReadError::Storage {
+        uri: uri.to_string(),
+        message: e.to_string(),
+    })?;
     let mut r = BufReader::new(decoded.take(max_bytes));
     let mut rows = Vec::new();
     let mut buf = Vec::new();

@@ -66,10 +66,12 @@ pub fn read(
             };
             let outcomes = ctx.handle.block_on(downloader.fetch_all(urls));
             let mut keep = Vec::with_capacity(b.num_rows());
-            let mut images: Vec<Option<Vec<u8>>> = Vec::with_capacity(b.num_rows());
+            // The downloaded rows' values, in row order.
+            let mut images: Vec<Vec<u8>> = Vec::with_capacity(b.num_rows());
             let mut types: Vec<Option<String>> = Vec::with_capacity(b.num_rows());
             let mut rejects = Vec::new();
-            let rows = crate::records::rows_as_json(&b);
+            // The failed records' fields, serialised only when something failed.
+            let mut rows: Option<Vec<String>> = None;
             let ids = b
                 .column_by_name(crate::records::ID)
                 .and_then(|c| c.as_any().downcast_ref::<StringArray>())
@@ -81,7 +83,7 @@ pub fn read(
                     } => {
                         fetched_bytes += body.len() as u64;
                         keep.push(true);
-                        images.push(Some(body));
+                        images.push(body);
                         types.push(content_type);
                     }
                     Outcome::Failed { reason, detail } => {
@@ -95,7 +97,11 @@ pub fn read(
                             reason,
                             operator: "download".into(),
                             detail: Some(detail),
-                            record: ctx_keep_record(&rows, i),
+                            record: rows
+                                .get_or_insert_with(|| crate::records::rows_as_json(&b))
+                                .get(i)
+                                .cloned()
+                                .filter(|r| !r.is_empty()),
                         });
                     }
                 }
@@ -108,23 +114,14 @@ pub fn read(
                 Ok(k) => k,
                 Err(_) => return false,
             };
-            let images: Vec<Option<Vec<u8>>> = images.into_iter().flatten().map(Some).collect();
-            let types: Vec<Option<String>> = {
-                let mut t = Vec::new();
-                let mut it = types.into_iter();
-                for k in mask.iter() {
-                    if k == Some(true) {
-                        t.push(it.next().flatten());
-                    }
-                }
-                t
-            };
+            let image_col: ArrayRef = Arc::new(BinaryArray::from_iter_values(images.iter()));
+            let type_col: ArrayRef = Arc::new(StringArray::from(types));
             let mut cols: Vec<ArrayRef> = Vec::new();
             for f in schema.fields() {
                 let a: ArrayRef = if f.name() == "image" {
-                    Arc::new(BinaryArray::from_iter(images.iter().map(|x| x.as_deref())))
+                    image_col.clone()
                 } else if f.name() == "content_type" {
-                    Arc::new(StringArray::from(types.clone()))
+                    type_col.clone()
                 } else {
                     match kept.column_by_name(f.name()) {
                         Some(c) => c.clone(),
@@ -144,10 +141,6 @@ pub fn read(
     st.records -= failed.min(st.records);
     st.bytes += fetched_bytes;
     Ok(st)
-}
-
-fn ctx_keep_record(rows: &[String], i: usize) -> Option<String> {
-    rows.get(i).cloned().filter(|r| !r.is_empty())
 }
 
 /// The planned columns of a `laion` input: the file's own plus [`added_columns`].

@@ -78,6 +78,34 @@ impl Compression {
     }
 }
 
+/// The decompressed stream of a whole object, by its name's compression suffix.
+pub fn decompress(
+    raw: Box<dyn std::io::Read + Send>,
+    uri: &str,
+) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+    Ok(match Compression::of(uri) {
+        Compression::None => raw,
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(1 << 16, raw),
+        )),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw)?),
+    })
+}
+
+/// One reject for a whole unreadable file, and the slice's stats that say so.
+pub fn reject_file(
+    slice: &InputSlice,
+    reason: &str,
+    detail: String,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> SliceStats {
+    out(Item::Rejects(vec![file_reject(slice, 0, reason, detail)]));
+    SliceStats {
+        rejected: 1,
+        ..Default::default()
+    }
+}
+
 /// Whether a file of this format and name can be cut into byte ranges.
 pub fn splittable(format: Format, uri: &str) -> bool {
     match format {
