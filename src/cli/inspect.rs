@@ -54,7 +54,7 @@ fn holds(rec: &serde_json::Map<String, serde_json::Value>, c: &Cond) -> bool {
 }
 
 /// Long strings shortened for the terminal.
-fn shorten(v: &mut serde_json::Value, width: usize) {
+pub fn shorten(v: &mut serde_json::Value, width: usize) {
     match v {
         serde_json::Value::String(s) if s.chars().count() > width => {
             let cut: String = s.chars().take(width).collect();
@@ -64,6 +64,45 @@ fn shorten(v: &mut serde_json::Value, width: usize) {
         serde_json::Value::Array(a) => a.iter_mut().for_each(|x| shorten(x, width)),
         _ => {}
     }
+}
+
+/// Reads the records of a finished output (or its rejects) through its manifest, file
+/// by file, handing each to `visit` until it returns `false`. Returns the manifest.
+pub async fn visit(
+    reg: &Registry,
+    uri: &str,
+    rejects: bool,
+    visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
+) -> anyhow::Result<OutputManifest> {
+    let base = Uri::parse(uri)?;
+    let store = reg.open(&base)?;
+    let retry = Retry::new(crate::clock::Entropy::from_os());
+    let m: OutputManifest = get_json(store.as_ref(), &base.child("_manifest.json").path, &retry)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("{uri} has no _manifest.json (not a finished output)"))?;
+    let (dir, files) = if rejects {
+        (Uri::parse(&m.rejects_uri)?, &m.rejects)
+    } else {
+        (base.clone(), &m.files)
+    };
+    for f in files {
+        let u = dir.child(&f.path);
+        let st = reg.open(&u)?;
+        let bytes = st.get(&u.path).await?.bytes().await?;
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
+            .build()?;
+        for batch in reader {
+            for line in crate::records::rows_as_json(&batch?) {
+                let Ok(serde_json::Value::Object(rec)) = serde_json::from_str(&line) else {
+                    continue;
+                };
+                if !visit(rec) {
+                    return Ok(m);
+                }
+            }
+        }
+    }
+    Ok(m)
 }
 
 pub fn run(
@@ -79,20 +118,17 @@ pub fn run(
         .build()?;
     rt.block_on(async {
         let reg = Registry::new(Default::default());
-        let base = Uri::parse(uri)?;
-        let store = reg.open(&base)?;
-        let retry = Retry::new(crate::clock::Entropy::from_os());
-        let m: OutputManifest =
-            get_json(store.as_ref(), &base.child("_manifest.json").path, &retry)
-                .await?
-                .ok_or_else(|| {
-                    anyhow::anyhow!("{uri} has no _manifest.json (not a finished output)")
-                })?;
-        let (dir, files) = if rejects {
-            (Uri::parse(&m.rejects_uri)?, &m.rejects)
-        } else {
-            (base.clone(), &m.files)
-        };
+        let mut shown = Vec::new();
+        let m = visit(&reg, uri, rejects, &mut |rec| {
+            if conds.iter().all(|c| holds(&rec, c)) {
+                let mut v = serde_json::Value::Object(rec);
+                shorten(&mut v, width);
+                shown.push(v);
+            }
+            shown.len() < limit
+        })
+        .await?;
+        let files = if rejects { &m.rejects } else { &m.files };
         println!(
             "{} {} of {} records in {} files{}",
             if rejects { "rejects" } else { "records" },
@@ -109,33 +145,10 @@ pub fn run(
                 format!(" ({} failed tasks)", m.failed_tasks.len())
             }
         );
-        let mut shown = 0;
-        'files: for f in files {
-            let u = dir.child(&f.path);
-            let st = reg.open(&u)?;
-            let bytes = st.get(&u.path).await?.bytes().await?;
-            let reader =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
-                    .build()?;
-            for batch in reader {
-                for line in crate::records::rows_as_json(&batch?) {
-                    let Ok(serde_json::Value::Object(rec)) = serde_json::from_str(&line) else {
-                        continue;
-                    };
-                    if !conds.iter().all(|c| holds(&rec, c)) {
-                        continue;
-                    }
-                    let mut v = serde_json::Value::Object(rec);
-                    shorten(&mut v, width);
-                    println!("{}", serde_json::to_string_pretty(&v)?);
-                    shown += 1;
-                    if shown >= limit {
-                        break 'files;
-                    }
-                }
-            }
+        for v in &shown {
+            println!("{}", serde_json::to_string_pretty(v)?);
         }
-        if shown == 0 {
+        if shown.is_empty() {
             println!("(none)");
         }
         Ok(ExitCode::SUCCESS)

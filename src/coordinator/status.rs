@@ -91,6 +91,21 @@ pub struct JobStatus {
     pub cost_usd: f64,
     pub prices: Prices,
     pub task_seconds: f64,
+    /// Every terminal attempt's time span, for throughput over time (`mdf report`);
+    /// not in the JSON form.
+    #[serde(skip)]
+    pub spans: Vec<TaskSpan>,
+}
+
+/// When one task ran and what it read.
+#[derive(Debug, Clone)]
+pub struct TaskSpan {
+    /// Index into [`JobStatus::phases`].
+    pub phase: usize,
+    pub started_ms: u64,
+    pub finished_ms: u64,
+    pub records_in: u64,
+    pub input_bytes: u64,
 }
 
 /// (phase name, task count) of every phase, finalize last.
@@ -116,6 +131,7 @@ pub async fn status(
     let names = phase_tasks(&job);
     let mut phases = Vec::new();
     let mut failed_tasks = Vec::new();
+    let mut spans = Vec::new();
     let prices = Prices::from_env();
     let entropy = crate::clock::Entropy::seeded(0);
     let ctx = LeaseCtx {
@@ -171,6 +187,13 @@ pub async fn status(
                 }
             }
             p.stats.add(&r.stats);
+            spans.push(TaskSpan {
+                phase: phases.len(),
+                started_ms: r.started_ms,
+                finished_ms: r.finished_ms,
+                records_in: r.stats.records_in,
+                input_bytes: r.stats.input_bytes,
+            });
             p.requests.add(&r.requests);
             p.task_seconds += r.finished_ms.saturating_sub(r.started_ms) as f64 / 1000.0;
         }
@@ -220,6 +243,7 @@ pub async fn status(
         failed_tasks,
         worker_requests,
         requests_total,
+        spans,
     })
 }
 

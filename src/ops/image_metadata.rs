@@ -27,6 +27,9 @@ fn build(p: &Obj) -> Option<Operator> {
 }
 
 impl Filter for ImageMetadata {
+    fn histograms(&self) -> Vec<String> {
+        ["width", "height", "bytes"].map(String::from).to_vec()
+    }
     fn check(&self, input: &Schema) -> Result<(), String> {
         ic::require_binary(input, &self.column)
     }

@@ -56,6 +56,11 @@ pub trait Refiner: Send + Sync {
     }
     /// One array per output field, each as long as the batch.
     fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String>;
+    /// Integer output columns worth a distribution in stats and the report (float
+    /// columns always get one).
+    fn histograms(&self) -> Vec<String> {
+        vec![]
+    }
 }
 
 /// A file an operator needs (a block list, a model), named by a param. The worker
@@ -92,6 +97,10 @@ pub trait Filter: Send + Sync {
     /// The added columns (for every row) and the verdicts; the default adds nothing.
     fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
         Ok((vec![], self.filter(batch)?))
+    }
+    /// Integer added columns worth a distribution (float columns always get one).
+    fn histograms(&self) -> Vec<String> {
+        vec![]
     }
 }
 
@@ -225,6 +234,38 @@ pub fn run_stage(
     out_schema: &SchemaRef,
     keep_records: bool,
 ) -> Result<(RecordBatch, Vec<Reject>), OpError> {
+    run_stage_observed(stage, op, batch, out_schema, keep_records, &mut |_| {})
+}
+
+/// The columns whose distributions a stage records (see [`run_stage_observed`]):
+/// every float column it writes (scores) and the integer ones its operator names
+/// (lengths, sizes; not hashes).
+pub fn histogram_columns(op: &Operator, input: &Schema) -> Vec<String> {
+    let (fields, named) = match op {
+        Operator::Refiner(r) => (r.output_fields(input).unwrap_or_default(), r.histograms()),
+        Operator::Filter(f) => (f.added_fields(input), f.histograms()),
+        Operator::Keys(_) | Operator::Dedup(_) => return vec![],
+    };
+    fields
+        .iter()
+        .filter(|f| {
+            matches!(f.data_type(), DataType::Float32 | DataType::Float64)
+                || named.contains(f.name())
+        })
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+/// [`run_stage`], handing `observe` the batch with the stage's columns added and no
+/// row dropped yet (a filter's scores for the records it rejects too).
+pub fn run_stage_observed(
+    stage: &str,
+    op: &Operator,
+    batch: RecordBatch,
+    out_schema: &SchemaRef,
+    keep_records: bool,
+    observe: &mut dyn FnMut(&RecordBatch),
+) -> Result<(RecordBatch, Vec<Reject>), OpError> {
     let err = |message: String| OpError {
         operator: stage.to_string(),
         message,
@@ -250,6 +291,7 @@ pub fn run_stage(
             }
             let out = RecordBatch::try_new(out_schema.clone(), cols)
                 .map_err(|e| err(format!("produced a bad batch: {e}")))?;
+            observe(&out);
             Ok((out, vec![]))
         }
         Operator::Keys(k) => {
@@ -286,6 +328,7 @@ pub fn run_stage(
                 RecordBatch::try_new(out_schema.clone(), cols)
                     .map_err(|e| err(format!("produced a bad batch: {e}")))?
             };
+            observe(&batch);
             if verdicts.iter().all(Option::is_none) {
                 return Ok((batch, vec![]));
             }

@@ -27,6 +27,12 @@ fn build(p: &Obj) -> Option<Operator> {
 }
 
 impl Refiner for TextLength {
+    fn histograms(&self) -> Vec<String> {
+        vec![
+            format!("{}chars", self.prefix),
+            format!("{}words", self.prefix),
+        ]
+    }
     fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, String> {
         require_text(input, &self.field)?;
         Ok(vec![

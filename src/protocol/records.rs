@@ -194,6 +194,125 @@ pub struct StageStats {
     pub batches: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch_micros_log2: Vec<u64>,
+    /// Distributions of the numeric columns this stage writes (scores, lengths),
+    /// over every record that reached it, by column name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, Histogram>,
+}
+
+/// The [`TaskStats::histograms`] entry of an exact dedup reduce: this job's records
+/// per distinct key.
+pub const CLUSTER_SIZE: &str = "cluster_size";
+/// The entry of a near-dedup candidates reduce: records per verified group of a
+/// band bucket (a connected component may join several groups).
+pub const NEAR_GROUP_SIZE: &str = "near_group_size";
+
+/// A distribution that merges exactly across tasks: fixed log-linear buckets (each
+/// power of two split in 8, so a bucket spans at most 12.5% of its values; integers
+/// up to 16 get a bucket each), the same for every value range, so no task needs to
+/// know the range in advance. NaN is not counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    pub count: u64,
+    pub sum: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Bucket index (see [`Histogram::bucket`]) to count.
+    pub buckets: BTreeMap<i32, u64>,
+}
+
+impl Histogram {
+    /// The bucket of `v`: 0 for zero; for positive `v` one more than the top 15 bits
+    /// of its IEEE-754 form (exponent and 3 mantissa bits, ordered like the values);
+    /// negative values mirror positive ones.
+    pub fn bucket(v: f64) -> i32 {
+        if v == 0.0 {
+            return 0;
+        }
+        let i = (v.abs().to_bits() >> 49) as i32 + 1;
+        if v < 0.0 { -i } else { i }
+    }
+
+    /// The values `[lo, hi)` of bucket `b` (for negative buckets `(lo, hi]`).
+    pub fn bounds(b: i32) -> (f64, f64) {
+        if b == 0 {
+            return (0.0, 0.0);
+        }
+        let m = b.unsigned_abs() as u64 - 1;
+        let (lo, hi) = (f64::from_bits(m << 49), f64::from_bits((m + 1) << 49));
+        if b < 0 { (-hi, -lo) } else { (lo, hi) }
+    }
+
+    pub fn record(&mut self, v: f64) {
+        if v.is_nan() {
+            return;
+        }
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if self.count == 0 || v > self.max {
+            self.max = v;
+        }
+        self.count += 1;
+        self.sum += v;
+        *self.buckets.entry(Self::bucket(v)).or_default() += 1;
+    }
+
+    pub fn merge(&mut self, o: &Histogram) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 || o.min < self.min {
+            self.min = o.min;
+        }
+        if self.count == 0 || o.max > self.max {
+            self.max = o.max;
+        }
+        self.count += o.count;
+        self.sum += o.sum;
+        for (b, c) in &o.buckets {
+            *self.buckets.entry(*b).or_default() += c;
+        }
+    }
+
+    /// Approximately the value below which a share `q` of the values fall: the
+    /// middle of its bucket, clamped to the observed range.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let want = (q * self.count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, c) in &self.buckets {
+            seen += c;
+            if seen >= want {
+                let (lo, hi) = Self::bounds(*b);
+                return Some(((lo + hi) / 2.0).clamp(self.min, self.max));
+            }
+        }
+        Some(self.max)
+    }
+
+    /// Counts in `n` equal-width bins over `[min, max]`, each bucket's count put in the
+    /// bin of its midpoint (clamped to the range): for charts.
+    pub fn bins(&self, n: usize) -> Vec<(f64, f64, u64)> {
+        if self.count == 0 || n == 0 {
+            return vec![];
+        }
+        let (lo, hi) = (self.min, self.max);
+        let width = if hi > lo { (hi - lo) / n as f64 } else { 1.0 };
+        let n = if hi > lo { n } else { 1 };
+        let mut out: Vec<(f64, f64, u64)> = (0..n)
+            .map(|i| (lo + i as f64 * width, lo + (i + 1) as f64 * width, 0))
+            .collect();
+        for (b, c) in &self.buckets {
+            let (a, z) = Self::bounds(*b);
+            let mid = ((a + z) / 2.0).clamp(lo, hi);
+            let i = (((mid - lo) / width) as usize).min(n - 1);
+            out[i].2 += c;
+        }
+        out
+    }
 }
 
 impl StageStats {
@@ -242,6 +361,9 @@ impl StageStats {
         for (a, b) in self.batch_micros_log2.iter_mut().zip(&s.batch_micros_log2) {
             *a += b;
         }
+        for (k, h) in &s.histograms {
+            self.histograms.entry(k.clone()).or_default().merge(h);
+        }
     }
 }
 
@@ -255,6 +377,9 @@ pub struct TaskStats {
     pub input_bytes: u64,
     pub output_bytes: u64,
     pub stages: Vec<StageStats>,
+    /// Phase-level distributions (a dedup reduce's cluster sizes), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, Histogram>,
 }
 
 impl TaskStats {
@@ -266,6 +391,9 @@ impl TaskStats {
         self.output_bytes += o.output_bytes;
         for (k, v) in &o.rejects_by_reason {
             *self.rejects_by_reason.entry(k.clone()).or_default() += v;
+        }
+        for (k, h) in &o.histograms {
+            self.histograms.entry(k.clone()).or_default().merge(h);
         }
         for s in &o.stages {
             match self.stages.iter_mut().find(|x| x.stage == s.stage) {
@@ -399,5 +527,66 @@ mod stage_stats_tests {
             "5 ms is in [4096, 8192) µs"
         );
         assert_eq!(StageStats::default().batch_quantile_micros(0.5), None);
+    }
+
+    #[test]
+    fn histogram_buckets_are_ordered_and_narrow() {
+        use super::Histogram;
+        let vals = [
+            -3.5, -1.0, -0.001, 0.0, 1e-9, 0.5, 0.51, 1.0, 2.0, 3.0, 17.0, 1e6,
+        ];
+        let buckets: Vec<i32> = vals.iter().map(|v| Histogram::bucket(*v)).collect();
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        for v in vals {
+            let (lo, hi) = Histogram::bounds(Histogram::bucket(v));
+            if v > 0.0 {
+                assert!(lo <= v && v < hi, "{v} in [{lo}, {hi})");
+                assert!(hi / lo <= 1.126, "{v}: bucket [{lo}, {hi}) too wide");
+            } else if v < 0.0 {
+                assert!(lo < v && v <= hi, "{v} in ({lo}, {hi}]");
+            }
+        }
+        // Integers up to 16 each get a bucket of their own (cluster sizes).
+        let ints: std::collections::BTreeSet<i32> =
+            (1..=16).map(|i| Histogram::bucket(i as f64)).collect();
+        assert_eq!(ints.len(), 16);
+    }
+
+    #[test]
+    fn histogram_merges_exactly_and_answers_quantiles() {
+        use super::Histogram;
+        let values: Vec<f64> = (0..10_000)
+            .map(|i| (i as f64 * 0.37).sin().abs() * 40.0)
+            .collect();
+        let mut whole = Histogram::default();
+        values.iter().for_each(|v| whole.record(*v));
+        let mut parts = Histogram::default();
+        for chunk in values.chunks(777) {
+            let mut h = Histogram::default();
+            chunk.iter().for_each(|v| h.record(*v));
+            parts.merge(&h);
+        }
+        assert_eq!(whole.buckets, parts.buckets);
+        assert_eq!(
+            (whole.count, whole.min, whole.max),
+            (parts.count, parts.min, parts.max)
+        );
+        assert!((whole.sum - parts.sum).abs() < 1e-6);
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        for q in [0.1, 0.5, 0.9, 0.99] {
+            let exact = sorted[(q * sorted.len() as f64) as usize - 1];
+            let got = whole.quantile(q).unwrap();
+            assert!(
+                (got - exact).abs() <= exact * 0.13 + 1e-9,
+                "q{q}: {got} vs {exact}"
+            );
+        }
+        let bins = whole.bins(20);
+        assert_eq!(bins.len(), 20);
+        assert_eq!(bins.iter().map(|b| b.2).sum::<u64>(), whole.count);
+        whole.record(f64::NAN);
+        assert_eq!(whole.count, 10_000, "NaN is not counted");
+        assert_eq!(Histogram::default().quantile(0.5), None);
     }
 }

@@ -7,7 +7,9 @@ use super::near;
 use super::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
 use crate::coordinator::plan::hash16;
 use crate::protocol::io::get_json;
-use crate::protocol::records::{CommitRecord, DedupPhase, OutputFile, TaskStats, TaskStatus};
+use crate::protocol::records::{
+    CLUSTER_SIZE, CommitRecord, DedupPhase, NEAR_GROUP_SIZE, OutputFile, TaskStats, TaskStatus,
+};
 use crate::store::{Registry, Uri};
 use bytes::Bytes;
 use object_store::ObjectStoreExt;
@@ -184,6 +186,7 @@ pub async fn reduce(
         records_out: stats.distinct,
         input_bytes,
         output_bytes: len,
+        histograms: [(CLUSTER_SIZE.to_string(), stats.cluster_sizes)].into(),
         ..Default::default()
     };
     Ok((
@@ -554,13 +557,17 @@ pub async fn near_step(
             "near-duplicate object: wrote {written} of {len} bytes"
         ));
     }
-    let ts = TaskStats {
+    let mut ts = TaskStats {
         records_in: st.entries,
         records_out: st.edges,
         input_bytes,
         output_bytes: len,
         ..Default::default()
     };
+    if st.group_sizes.count > 0 {
+        ts.histograms
+            .insert(NEAR_GROUP_SIZE.to_string(), st.group_sizes.clone());
+    }
     let changed = (d.step % 2 == 1).then_some(st.changed);
     Ok((
         Some(OutputFile {

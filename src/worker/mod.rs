@@ -117,12 +117,14 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
         let mut bound = Vec::new();
         for &i in &p.stages {
             let st = &job.spec.stages[i];
+            let histograms = ops::histogram_columns(&st.operator, &schema);
             schema = ops::output_schema(&st.name, &st.operator, &schema)
                 .map_err(|e| format!("stage {}: {e}", st.name))?;
             bound.push(BoundStage {
                 name: st.name.clone(),
                 op: st.operator.clone(),
                 out_schema: schema.clone(),
+                histograms,
             });
         }
         for f in p.output_schema.fields() {

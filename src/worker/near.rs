@@ -239,6 +239,8 @@ pub struct StepStats {
     pub changed: u64,
     /// Candidates: members of buckets past [`MAX_LEADERS`] distinct payloads.
     pub overflow: u64,
+    /// Candidates: records per verified group (a leader and the members it took).
+    pub group_sizes: crate::protocol::records::Histogram,
 }
 
 /// The most distinct payloads (leaders) one band bucket verifies against; a member
@@ -264,6 +266,13 @@ pub fn candidates<const P: usize>(
     struct Leader<const P: usize> {
         first: NearEntry<P>,
         emitted: bool,
+        /// Members joined (the leader itself not counted).
+        joined: u64,
+    }
+    fn close<const P: usize>(leaders: &mut Vec<Leader<P>>, st: &mut StepStats) {
+        for l in leaders.drain(..).filter(|l| l.emitted) {
+            st.group_sizes.record((l.joined + 1) as f64);
+        }
     }
     let mut st = StepStats::default();
     let mut key: Option<u128> = None;
@@ -273,7 +282,7 @@ pub fn candidates<const P: usize>(
         st.entries += 1;
         if key != Some(x.key) {
             key = Some(x.key);
-            leaders.clear();
+            close(&mut leaders, &mut st);
         }
         let mut identical = false;
         let mut joined = false;
@@ -287,6 +296,7 @@ pub fn candidates<const P: usize>(
             }
             identical |= l.first.payload == x.payload;
             joined = true;
+            l.joined += 1;
             let node = leader_node(x.key, i);
             let bl = l.first.label();
             if !l.emitted {
@@ -318,12 +328,14 @@ pub fn candidates<const P: usize>(
                 leaders.push(Leader {
                     first: x,
                     emitted: false,
+                    joined: 0,
                 });
             } else {
                 st.overflow += 1;
             }
         }
     }
+    close(&mut leaders, &mut st);
     Ok(st)
 }
 
@@ -537,6 +549,33 @@ mod tests {
             .collect();
         let (got, _) = cluster(entries, &kind, 1 << 20);
         assert_eq!(got.values().collect::<Vec<_>>(), vec![&11, &11, &11]);
+    }
+
+    /// Group sizes: per band bucket, a leader and the members verified against it.
+    #[test]
+    fn candidates_count_group_sizes() {
+        let kind = DedupKind::Phash { radius: 2 };
+        let mut raw = Vec::new();
+        for (id, h) in [(10u128, 0xFFu64), (11, 0xFF), (12, 0xFE), (13, !0xFF)] {
+            append_entries(&kind, &h.to_le_bytes(), id, 0.5, &mut raw);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ExternalSort::<NearEntry<8>>::new(1 << 20, dir.path().to_path_buf());
+        for e in raw
+            .chunks_exact(NearEntry::<8>::SIZE)
+            .map(NearEntry::<8>::get)
+        {
+            s.push(e).unwrap();
+        }
+        let mut out = ExternalSort::<ByRecord>::new(1 << 20, dir.path().to_path_buf());
+        let st = candidates(s.finish().unwrap(), &kind, &mut out).unwrap();
+        // A band bucket holding the three near hashes makes a group of 3; the band with
+        // bit 0 (where 12 differs) a group of 2; the far hash (13) joins none.
+        assert!(st.group_sizes.count > 0);
+        assert_eq!(st.group_sizes.count, st.groups);
+        assert_eq!((st.group_sizes.min, st.group_sizes.max), (2.0, 3.0));
+        let b = crate::protocol::records::Histogram::bucket;
+        assert_eq!(st.group_sizes.buckets.get(&b(2.0)), Some(&1));
     }
 
     #[test]

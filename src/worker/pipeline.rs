@@ -23,6 +23,8 @@ pub struct BoundStage {
     pub name: String,
     pub op: Arc<Operator>,
     pub out_schema: SchemaRef,
+    /// Columns whose distributions go into the stage's stats.
+    pub histograms: Vec<String>,
 }
 
 /// Everything one task's pipeline needs.
@@ -177,12 +179,13 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                 for (st, stat) in spec.stages.iter().zip(stats.iter_mut()) {
                     let t0 = Instant::now();
                     let n_in = batch.num_rows() as u64;
-                    let (kept, rj) = ops::run_stage(
+                    let (kept, rj) = ops::run_stage_observed(
                         &st.name,
                         &st.op,
                         batch,
                         &st.out_schema,
                         spec.keep_rejected_records,
+                        &mut |b| record_histograms(b, &st.histograms, &mut stat.histograms),
                     )?;
                     stat.record_batch(t0.elapsed().as_nanos() as u64);
                     stat.records_in += n_in;
@@ -289,4 +292,26 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             keys,
         })
     })
+}
+
+/// Adds the values of `columns` (numeric; nulls skipped) to their histograms.
+fn record_histograms(
+    batch: &RecordBatch,
+    columns: &[String],
+    out: &mut std::collections::BTreeMap<String, crate::protocol::records::Histogram>,
+) {
+    for c in columns {
+        let Some(col) = batch.column_by_name(c) else {
+            continue;
+        };
+        let Ok(v) = arrow_cast::cast(col, &arrow_schema::DataType::Float64) else {
+            continue;
+        };
+        let v = v
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .expect("cast to Float64");
+        let h = out.entry(c.clone()).or_default();
+        v.iter().flatten().for_each(|x| h.record(x));
+    }
 }

@@ -387,6 +387,8 @@ pub struct ReduceStats {
     pub distinct: u64,
     pub duplicates: u64,
     pub spilled_bytes: u64,
+    /// Records of this job per distinct key (1 for a key without duplicates).
+    pub cluster_sizes: crate::protocol::records::Histogram,
 }
 
 /// Groups sorted key entries into clusters and decides each: the first entry of a
@@ -403,9 +405,18 @@ pub fn decide(
     let mut stats = ReduceStats::default();
     let mut rep: Option<Sourced> = None;
     let mut rep_emitted = false;
+    // Records of this job in the current group (an earlier job's keys are not counted).
+    let mut size = 0u64;
     for x in sorted {
         let x = x?;
         stats.keys += 1;
+        if rep.as_ref().is_some_and(|r| r.e.key != x.e.key) && size > 0 {
+            stats.cluster_sizes.record(size as f64);
+            size = 0;
+        }
+        if x.task != EARLIER {
+            size += 1;
+        }
         match rep {
             Some(r) if r.e.key == x.e.key => {
                 if representatives && !rep_emitted && r.task != EARLIER {
@@ -433,6 +444,9 @@ pub fn decide(
                 rep_emitted = false;
             }
         }
+    }
+    if size > 0 {
+        stats.cluster_sizes.record(size as f64);
     }
     Ok((out, stats))
 }
@@ -831,6 +845,11 @@ mod tests {
         assert!(spill_b > 3, "the small budget spilled {spill_b} runs");
         assert_eq!(a, b);
         assert_eq!(sa.duplicates, sb.duplicates);
+        // Cluster sizes: 75 keys each with 1, 2 and 3 copies (k % 4 == 0 has none).
+        assert_eq!(sa.cluster_sizes, sb.cluster_sizes);
+        let sizes: Vec<(i32, u64)> = sa.cluster_sizes.buckets.clone().into_iter().collect();
+        let b = crate::protocol::records::Histogram::bucket;
+        assert_eq!(sizes, vec![(b(1.0), 75), (b(2.0), 75), (b(3.0), 75)]);
         // keys with 2 or 3 copies: one representative each, the rest duplicates
         let reps: Vec<&Decision> = a.iter().filter(|d| d.representative).collect();
         assert_eq!(reps.len(), 150);

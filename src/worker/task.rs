@@ -39,7 +39,7 @@ struct Produced {
 }
 
 enum Attempt {
-    Done(Produced),
+    Done(Box<Produced>),
     /// A deterministic failure: counts towards `max_attempts`.
     Error(String),
     /// Failed for good without retrying (upstream failed, lost too often).
@@ -122,13 +122,13 @@ pub async fn run(
         ))
     } else if is_finalize {
         match super::finalize::run(ctx, &reg).await {
-            Ok((outputs, stats)) => Attempt::Done(Produced {
+            Ok((outputs, stats)) => Attempt::Done(Box::new(Produced {
                 outputs,
                 rejects: vec![],
                 stats,
                 shuffle: None,
                 changed: None,
-            }),
+            })),
             Err(e) => Attempt::Error(e),
         }
     } else {
@@ -312,13 +312,13 @@ async fn execute(
                 .map(|(f, s)| (Some(f), s, None))
         };
         return match done {
-            Ok((file, stats, changed)) => Attempt::Done(Produced {
+            Ok((file, stats, changed)) => Attempt::Done(Box::new(Produced {
                 outputs: vec![],
                 rejects: vec![],
                 stats,
                 shuffle: file,
                 changed,
-            }),
+            })),
             Err(_) if cancel.load(Ordering::Relaxed) => Attempt::Cancelled,
             Err(e) => Attempt::Error(e),
         };
@@ -349,6 +349,7 @@ async fn execute(
                 name: d.stage.clone(),
                 op: Arc::new(crate::ops::Operator::Filter(Box::new(apply))),
                 out_schema: input_schema.clone(),
+                histograms: vec![],
             },
         );
         input_schema = Arc::new(job.manifest.phases[d.map_phase].output_schema.clone());
@@ -445,13 +446,13 @@ async fn execute(
                 }
                 None => None,
             };
-            Attempt::Done(Produced {
+            Attempt::Done(Box::new(Produced {
                 outputs: out.outputs,
                 rejects: out.rejects,
                 stats: out.stats,
                 shuffle,
                 changed: None,
-            })
+            }))
         }
         Ok(Err(
             PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),

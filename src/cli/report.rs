@@ -1,0 +1,625 @@
+//! `mdf report JOB -o report.html`: one self-contained HTML file (inline CSS and SVG,
+//! no external scripts, fonts or images) built from committed tasks only, like
+//! `mdf status`: the funnel of records through the operators, rejects by reason,
+//! throughput over time, duplicate-cluster sizes, the score and length distributions
+//! the operators recorded, and samples of kept and rejected records.
+use super::inspect;
+use crate::coordinator::status::{JobStatus, TaskSpan};
+use crate::protocol::records::{CLUSTER_SIZE, Histogram, NEAR_GROUP_SIZE};
+use crate::store::Registry;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Sampled records for the report.
+#[derive(Debug, Default)]
+pub struct Samples {
+    pub kept: Vec<Map<String, Value>>,
+    /// A few per reject reason.
+    pub rejected: Vec<Map<String, Value>>,
+    /// Why samples are missing (no finished output yet, ...).
+    pub note: Option<String>,
+}
+
+/// Reads up to `n` kept records and up to `n` rejects per reason (scanning at most
+/// `scan` rejects) of a finished output.
+pub async fn samples(reg: &Registry, output: &str, n: usize, scan: usize) -> Samples {
+    let mut s = Samples::default();
+    let kept = inspect::visit(reg, output, false, &mut |r| {
+        s.kept.push(r);
+        s.kept.len() < n
+    })
+    .await;
+    if let Err(e) = kept {
+        s.note = Some(format!("no samples: {e:#}"));
+        s.kept.clear();
+        return s;
+    }
+    let mut per_reason: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen = 0;
+    let rejected = inspect::visit(reg, output, true, &mut |r| {
+        seen += 1;
+        let reason = r
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let c = per_reason.entry(reason).or_default();
+        if *c < n {
+            *c += 1;
+            s.rejected.push(r);
+        }
+        seen < scan
+    })
+    .await;
+    if let Err(e) = rejected {
+        s.note = Some(format!("no reject samples: {e:#}"));
+    }
+    s
+}
+
+const COLORS: [&str; 8] = [
+    "#3b6fb6", "#e07b39", "#4a9d5b", "#c2434b", "#8a64b5", "#8c6d46", "#d16ba5", "#6b7b8c",
+];
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// 1234567 → "1.23M".
+fn short(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A chart: a titled figure around an SVG whose marks carry `class="mark"` (what the
+/// page's self-check counts), or a line saying why there is nothing to draw.
+fn figure(id: &str, title: &str, caption: &str, svg: Option<String>) -> String {
+    match svg {
+        Some(svg) => format!(
+            "<figure class=\"chart\" id=\"{id}\"><figcaption><b>{}</b> {}</figcaption>{svg}</figure>\n",
+            esc(title),
+            esc(caption)
+        ),
+        None => format!(
+            "<figure class=\"chart empty\" id=\"{id}\" data-empty=\"yes\"><figcaption><b>{}</b> {}</figcaption><p class=\"none\">nothing recorded</p></figure>\n",
+            esc(title),
+            esc(caption)
+        ),
+    }
+}
+
+/// Horizontal bars, one row per item: `(label, value, color, note)`; bars scale to
+/// the largest value.
+fn hbars(rows: &[(String, f64, &str, String)]) -> Option<String> {
+    if rows.is_empty() {
+        return None;
+    }
+    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max).max(1e-12);
+    let (label_w, bar_w, row_h) = (260.0, 520.0, 22.0);
+    let h = rows.len() as f64 * row_h + 8.0;
+    let mut s = format!(
+        "<svg viewBox=\"0 0 {} {h}\" width=\"100%\" role=\"img\">",
+        label_w + bar_w + 140.0
+    );
+    for (i, (label, v, color, note)) in rows.iter().enumerate() {
+        let y = 4.0 + i as f64 * row_h;
+        let w = (v / max * bar_w).max(if *v > 0.0 { 1.5 } else { 0.0 });
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"lbl\">{}</text>\
+             <rect class=\"mark\" x=\"{label_w}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"><title>{}: {}</title></rect>\
+             <text x=\"{}\" y=\"{}\" class=\"val\">{}</text>",
+            label_w - 6.0,
+            y + row_h * 0.68,
+            esc(label),
+            row_h - 6.0,
+            esc(label),
+            short(*v),
+            label_w + w + 5.0,
+            y + row_h * 0.68,
+            esc(note)
+        );
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// Vertical bars over `(label, count)` bins, with the first and last labels and a
+/// few between on the x axis.
+fn vbars(bins: &[(String, u64)], color: &str, width: f64, height: f64) -> Option<String> {
+    if bins.iter().all(|b| b.1 == 0) {
+        return None;
+    }
+    let max = bins.iter().map(|b| b.1).max().unwrap_or(1).max(1) as f64;
+    let (left, bottom, top) = (44.0, 30.0, 8.0);
+    let plot_w = width - left - 8.0;
+    let plot_h = height - bottom - top;
+    let bw = (plot_w / bins.len() as f64).min(48.0);
+    let mut s = format!("<svg viewBox=\"0 0 {width} {height}\" width=\"100%\" role=\"img\">");
+    let _ = write!(
+        s,
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"tick\">{}</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"tick\">0</text>",
+        top + plot_h,
+        left + plot_w,
+        top + plot_h,
+        left - 4.0,
+        top + 9.0,
+        short(max),
+        left - 4.0,
+        top + plot_h,
+    );
+    let every = (bins.len() / 6).max(1);
+    for (i, (label, c)) in bins.iter().enumerate() {
+        let x = left + i as f64 * bw;
+        let h = *c as f64 / max * plot_h;
+        let h = if *c > 0 { h.max(1.0) } else { 0.0 };
+        let _ = write!(
+            s,
+            "<rect class=\"mark\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{color}\"><title>{}: {c}</title></rect>",
+            top + plot_h - h,
+            (bw - 1.0).max(0.5),
+            esc(label)
+        );
+        if i % every == 0 || i + 1 == bins.len() {
+            let _ = write!(
+                s,
+                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"tick\">{}</text>",
+                x + bw / 2.0,
+                top + plot_h + 14.0,
+                esc(label)
+            );
+        }
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// Records per second over the job's wall time, one line per phase: each task's
+/// records spread evenly over its span.
+fn throughput(s: &JobStatus, spans: &[TaskSpan]) -> Option<String> {
+    let t0 = spans.iter().map(|t| t.started_ms).min()?;
+    let t1 = spans.iter().map(|t| t.finished_ms).max()?.max(t0 + 1);
+    const N: usize = 60;
+    let bin_ms = (t1 - t0) as f64 / N as f64;
+    let mut series: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for t in spans.iter().filter(|t| t.records_in > 0) {
+        let v = series.entry(t.phase).or_insert_with(|| vec![0.0; N]);
+        let (a, z) = (
+            (t.started_ms - t0) as f64,
+            (t.finished_ms.max(t.started_ms) - t0) as f64,
+        );
+        let per_ms = t.records_in as f64 / (z - a).max(1.0);
+        let first = ((a / bin_ms) as usize).min(N - 1);
+        let last = ((z / bin_ms) as usize).min(N - 1);
+        for (i, slot) in v.iter_mut().enumerate().take(last + 1).skip(first) {
+            let lo = (i as f64 * bin_ms).max(a);
+            let hi = ((i + 1) as f64 * bin_ms).min(z.max(a + 1.0));
+            if hi > lo {
+                *slot += per_ms * (hi - lo);
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    // records per bin → records per second
+    let rate = 1000.0 / bin_ms.max(1e-9);
+    let max = series
+        .values()
+        .flat_map(|v| v.iter())
+        .fold(0.0f64, |m, x| m.max(x * rate))
+        .max(1e-9);
+    let (width, height, left, bottom, top) = (820.0, 240.0, 56.0, 34.0, 10.0);
+    let (pw, ph) = (width - left - 150.0, height - bottom - top);
+    let mut out = format!("<svg viewBox=\"0 0 {width} {height}\" width=\"100%\" role=\"img\">");
+    let _ = write!(
+        out,
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\
+         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" class=\"axis\"/>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"tick\">{}/s</text>\
+         <text x=\"{left}\" y=\"{}\" class=\"tick\">0 s</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"tick\">{:.1} s</text>",
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph,
+        left - 4.0,
+        top + 9.0,
+        short(max),
+        top + ph + 16.0,
+        left + pw,
+        top + ph + 16.0,
+        (t1 - t0) as f64 / 1000.0
+    );
+    for (k, (phase, v)) in series.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let pts: Vec<String> = v
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                format!(
+                    "{:.1},{:.1}",
+                    left + (i as f64 + 0.5) / N as f64 * pw,
+                    top + ph - x * rate / max * ph
+                )
+            })
+            .collect();
+        let name = s.phases.get(*phase).map(|p| p.name.as_str()).unwrap_or("?");
+        let _ = write!(
+            out,
+            "<polyline class=\"mark\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>\
+             <rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{color}\"/>\
+             <text x=\"{}\" y=\"{}\" class=\"lbl\">{}</text>",
+            pts.join(" "),
+            esc(name),
+            left + pw + 14.0,
+            top + 4.0 + k as f64 * 18.0,
+            left + pw + 28.0,
+            top + 13.0 + k as f64 * 18.0,
+            esc(name)
+        );
+    }
+    out.push_str("</svg>");
+    Some(out)
+}
+
+/// Cluster sizes of two and more, one bar per histogram bucket (exact up to 16).
+fn cluster_bars(h: &Histogram) -> Vec<(String, u64)> {
+    h.buckets
+        .iter()
+        .filter(|(b, _)| Histogram::bounds(**b).1 > 2.0)
+        .map(|(b, c)| {
+            let (lo, hi) = Histogram::bounds(*b);
+            let (lo, hi) = (lo.ceil() as u64, (hi.ceil() as u64).saturating_sub(1));
+            let label = if hi <= lo {
+                lo.to_string()
+            } else {
+                format!("{lo}–{hi}")
+            };
+            (label, *c)
+        })
+        .collect()
+}
+
+fn distribution(h: &Histogram, color: &str) -> Option<String> {
+    let bins: Vec<(String, u64)> = h
+        .bins(30)
+        .into_iter()
+        .map(|(lo, _, c)| (short(lo), c))
+        .collect();
+    vbars(&bins, color, 400.0, 170.0)
+}
+
+fn sample_table(rows: &[Map<String, Value>], rejects: bool) -> String {
+    if rows.is_empty() {
+        return "<p class=\"none\">none</p>".into();
+    }
+    let mut s = String::from("<div class=\"samples\">");
+    for r in rows {
+        let mut v = Value::Object(r.clone());
+        inspect::shorten(&mut v, 400);
+        let head = if rejects {
+            format!(
+                "<b>{}</b> <span class=\"tag\">{}</span> {}",
+                esc(r.get("id").and_then(Value::as_str).unwrap_or("")),
+                esc(r.get("reason").and_then(Value::as_str).unwrap_or("")),
+                esc(r.get("operator").and_then(Value::as_str).unwrap_or(""))
+            )
+        } else {
+            let hint = ["url", "path", "title"]
+                .iter()
+                .find_map(|k| r.get(*k).and_then(Value::as_str))
+                .unwrap_or("");
+            format!(
+                "<b>{}</b> {}",
+                esc(r.get("id").and_then(Value::as_str).unwrap_or("")),
+                esc(hint)
+            )
+        };
+        let _ = write!(
+            s,
+            "<details><summary>{head}</summary><pre>{}</pre></details>",
+            esc(&serde_json::to_string_pretty(&v).unwrap_or_default())
+        );
+    }
+    s.push_str("</div>");
+    s
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}\
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}\
+.kv{display:grid;grid-template-columns:repeat(4,1fr);gap:8px;margin:12px 0}.kv div{background:#f4f6f9;padding:8px;border-radius:6px}\
+.kv b{display:block;font-size:18px}figure{margin:10px 0;padding:8px;border:1px solid #e4e4e4;border-radius:6px}\
+figcaption{margin-bottom:6px;color:#555}.grid{display:grid;grid-template-columns:1fr 1fr;gap:10px}\
+.lbl{font-size:12px;fill:#333}.val{font-size:11px;fill:#555}.tick{font-size:10px;fill:#666}.axis{stroke:#999;stroke-width:1}\
+.none{color:#888;font-style:italic}pre{white-space:pre-wrap;font-size:12px;background:#fafafa;padding:6px;margin:4px 0}\
+details{border-bottom:1px solid #eee;padding:3px 0}.tag{background:#fde2e2;color:#a12;border-radius:4px;padding:0 5px;font-size:12px}\
+#check{padding:6px 10px;border-radius:6px;margin:8px 0}#check.ok{background:#e6f4ea}#check.bad{background:#fde2e2}";
+
+/// After load, checks that each chart's SVG was laid out with visible marks and
+/// writes the result into the page (`body[data-charts]`, and a banner), so a broken
+/// chart is visible to a reader and to the headless-browser test.
+const SELF_CHECK: &str = "window.addEventListener('load',function(){\
+var figs=document.querySelectorAll('figure.chart:not(.empty)'),ok=0;\
+figs.forEach(function(f){var svg=f.querySelector('svg'),good=false;\
+if(svg){var b=svg.getBoundingClientRect(),marks=svg.querySelectorAll('.mark'),drawn=0;\
+marks.forEach(function(m){var r=m.getBBox();if(r.width>0||r.height>0)drawn++;});\
+good=b.width>0&&b.height>0&&drawn>0;}\
+f.setAttribute('data-rendered',good?'yes':'no');if(good)ok++;});\
+document.body.setAttribute('data-charts',ok+'/'+figs.length);\
+var c=document.getElementById('check');c.className=ok==figs.length?'ok':'bad';\
+c.textContent=ok+' of '+figs.length+' charts rendered';});";
+
+/// The whole report page.
+pub fn render(s: &JobStatus, samples: &Samples) -> String {
+    let mut h = String::new();
+    let state = if s.succeeded {
+        "complete"
+    } else if s.complete {
+        "complete with failures"
+    } else {
+        "running (committed tasks so far)"
+    };
+    let first = s.phases.first();
+    let read = first.map(|p| p.records_in).unwrap_or(0);
+    let last_out = s
+        .phases
+        .iter()
+        .rev()
+        .find(|p| p.name != crate::protocol::records::FINALIZE && p.stats.records_out > 0)
+        .map(|p| p.records_out)
+        .unwrap_or(0);
+    let rejected: u64 = s
+        .phases
+        .iter()
+        .filter(|p| p.name != crate::protocol::records::FINALIZE)
+        .map(|p| p.rejected)
+        .sum();
+    let _ = write!(
+        h,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>mdf report {id}</title>\
+         <style>{STYLE}</style></head><body>\
+         <h1>mdf report: {id}</h1><div>{state} · output <code>{out}</code></div>\
+         <div id=\"check\">charts not checked (scripts off)</div>\
+         <div class=\"kv\"><div>records read<b>{}</b></div><div>records rejected<b>{}</b></div>\
+         <div>tasks committed<b>{} / {}</b></div><div>worker time<b>{:.1} s</b></div>\
+         <div>object-store requests<b>{}</b></div><div>request cost<b>${:.4}</b></div>\
+         <div>failed tasks<b>{}</b></div><div>last phase out<b>{}</b></div></div>",
+        short(read as f64),
+        short(rejected as f64),
+        s.tasks_committed,
+        s.tasks_total,
+        s.task_seconds,
+        s.requests_total,
+        s.cost_usd,
+        s.failed_tasks.len(),
+        short(last_out as f64),
+        id = esc(&s.job_id),
+        out = esc(&s.output),
+    );
+
+    // The funnel: records read, then each operator's records out, in pipeline order.
+    let mut funnel = Vec::new();
+    if read > 0 {
+        funnel.push(("read".to_string(), read as f64, COLORS[0], String::new()));
+    }
+    for (i, p) in s.phases.iter().enumerate() {
+        for st in &p.stats.stages {
+            // A dedup stage is an identity in its map phase; it acts in a later phase.
+            let later = s.phases[i + 1..]
+                .iter()
+                .any(|q| q.stats.stages.iter().any(|x| x.stage == st.stage));
+            if later {
+                continue;
+            }
+            let pass = if st.records_in > 0 {
+                100.0 * st.records_out as f64 / st.records_in as f64
+            } else {
+                100.0
+            };
+            funnel.push((
+                format!("{} ({})", st.stage, p.name),
+                st.records_out as f64,
+                COLORS[0],
+                format!(
+                    "{} of {} ({pass:.1}%)",
+                    short(st.records_out as f64),
+                    short(st.records_in as f64)
+                ),
+            ));
+        }
+    }
+    h += "<h2>Records through the operators</h2>";
+    h += &figure(
+        "funnel",
+        "Funnel",
+        "records kept after each operator (committed tasks)",
+        hbars(&funnel),
+    );
+
+    // Rejects by reason, over every phase (readers' rejects included).
+    let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+    for p in s
+        .phases
+        .iter()
+        .filter(|p| p.name != crate::protocol::records::FINALIZE)
+    {
+        for (k, v) in &p.stats.rejects_by_reason {
+            *reasons.entry(k).or_default() += v;
+        }
+    }
+    let mut rows: Vec<(String, f64, &str, String)> = reasons
+        .iter()
+        .map(|(k, v)| {
+            let share = 100.0 * *v as f64 / read.max(1) as f64;
+            (
+                k.to_string(),
+                *v as f64,
+                COLORS[3],
+                format!("{v} ({share:.1}% of read)"),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    h += &figure(
+        "rejects",
+        "Rejects by reason",
+        "every rejected record is in the output's _rejects with its reason",
+        hbars(&rows),
+    );
+
+    h += "<h2>Throughput</h2>";
+    h += &figure(
+        "throughput",
+        "Records per second over time",
+        "records read by each phase's tasks, spread over each task's run",
+        throughput(s, &s.spans),
+    );
+
+    // Dedup: cluster sizes per reduce phase.
+    h += "<h2>Duplicates</h2>";
+    let mut any_dedup = false;
+    for p in &s.phases {
+        for (name, what) in [
+            (CLUSTER_SIZE, "records per distinct key (exact)"),
+            (NEAR_GROUP_SIZE, "records per verified near-duplicate group"),
+        ] {
+            if let Some(hist) = p.stats.histograms.get(name) {
+                any_dedup = true;
+                let singles = hist
+                    .buckets
+                    .get(&Histogram::bucket(1.0))
+                    .copied()
+                    .unwrap_or(0);
+                let clusters = hist.count - singles;
+                h += &figure(
+                    &format!("dup-{}", p.name),
+                    &format!("Duplicate clusters: {}", p.name),
+                    &format!(
+                        "{what}; {clusters} clusters of 2 or more, largest {}, {singles} without duplicates",
+                        hist.max
+                    ),
+                    vbars(&cluster_bars(hist), COLORS[1], 820.0, 200.0),
+                );
+            }
+        }
+    }
+    if !any_dedup {
+        h += "<p class=\"none\">this job has no dedup stage</p>";
+    }
+
+    // Distributions the operators recorded (scores, lengths, sizes).
+    h += "<h2>Scores and lengths</h2><div class=\"grid\">";
+    let mut k = 0;
+    for p in &s.phases {
+        for st in &p.stats.stages {
+            for (col, hist) in &st.histograms {
+                let cap = format!(
+                    "{} records, p10 {} · median {} · p90 {} (over every record the operator saw)",
+                    hist.count,
+                    short(hist.quantile(0.1).unwrap_or(0.0)),
+                    short(hist.quantile(0.5).unwrap_or(0.0)),
+                    short(hist.quantile(0.9).unwrap_or(0.0)),
+                );
+                h += &figure(
+                    &format!("hist-{}-{}", st.stage, col),
+                    &format!("{} · {}", st.stage, col),
+                    &cap,
+                    distribution(hist, COLORS[(2 + k) % COLORS.len()]),
+                );
+                k += 1;
+            }
+        }
+    }
+    if k == 0 {
+        h += "<p class=\"none\">no operator of this job records a score</p>";
+    }
+    h += "</div>";
+
+    h += "<h2>Sample records</h2>";
+    if let Some(n) = &samples.note {
+        let _ = write!(h, "<p class=\"none\">{}</p>", esc(n));
+    }
+    h += "<h3>Kept</h3>";
+    h += &sample_table(&samples.kept, false);
+    h += "<h3>Rejected (a few per reason)</h3>";
+    h += &sample_table(&samples.rejected, true);
+    if !s.failed_tasks.is_empty() {
+        h += "<h2>Failed tasks</h2><ul>";
+        for f in &s.failed_tasks {
+            let _ = write!(
+                h,
+                "<li><b>{}/{}</b>: {}</li>",
+                esc(&f.phase),
+                esc(&f.task),
+                esc(&f.error)
+            );
+        }
+        h += "</ul>";
+    }
+    let _ = writeln!(h, "<script>{SELF_CHECK}</script></body></html>");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_from_records() {
+        let mut r = Map::new();
+        r.insert(
+            "id".into(),
+            Value::String("<script>alert(1)</script>".into()),
+        );
+        r.insert("reason".into(), Value::String("a&b".into()));
+        let t = sample_table(&[r], true);
+        assert!(!t.contains("<script>"), "{t}");
+        assert!(t.contains("&lt;script&gt;") && t.contains("a&amp;b"));
+    }
+
+    #[test]
+    fn cluster_bars_start_at_two_and_label_ranges() {
+        let mut h = Histogram::default();
+        for v in [1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 40.0] {
+            h.record(v);
+        }
+        let bars = cluster_bars(&h);
+        assert_eq!(bars[0], ("2".to_string(), 3));
+        assert_eq!(bars[1], ("3".to_string(), 1));
+        assert_eq!(bars[2], ("40–43".to_string(), 1), "{bars:?}");
+    }
+
+    #[test]
+    fn empty_data_draws_no_chart() {
+        assert!(hbars(&[]).is_none());
+        assert!(vbars(&[("a".into(), 0)], "#000", 100.0, 100.0).is_none());
+        assert!(figure("x", "t", "c", None).contains("data-empty"));
+    }
+}
