@@ -55,6 +55,8 @@ fn v1_records_decode() {
     assert!(m.failed_tasks.is_empty());
     let w: WorkerStats = fixture("worker.json");
     assert!(w.requests.total() > 0);
+    let s: Submission = fixture("submission.json");
+    assert_eq!((s.backend.as_str(), s.workers), ("aws-batch", 4));
 }
 
 #[test]

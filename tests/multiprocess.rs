@@ -9,7 +9,11 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn slow_spec(dir: &Path, out: &Path) -> std::path::PathBuf {
-    for i in 0..12 {
+    slow_spec_n(dir, out, 12)
+}
+
+fn slow_spec_n(dir: &Path, out: &Path, files: u64) -> std::path::PathBuf {
+    for i in 0..files {
         write_lines(&dir.join(format!("in/{i:02}.jsonl")), &docs(100 + i, 60));
     }
     write_spec(
@@ -177,6 +181,60 @@ fn sigterm_hands_the_lease_back_promptly() {
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(jobs.join(last)).unwrap()).unwrap();
     assert_eq!(v["kind"], "release", "{v}");
+}
+
+/// A spot interruption: the worker gets SIGTERM mid-task, hands its lease back and
+/// exits; its replacement finishes the job at once (not after the 60 s lease TTL),
+/// with every record exactly once.
+#[test]
+fn sigterm_replacement_finishes_the_job_without_waiting_for_the_lease() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let spec = slow_spec_n(d.path(), &out, 3);
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args([
+                "submit",
+                spec.to_str().unwrap(),
+                "--set",
+                "stages.throttle.params.records_per_sec=30",
+                "--set",
+                "job.lease_ttl_secs=60",
+                "--set",
+                "job.heartbeat_secs=5",
+                "--job-root",
+            ])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let mut first = worker(&job, "spot-1");
+    std::thread::sleep(Duration::from_millis(1000));
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    assert!(first.wait().unwrap().success());
+    let st = status_json(&job);
+    assert_ne!(
+        st["complete"], true,
+        "the interrupted worker left work behind"
+    );
+    let t0 = Instant::now();
+    let mut second = worker(&job, "spot-2");
+    wait_all(std::slice::from_mut(&mut second), Duration::from_secs(45));
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "the replacement waited {:?} (the lease TTL is 60 s)",
+        t0.elapsed()
+    );
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st}");
+    let ids = output_ids(&out);
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no record twice");
+    assert_eq!(
+        ids.len() as u64 + st["phases"][0]["rejected"].as_u64().unwrap(),
+        180,
+        "no record lost"
+    );
 }
 
 /// Workers killed during the dedup reduce and apply phases (their reads slowed by

@@ -1,6 +1,7 @@
 //! The `mdf` command line: a thin layer over the library. `main` → `run` →
 //! `anyhow::Result<ExitCode>`; exit 0 = success, 1 = the job failed or is incomplete,
 //! 2 = bad usage or configuration (refused before anything was written).
+mod backends;
 pub mod bench;
 pub mod inspect;
 pub mod report;
@@ -66,6 +67,45 @@ impl SpecArgs {
     }
 }
 
+/// Where `mdf submit` starts workers for the job it wrote.
+#[derive(Args, Debug, Clone)]
+struct BackendArgs {
+    /// local: N `mdf worker` processes here (none: plan only); aws-batch: array jobs
+    /// through the AWS Batch API; k8s: an Indexed Job manifest (applied with --apply).
+    #[arg(long, default_value = "local", value_parser = ["local", "aws-batch", "k8s"])]
+    backend: String,
+    /// CPU workers (local default 0 = plan only; aws-batch and k8s default 1).
+    #[arg(long)]
+    workers: Option<u32>,
+    /// aws-batch: the CPU job queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// aws-batch: the CPU job definition (name, name:revision or ARN).
+    #[arg(long, default_value = "mdf-worker")]
+    job_definition: String,
+    /// GPU workers (`mdf worker --resources gpu`), for specs with GPU stages.
+    #[arg(long, default_value_t = 0)]
+    gpu_workers: u32,
+    /// aws-batch: the GPU job queue.
+    #[arg(long)]
+    gpu_queue: Option<String>,
+    /// aws-batch: the GPU job definition.
+    #[arg(long, default_value = "mdf-worker-gpu")]
+    gpu_job_definition: String,
+    /// k8s: the CPU worker image (default: the template's).
+    #[arg(long)]
+    image: Option<String>,
+    /// k8s: the GPU worker image.
+    #[arg(long)]
+    gpu_image: Option<String>,
+    /// k8s: the namespace.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// k8s: apply the manifest with `kubectl apply -f -` instead of printing it.
+    #[arg(long)]
+    apply: bool,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a job on this machine: submit it and run in-process workers until done.
@@ -105,6 +145,8 @@ enum Cmd {
         job_id: Option<String>,
         #[arg(long, value_name = "JOB_URI")]
         reuse: Option<String>,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Lease and run tasks of a job until it is complete.
     ///
@@ -323,11 +365,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             job_root,
             job_id,
             reuse,
+            backend,
         } => {
             let spec = match load_spec(&spec) {
                 Ok(s) => s,
                 Err(c) => return Ok(c),
             };
+            if let Err(e) = backends::check(&backend, &job_root, &spec) {
+                eprintln!("mdf: {e}");
+                return Ok(ExitCode::from(2));
+            }
             let rt = runtime()?;
             rt.block_on(async {
                 let reg = Registry::new(spec.s3.clone());
@@ -355,8 +402,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                                 String::new()
                             }
                         );
-                        println!("{}", s.job_uri);
-                        Ok(ExitCode::SUCCESS)
+                        backends::start(&backend, &reg, &s.job_uri, &s.job_id).await
                     }
                     Err(e) => submit_error(e),
                 }

@@ -1,6 +1,8 @@
 //! The coordinator: plans jobs (inputs → phases → tasks), writes their manifests,
 //! and reports status from commit records. Stateless: everything it knows it reads
 //! from the store. It never reads record data.
+pub mod batch;
+pub mod k8s;
 pub mod plan;
 pub mod status;
 pub mod submit;

@@ -7,7 +7,7 @@ use crate::clock::Clock;
 use crate::protocol::io::{Retry, get_json, list_all, list_dirs};
 use crate::protocol::lease::LeaseCtx;
 use crate::protocol::records::{
-    CommitRecord, FINALIZE, FailedTask, LeaseKind, TaskStats, TaskStatus, WorkerStats,
+    CommitRecord, FINALIZE, FailedTask, LeaseKind, Submission, TaskStats, TaskStatus, WorkerStats,
 };
 use crate::protocol::task_of;
 use crate::store::{Registry, RequestSnapshot};
@@ -95,6 +95,8 @@ pub struct JobStatus {
     /// not in the JSON form.
     #[serde(skip)]
     pub spans: Vec<TaskSpan>,
+    /// What `mdf submit --backend aws-batch|k8s` asked a backend to run.
+    pub submissions: Vec<Submission>,
 }
 
 /// When one task ran and what it read.
@@ -222,6 +224,13 @@ pub async fn status(
             worker_requests.add(&w.requests);
         }
     }
+    let mut submissions = Vec::new();
+    for m in list_all(store.as_ref(), &job.paths.submissions(), retry).await? {
+        if let Some(x) = get_json::<Submission>(store.as_ref(), &m.location, retry).await? {
+            submissions.push(x);
+        }
+    }
+    submissions.sort_by_key(|x| x.submitted_ms);
     let complete = phases
         .iter()
         .all(|p| p.tasks.committed + p.tasks.failed >= p.tasks.total);
@@ -244,6 +253,7 @@ pub async fn status(
         worker_requests,
         requests_total,
         spans,
+        submissions,
     })
 }
 
@@ -431,6 +441,23 @@ pub fn render(s: &JobStatus) -> String {
     );
     for f in &s.failed_tasks {
         out += &format!("failed: {}/{}: {}\n", f.phase, f.task, f.error);
+    }
+    for x in &s.submissions {
+        out += &format!(
+            "submitted to {}: {} {} ({} {} workers, {} {}, {})\n",
+            x.backend,
+            x.id,
+            x.name,
+            x.workers,
+            x.resources,
+            if x.backend == "k8s" {
+                "namespace"
+            } else {
+                "queue"
+            },
+            x.queue,
+            x.job_definition
+        );
     }
     out
 }

@@ -109,6 +109,12 @@ impl JobPaths {
     pub fn worker(&self, id: &str) -> Path {
         self.p(&format!("workers/{id}.json"))
     }
+    pub fn submissions(&self) -> Path {
+        self.p("submissions")
+    }
+    pub fn submission(&self, name: &str) -> Path {
+        self.p(&format!("submissions/{name}.json"))
+    }
 }
 
 /// The task id of a commit or task manifest path (`.../<task>.json`).

@@ -471,6 +471,25 @@ pub struct OutputManifest {
     pub failed_tasks: Vec<FailedTask>,
 }
 
+/// `submissions/<name>.json`: what a backend was asked to run for this job, so
+/// `mdf status` can show it (docs/PROTOCOL.md §1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Submission {
+    pub version: u32,
+    /// `aws-batch` or `k8s`.
+    pub backend: String,
+    /// The backend's id (the Batch job id; the k8s Job name).
+    pub id: String,
+    pub name: String,
+    /// The Batch job queue or the k8s namespace.
+    pub queue: String,
+    pub job_definition: String,
+    /// Workers asked for (the array size).
+    pub workers: u32,
+    pub resources: String,
+    pub submitted_ms: u64,
+}
+
 /// `workers/<worker>.json`: requests a worker made outside any task.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerStats {

@@ -1,0 +1,144 @@
+# Least-privilege roles: AWS Batch's service role, the ECS instance role of the
+# compute environments, the task execution role (pull images, write logs) and the
+# job role the mdf worker runs as (the bucket's job and output prefixes read/write,
+# inputs read-only, nothing else).
+
+data "aws_iam_policy_document" "assume_batch" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["batch.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "assume_ec2" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "assume_ecs_tasks" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ecs-tasks.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "batch_service" {
+  name               = "${var.name}-batch-service"
+  assume_role_policy = data.aws_iam_policy_document.assume_batch.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "batch_service" {
+  role       = aws_iam_role.batch_service.name
+  policy_arn = "arn:aws:iam::aws:policy/service-role/AWSBatchServiceRole"
+}
+
+resource "aws_iam_role" "instance" {
+  name               = "${var.name}-batch-instance"
+  assume_role_policy = data.aws_iam_policy_document.assume_ec2.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "instance" {
+  role       = aws_iam_role.instance.name
+  policy_arn = "arn:aws:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role"
+}
+
+resource "aws_iam_instance_profile" "instance" {
+  name = "${var.name}-batch-instance"
+  role = aws_iam_role.instance.name
+  tags = var.tags
+}
+
+resource "aws_iam_role" "execution" {
+  name               = "${var.name}-worker-execution"
+  assume_role_policy = data.aws_iam_policy_document.assume_ecs_tasks.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "execution" {
+  statement {
+    sid       = "PullWorkerImages"
+    actions   = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+    resources = var.repository_arns
+  }
+  statement {
+    # GetAuthorizationToken is account-wide by design (it has no resource type).
+    sid       = "RegistryLogin"
+    actions   = ["ecr:GetAuthorizationToken"]
+    resources = ["*"]
+  }
+  statement {
+    sid       = "WriteLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${var.log_group_arn}:*"]
+  }
+  statement {
+    sid       = "DecryptImages"
+    actions   = ["kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+resource "aws_iam_role_policy" "execution" {
+  name   = "pull-and-log"
+  role   = aws_iam_role.execution.id
+  policy = data.aws_iam_policy_document.execution.json
+}
+
+resource "aws_iam_role" "job" {
+  name               = "${var.name}-worker-job"
+  assume_role_policy = data.aws_iam_policy_document.assume_ecs_tasks.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "job" {
+  statement {
+    sid       = "ListJobAndOutputPrefixes"
+    actions   = ["s3:ListBucket"]
+    resources = [var.bucket_arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = [for p in var.writable_prefixes : "${p}*"]
+    }
+  }
+  statement {
+    # Conditional writes (If-None-Match / If-Match) are plain PutObject requests.
+    sid       = "ReadWriteJobAndOutputObjects"
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+    resources = [for p in var.writable_prefixes : "${var.bucket_arn}/${p}*"]
+  }
+  statement {
+    sid       = "UseBucketKey"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [var.kms_key_arn]
+  }
+  statement {
+    sid       = "ReadInputs"
+    actions   = ["s3:GetObject"]
+    resources = var.readable_object_arns
+  }
+  statement {
+    sid       = "ListInputs"
+    actions   = ["s3:ListBucket"]
+    resources = var.readable_bucket_arns
+  }
+}
+
+resource "aws_iam_role_policy" "job" {
+  name   = "mdf-bucket"
+  role   = aws_iam_role.job.id
+  policy = data.aws_iam_policy_document.job.json
+}
