@@ -9,8 +9,10 @@ pub mod imagehash;
 pub mod lang;
 pub mod minhash;
 pub mod quality;
+pub mod resample;
 pub mod text;
 pub mod url;
+pub mod vision;
 
 /// Hash sets and maps for kernels' short keys (words, n-grams, tags): foldhash is
 /// several times faster than SipHash on them and still seeded per process.

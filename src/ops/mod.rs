@@ -4,6 +4,9 @@
 //! its params (parsed with the spec reader, unknown keys refused), its schema check,
 //! the kernel call, its tests. Operators never do I/O.
 pub mod c4_quality;
+#[cfg(feature = "onnx")]
+pub mod clip_embed;
+pub mod clip_score_filter;
 pub mod dedup;
 pub mod exact_key;
 pub mod fineweb_quality;
@@ -18,6 +21,10 @@ pub mod image_quality_filter;
 pub mod language_filter;
 pub mod length_filter;
 pub mod minhash;
+#[cfg(feature = "onnx")]
+pub mod nsfw_score;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod pii_redact;
 pub mod text_length;
 pub mod throttle;
@@ -178,7 +185,23 @@ pub static REGISTRY: &[OpDef] = &[
     image_quality::DEF,
     image_quality_filter::DEF,
     image_hash::DEF,
+    #[cfg(feature = "onnx")]
+    clip_embed::DEF,
+    clip_score_filter::DEF,
+    #[cfg(feature = "onnx")]
+    nsfw_score::DEF,
 ];
+
+/// Operators that exist only in builds with a cargo feature, and that feature.
+const GATED: &[(&str, &str)] = &[("clip_embed", "onnx"), ("nsfw_score", "onnx")];
+
+/// The feature a known operator needs when this build lacks it.
+pub fn feature_of(name: &str) -> Option<&'static str> {
+    GATED
+        .iter()
+        .find(|(n, _)| *n == name && find(n).is_none())
+        .map(|(_, f)| *f)
+}
 
 pub fn find(name: &str) -> Option<&'static OpDef> {
     REGISTRY.iter().find(|d| d.name == name)

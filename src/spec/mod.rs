@@ -594,13 +594,16 @@ fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
         let operator = match ops::find(&op) {
             Some(def) => (def.build)(&pobj),
             None => {
-                sink.error(
-                    &so.field_path("op"),
-                    format!(
+                let msg = match ops::feature_of(&op) {
+                    Some(f) => format!(
+                        "operator {op:?} needs mdf built with `--features {f}` (this build has no {f} support)"
+                    ),
+                    None => format!(
                         "unknown operator {op:?}, expected one of: {}",
                         ops::names().join(", ")
                     ),
-                );
+                };
+                sink.error(&so.field_path("op"), msg);
                 None
             }
         };

@@ -119,6 +119,11 @@ impl<'a> Obj<'a> {
         join(&self.path, key)
     }
 
+    /// Records an error about `key` (an operator's own check of its params).
+    pub fn error(&self, key: &str, message: impl Into<String>) {
+        self.sink.error(&self.field_path(key), message);
+    }
+
     pub fn has(&self, key: &str) -> bool {
         self.raw(key).is_some()
     }

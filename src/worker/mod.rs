@@ -153,17 +153,24 @@ fn loaded_specs() -> &'static tokio::sync::Mutex<HashMap<String, crate::spec::Sp
     M.get_or_init(Default::default)
 }
 
-/// The job's spec with every operator's assets fetched and loaded.
+/// The job's spec with the assets of every operator this worker may run fetched and
+/// loaded (a CPU worker skips GPU stages: it never leases their phases, and their
+/// models may need a GPU to load).
 async fn with_assets(
     reg: &Registry,
     job: &LoadedJob,
     retry: &Retry,
+    gpu: bool,
 ) -> Result<crate::spec::Spec, WorkerError> {
     let mut cache = loaded_specs().lock().await;
-    if let Some(s) = cache.get(&job.manifest.spec_hash) {
+    let key = format!("{}/{gpu}", job.manifest.spec_hash);
+    if let Some(s) = cache.get(&key) {
         return Ok(s.clone());
     }
     for st in &job.spec.stages {
+        if st.resources.gpu > 0 && !gpu {
+            continue;
+        }
         let assets = st.operator.assets();
         if assets.is_empty() {
             continue;
@@ -185,7 +192,7 @@ async fn with_assets(
             .load(&loaded)
             .map_err(|e| WorkerError::Plan(format!("stage {}: {e}", st.name)))?;
     }
-    cache.insert(job.manifest.spec_hash.clone(), job.spec.clone());
+    cache.insert(key, job.spec.clone());
     Ok(job.spec.clone())
 }
 
@@ -229,7 +236,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let base = reg.with_s3(job.spec.s3.clone());
     let counts = Arc::new(RequestCounts::default());
     let coord = base.counting_into(counts.clone());
-    job.spec = with_assets(&coord, &job, &retry).await?;
+    job.spec = with_assets(&coord, &job, &retry, opts.gpu).await?;
     let store = coord.open(&job.uri).map_err(JobError::from)?;
     let worker_id = opts
         .worker_id

@@ -1,0 +1,229 @@
+//! ONNX Runtime for the model stages (`clip_embed`, `nsfw_score`), through `ort` with
+//! `load-dynamic`: the shared library is the one the PyPI `onnxruntime` wheel (CPU)
+//! or `onnxruntime-gpu` wheel (CUDA) ships, named by the stage's `library` param or
+//! `ORT_DYLIB_PATH`. One library per process (ONNX Runtime's environment is global);
+//! one session per model, shared by the tasks of the process.
+use ort::session::Session;
+use ort::value::{Tensor, TensorElementType, ValueType};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+/// Where a model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Cpu,
+    Cuda { device: i32 },
+}
+
+/// The runtime settings a model stage takes as params.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeParams {
+    /// `params.library`, else `ORT_DYLIB_PATH`.
+    pub library: Option<String>,
+    pub provider: Provider,
+    /// Intra-op threads (0: ONNX Runtime's default, one per core).
+    pub threads: usize,
+}
+
+impl RuntimeParams {
+    /// Reads `library`, `provider` (`cpu` | `cuda`), `device` and `threads`.
+    pub fn parse(p: &crate::spec::reader::Obj) -> RuntimeParams {
+        let device = p.u64_in("device", 0, 0, 64) as i32;
+        let provider = match p.opt_str("provider").as_deref() {
+            None | Some("cpu") => Provider::Cpu,
+            Some("cuda") => Provider::Cuda { device },
+            Some(other) => {
+                p.error(
+                    "provider",
+                    format!("unknown execution provider {other:?}, expected cpu or cuda"),
+                );
+                Provider::Cpu
+            }
+        };
+        RuntimeParams {
+            library: p.opt_str("library"),
+            provider,
+            threads: p.u64_in("threads", 0, 0, 1024) as usize,
+        }
+    }
+}
+
+static ENV: OnceLock<Result<(PathBuf, ort::environment::Environment), String>> = OnceLock::new();
+
+/// Loads ONNX Runtime from `library` (or `ORT_DYLIB_PATH`) once per process.
+pub fn environment(
+    library: Option<&str>,
+) -> Result<&'static ort::environment::Environment, String> {
+    let want = match library {
+        Some(l) => PathBuf::from(l),
+        None => match std::env::var_os("ORT_DYLIB_PATH") {
+            Some(p) => PathBuf::from(p),
+            None => {
+                return Err(
+                    "no ONNX Runtime library: set ORT_DYLIB_PATH or params.library to the \
+                     libonnxruntime.so of the PyPI onnxruntime (or onnxruntime-gpu) wheel"
+                        .into(),
+                );
+            }
+        },
+    };
+    let got = ENV.get_or_init(|| {
+        if !want.is_file() {
+            return Err(format!(
+                "ONNX Runtime library {} does not exist",
+                want.display()
+            ));
+        }
+        let env = ort::init_from(&want)
+            .map_err(|e| format!("loading ONNX Runtime from {}: {e}", want.display()))?
+            .with_name("mdf")
+            .build()
+            .map_err(|e| format!("starting ONNX Runtime from {}: {e}", want.display()))?;
+        Ok((want.clone(), env))
+    });
+    match got {
+        Err(e) => Err(e.clone()),
+        Ok((p, _)) if p != &want => Err(format!(
+            "ONNX Runtime is already loaded from {} in this process; {} was asked for (use one library per worker)",
+            p.display(),
+            want.display()
+        )),
+        Ok((_, env)) => Ok(env),
+    }
+}
+
+/// One model: a session, its (single) input and first output.
+pub struct Model {
+    session: Mutex<Session>,
+    input: String,
+    /// The input element type: f32, f16 or i64.
+    pub input_type: TensorElementType,
+    /// The input shape, −1 for dynamic dimensions.
+    pub input_shape: Vec<i64>,
+    /// The output shape, −1 for dynamic dimensions.
+    pub output_shape: Vec<i64>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("input", &self.input)
+            .field("input_type", &self.input_type)
+            .field("input_shape", &self.input_shape)
+            .finish()
+    }
+}
+
+fn tensor_info(v: &ValueType) -> Option<(TensorElementType, Vec<i64>)> {
+    match v {
+        ValueType::Tensor { ty, shape, .. } => Some((*ty, shape.iter().copied().collect())),
+        _ => None,
+    }
+}
+
+impl Model {
+    /// A session for the ONNX model in `bytes` (`what` names it in errors).
+    pub fn load(bytes: &[u8], rt: &RuntimeParams, what: &str) -> Result<Model, String> {
+        let env = environment(rt.library.as_deref())?;
+        let err = |e: ort::Error| format!("{what}: {e}");
+        let mut b = Session::builder(env).map_err(err)?;
+        if rt.threads > 0 {
+            b = b
+                .with_intra_threads(rt.threads)
+                .map_err(|e| format!("{what}: {e}"))?;
+        }
+        if let Provider::Cuda { device } = rt.provider {
+            use ort::ep::ExecutionProvider;
+            let cuda = ort::ep::CUDA::default().with_device_id(device);
+            if !ort::ep::CUDA::is_available().unwrap_or(false) {
+                return Err(format!(
+                    "{what}: params.provider is cuda, but the ONNX Runtime library has no CUDA \
+                     execution provider (install the onnxruntime-gpu wheel and point \
+                     ORT_DYLIB_PATH at its libonnxruntime.so)"
+                ));
+            }
+            b = b
+                .with_execution_providers([cuda.build().error_on_failure()])
+                .map_err(|e| {
+                    format!("{what}: params.provider is cuda, but CUDA could not be used: {e}")
+                })?;
+        }
+        let session = b
+            .commit_from_memory(bytes)
+            .map_err(|e| format!("{what}: not a model ONNX Runtime can load: {e}"))?;
+        let [input] = session.inputs() else {
+            return Err(format!(
+                "{what}: expected a model with one input, found {}",
+                session.inputs().len()
+            ));
+        };
+        let (input_type, input_shape) = tensor_info(input.dtype())
+            .ok_or_else(|| format!("{what}: the input is not a tensor"))?;
+        let output = session
+            .outputs()
+            .first()
+            .ok_or_else(|| format!("{what}: the model has no output"))?;
+        let (_, output_shape) = tensor_info(output.dtype())
+            .ok_or_else(|| format!("{what}: the first output is not a tensor"))?;
+        Ok(Model {
+            input: input.name().to_string(),
+            input_type,
+            input_shape,
+            output_shape,
+            session: Mutex::new(session),
+        })
+    }
+
+    /// Runs a float input of `shape` (converted to f16 when the model takes f16);
+    /// returns the first output as f32 with its shape.
+    pub fn run_f32(
+        &self,
+        data: Vec<f32>,
+        shape: &[usize],
+    ) -> Result<(Vec<usize>, Vec<f32>), String> {
+        let shape = shape.to_vec();
+        let value: ort::value::DynValue = match self.input_type {
+            TensorElementType::Float32 => Tensor::from_array((shape, data))
+                .map_err(|e| e.to_string())?
+                .into_dyn(),
+            TensorElementType::Float16 => {
+                let h: Vec<half::f16> = data.into_iter().map(half::f16::from_f32).collect();
+                Tensor::from_array((shape, h))
+                    .map_err(|e| e.to_string())?
+                    .into_dyn()
+            }
+            other => return Err(format!("the model takes {other:?}, not float input")),
+        };
+        self.run(value)
+    }
+
+    /// Runs an integer input (token ids).
+    pub fn run_i64(
+        &self,
+        data: Vec<i64>,
+        shape: &[usize],
+    ) -> Result<(Vec<usize>, Vec<f32>), String> {
+        let value = Tensor::from_array((shape.to_vec(), data))
+            .map_err(|e| e.to_string())?
+            .into_dyn();
+        self.run(value)
+    }
+
+    fn run(&self, value: ort::value::DynValue) -> Result<(Vec<usize>, Vec<f32>), String> {
+        let mut s = self.session.lock().map_err(|_| "model session poisoned")?;
+        let out = s
+            .run(ort::inputs![self.input.as_str() => value])
+            .map_err(|e| format!("inference: {e}"))?;
+        let o = &out[0];
+        if let Ok((shape, v)) = o.try_extract_tensor::<f32>() {
+            return Ok((shape.iter().map(|&d| d as usize).collect(), v.to_vec()));
+        }
+        let (shape, v) = o
+            .try_extract_tensor::<half::f16>()
+            .map_err(|e| format!("the output is neither f32 nor f16: {e}"))?;
+        Ok((
+            shape.iter().map(|&d| d as usize).collect(),
+            v.iter().map(|x| x.to_f32()).collect(),
+        ))
+    }
+}
