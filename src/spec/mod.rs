@@ -607,7 +607,10 @@ fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
                 None
             }
         };
-        pobj.finish();
+        // An unknown operator's params cannot be checked (it has no list of fields).
+        if ops::find(&op).is_some() {
+            pobj.finish();
+        }
         let r = so.obj("resources");
         let resources = Resources {
             cpu: r.opt_f64("cpu").unwrap_or(1.0),
