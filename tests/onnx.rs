@@ -271,6 +271,25 @@ fn model_config_errors_name_the_param() {
             "does not exist",
         ),
     ];
+    // The text tower: a model that does not take token ids, and an input without the
+    // caption column.
+    let script = format!("{ROOT}/scripts/onnx-fixtures.py");
+    let vocab = python(&[&script, "vocab"]).unwrap_or_default();
+    let text = f.dir.path().join("clip-text.onnx").display().to_string();
+    let vocab = vocab.trim();
+    let mut cases = cases.to_vec();
+    cases.push((
+        format!("{{model: \"{model}\", dim: 16, text_model: \"{model}\", tokenizer: \"{vocab}\", text_column: path}}"),
+        "params.text_model: takes Float32 input, not token ids",
+    ));
+    cases.push((
+        format!("{{model: \"{model}\", dim: 16, text_model: \"{text}\", tokenizer: \"{vocab}\"}}"),
+        "params.text_column: no column \"caption\"",
+    ));
+    cases.push((
+        format!("{{model: \"{model}\", dim: 16, text_model: \"{text}\", tokenizer: \"{model}\", text_column: path}}"),
+        "params.tokenizer",
+    ));
     for (i, (params, want)) in cases.iter().enumerate() {
         let o = run_spec(
             &f,
@@ -297,6 +316,25 @@ fn model_config_errors_name_the_param() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("stages[0].params.precision"),
+        "{}",
+        stderr(&o)
+    );
+    // A text model without its tokenizer is refused by name, too.
+    let spec = write_spec(
+        f.dir.path(),
+        &format!(
+            "name: badspec2\ninput: {{uris: [\"{}\"], format: image_folder}}\nstages:\n  - op: clip_embed\n    params: {{model: /m.onnx, text_model: /t.onnx}}\noutput: {{uri: \"{}/o\"}}\n",
+            dir.display(),
+            f.dir.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", spec.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("stages[0].params.tokenizer"),
         "{}",
         stderr(&o)
     );
@@ -393,4 +431,409 @@ fn nsfw_score_follows_the_packaged_model_on_real_photos() {
         assert_eq!(g > 0.8, *w > 0.8, "{n}: {g} vs {w}");
     }
     assert!(worst < 0.01, "largest difference {worst}");
+}
+
+/// Two worker classes on the local store: the GPU phase (clip_embed with
+/// `resources: {gpu: 1}`) is leased only by GPU workers, starts on each upstream task
+/// as soon as it commits (no barrier), and survives its GPU worker being killed
+/// mid-task; CPU workers never take it, and a GPU worker without --cpu-work never takes
+/// CPU tasks.
+#[test]
+fn gpu_phase_runs_on_gpu_workers_only_and_survives_a_kill() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let Some(f) = fixture() else { return };
+    let imgs = f.dir.path().join("many");
+    std::fs::create_dir_all(&imgs).unwrap();
+    for (i, n) in PNGS.iter().enumerate() {
+        std::fs::copy(photos().join(n), imgs.join(format!("{i}-{n}"))).unwrap();
+    }
+    let model = f.dir.path().join("clip-image.onnx");
+    let out = f.dir.path().join("out-gpu");
+    let spec = write_spec(
+        f.dir.path(),
+        &format!(
+            r#"name: gpu-classes
+input: {{uris: ["{}"], format: image_folder}}
+stages:
+  - op: image_metadata
+  - op: throttle
+    params: {{records_per_sec: 4}}
+    end_phase: true
+  - op: clip_embed
+    params: {{model: "{}", dim: 16}}
+    resources: {{gpu: 1}}
+  - op: throttle
+    name: slow_gpu
+    params: {{records_per_sec: 2}}
+    resources: {{gpu: 1}}
+output: {{uri: "{}", drop_columns: [image]}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100}}
+"#,
+            imgs.display(),
+            model.display(),
+            out.display()
+        ),
+    );
+    let jobs = f.dir.path().join("jobs-gpu");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let worker = |id: &str, class: &str| {
+        mdf()
+            .args([
+                "worker",
+                "--job",
+                &job,
+                "--worker-id",
+                id,
+                "--resources",
+                class,
+            ])
+            .env("ORT_DYLIB_PATH", &f.lib)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut cpu = worker("cpu-1", "cpu");
+    let mut gpu = worker("gpu-1", "gpu");
+    // Kill the GPU worker once it is inside a GPU task.
+    let t0 = Instant::now();
+    loop {
+        let leased = files_under(&jobs)
+            .iter()
+            .any(|p| p.contains("/leases/p01/"));
+        if leased {
+            std::thread::sleep(Duration::from_millis(300));
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no GPU task was leased"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    gpu.kill().unwrap();
+    gpu.wait().unwrap();
+    let mut gpu2 = worker("gpu-2", "gpu");
+    for c in [&mut cpu, &mut gpu2] {
+        let t = Instant::now();
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                assert!(st.success(), "{st}");
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(90),
+                "workers did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st}");
+    // Who did what, from the commit records.
+    let mut spans: Vec<(String, String, u64, u64)> = Vec::new();
+    for p in files_under(&jobs)
+        .into_iter()
+        .filter(|p| p.contains("/commits/"))
+    {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(jobs.join(&p)).unwrap()).unwrap();
+        spans.push((
+            v["phase"].as_str().unwrap().to_string(),
+            v["worker"].as_str().unwrap().to_string(),
+            v["started_ms"].as_u64().unwrap(),
+            v["finished_ms"].as_u64().unwrap(),
+        ));
+    }
+    for (phase, w, _, _) in &spans {
+        match phase.as_str() {
+            "p01" => assert!(w.starts_with("gpu-"), "GPU task by {w}"),
+            _ => assert!(w.starts_with("cpu-"), "{phase} task by {w}"),
+        }
+    }
+    let last_cpu = spans
+        .iter()
+        .filter(|s| s.0 == "p00")
+        .map(|s| s.3)
+        .max()
+        .unwrap();
+    let first_gpu = spans
+        .iter()
+        .filter(|s| s.0 == "p01")
+        .map(|s| s.2)
+        .min()
+        .unwrap();
+    assert!(
+        first_gpu < last_cpu,
+        "the GPU phase started before the CPU phase ended"
+    );
+    assert_eq!(embeddings(&out).len(), PNGS.len(), "every image once");
+}
+
+/// Texts for the tokenizer check: every snippet of the extraction development set
+/// (real web text in many languages and scripts) and cases for each cleaning step.
+fn tokenizer_texts() -> Vec<String> {
+    let eval: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(ROOT).join("../shared/data/extraction-dev/evaldata.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut v: Vec<String> = [
+        "",
+        "   ",
+        "Hello World!",
+        "It’s a “quoted” ﬁne ‘day’",
+        "ＦＵＬＬ ｗｉｄｔｈ　ｓｐａｃｅ ｶﾀｶﾅ",
+        "tab\tand\nnewline\r\nend\u{2028}sep",
+        "&lt;b&gt; bold &amp;amp; &#39;x&#39; caf&eacute;",
+        "<b>x&rsquo;s</b>\nnext &rsquo; line",
+        "emoji 🐱‍🚀 ok 👍🏽",
+        "数字 123 ４５６ 漢字かなカナ",
+        "ΣΟΦΟΣ σοφός İstanbul ǅemal ŉ",
+        "don't we'll they've I'M YOU'RE it'S",
+        "C1 \u{80}\u{93}x\u{94} \u{85}",
+        "ANSI \u{1b}[31mred\u{1b}[0m \u{7} bell",
+        "zero\u{200b}width \u{feff}bom e\u{301} a\u{0}b",
+        "numbers 3.14159 1,000,000 2026-12-01",
+        "mojibake: cafÃ© crÃ¨me",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push("a very long caption ".repeat(60));
+    for page in eval.as_object().unwrap().values() {
+        for k in ["with", "without"] {
+            for s in page[k].as_array().unwrap() {
+                v.push(s.as_str().unwrap().to_string());
+            }
+        }
+    }
+    v
+}
+
+/// CLIP's tokenizer equals CLIP's own (SimpleTokenizer with ftfy) id for id on real
+/// web text, except where ftfy's mojibake repair changes the text, which mdf does not
+/// attempt (counted; it must stay rare).
+#[test]
+fn clip_tokenizer_equals_clips_own() {
+    use mdf::kernels::FastMap;
+    use mdf::kernels::clip_tokenizer::ClipTokenizer;
+    let script = format!("{ROOT}/scripts/onnx-fixtures.py");
+    let Some(vocab) = python(&[&script, "vocab"]) else {
+        return;
+    };
+    let tok = ClipTokenizer::from_bytes(&std::fs::read(vocab.trim()).unwrap()).unwrap();
+    let texts = tokenizer_texts();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("texts.json");
+    std::fs::write(&file, serde_json::to_vec(&texts).unwrap()).unwrap();
+    let Some(out) = python(&[&script, "text", "-", file.to_str().unwrap()]) else {
+        return;
+    };
+    let reference: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut cache = FastMap::default();
+    let (mut same, mut mojibake, mut wrong) = (0, 0, Vec::new());
+    for (i, t) in texts.iter().enumerate() {
+        let mut ids = [0i64; 77];
+        tok.tokenize(t, &mut ids, &mut cache);
+        let want: Vec<i64> = reference["tokens"][i]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
+        if ids[..] == want[..] {
+            same += 1;
+        } else if reference["mojibake"][i].as_bool().unwrap() {
+            mojibake += 1;
+        } else {
+            wrong.push((t.clone(), ids.to_vec(), want));
+        }
+    }
+    eprintln!(
+        "{same} of {} texts tokenised identically, {mojibake} differ by ftfy's mojibake repair",
+        texts.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} differ: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+    assert!(mojibake * 200 <= texts.len(), "{mojibake} mojibake texts");
+    assert!(texts.len() > 5_000);
+}
+
+/// The text tower: captions from a WebDataset shard are tokenised and embedded, and
+/// `clip_score` (and `text_embedding`) equal onnxruntime-Python's on CLIP's own token
+/// ids within 1e-5; a record without a caption has a null score; `clip_score_filter`
+/// drops below its threshold.
+#[test]
+fn clip_score_equals_the_python_reference() {
+    use arrow_array::{Array, Float32Array, StringArray};
+    let Some(f) = fixture() else { return };
+    let script = format!("{ROOT}/scripts/onnx-fixtures.py");
+    let Some(vocab) = python(&[&script, "vocab"]) else {
+        return;
+    };
+    let captions = [
+        "An astronaut in a white suit",
+        "A cat called Chelsea — “ﬁne” &amp; ginger",
+        "Coffee cup",
+        "A man with a camera, 1990s",
+        "Horse silhouette",
+        "The scikit-image logo",
+        "Retina: microaneurysms",
+    ];
+    // A shard of (png, txt) samples; the last image has no caption.
+    let shard = f.dir.path().join("shard.tar");
+    let mut b = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+    for (i, n) in PNGS.iter().enumerate() {
+        let key = format!("{i:03}");
+        b.append_path_with_name(photos().join(n), format!("{key}.png"))
+            .unwrap();
+        if let Some(c) = captions.get(i) {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(c.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, format!("{key}.txt"), c.as_bytes())
+                .unwrap();
+        }
+    }
+    b.into_inner().unwrap();
+    let texts = f.dir.path().join("captions.json");
+    std::fs::write(&texts, serde_json::to_vec(&captions).unwrap()).unwrap();
+    let imgs: Vec<String> = PNGS[..captions.len()]
+        .iter()
+        .map(|n| photos().join(n).display().to_string())
+        .collect();
+    let mut args = vec![
+        script.clone(),
+        "text".into(),
+        f.dir.path().display().to_string(),
+        texts.display().to_string(),
+        "32".into(),
+    ];
+    args.extend(imgs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(out) = python(&args) else { return };
+    let reference: serde_json::Value = serde_json::from_str(&out).unwrap();
+
+    let job = |name: &str, extra: &str| {
+        let out = f.dir.path().join(format!("out-{name}"));
+        let spec = write_spec(
+            f.dir.path(),
+            &format!(
+                "name: {name}\ninput: {{uris: [\"{}\"], format: webdataset}}\nstages:\n  - op: clip_embed\n    params: {{model: \"{}\", text_model: \"{}\", tokenizer: \"{}\", dim: 16, batch_size: 3, text_embedding: true}}\n{extra}output: {{uri: \"{}\", drop_columns: [image]}}\n",
+                shard.display(),
+                f.dir.path().join("clip-image.onnx").display(),
+                f.dir.path().join("clip-text.onnx").display(),
+                vocab.trim(),
+                out.display()
+            ),
+        );
+        let o = mdf()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--workers",
+                "1",
+                "--job-root",
+            ])
+            .arg(f.dir.path().join(format!("jobs-{name}")))
+            .env("ORT_DYLIB_PATH", &f.lib)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut rows = Vec::new();
+        for e in std::fs::read_dir(&out).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_none_or(|e| e != "parquet") {
+                continue;
+            }
+            for b in read_parquet(&p) {
+                let keys = b.column_by_name("key").unwrap();
+                let keys = keys.as_any().downcast_ref::<StringArray>().unwrap();
+                let s = b.column_by_name("clip_score").unwrap();
+                let s = s.as_any().downcast_ref::<Float32Array>().unwrap();
+                let t = b.column_by_name("text_embedding").unwrap();
+                let t = t
+                    .as_any()
+                    .downcast_ref::<arrow_array::FixedSizeListArray>()
+                    .unwrap();
+                for i in 0..b.num_rows() {
+                    let tv = t.is_valid(i).then(|| {
+                        let v = t.value(i);
+                        v.as_any()
+                            .downcast_ref::<Float32Array>()
+                            .unwrap()
+                            .values()
+                            .to_vec()
+                    });
+                    rows.push((
+                        keys.value(i).to_string(),
+                        s.is_valid(i).then(|| s.value(i)),
+                        tv,
+                    ));
+                }
+            }
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
+    };
+    let rows = job("score", "");
+    assert_eq!(rows.len(), PNGS.len());
+    for (i, (key, score, tv)) in rows.iter().enumerate() {
+        assert_eq!(key, &format!("{i:03}"));
+        if i >= captions.len() {
+            assert!(
+                score.is_none() && tv.is_none(),
+                "{key}: no caption, no score"
+            );
+            continue;
+        }
+        let want = reference["scores"][i].as_f64().unwrap() as f32;
+        let got = score.unwrap();
+        assert!(
+            (got - want).abs() <= 1e-5,
+            "{key}: clip_score {got} vs {want}"
+        );
+        let want: Vec<f32> = reference["embeddings"][i]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        let diff = tv
+            .as_ref()
+            .unwrap()
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(diff <= 1e-5, "{key}: text embedding differs by {diff}");
+    }
+    // clip_score_filter between two scores: the lower ones and the caption-less record go.
+    let mut scores: Vec<f64> = rows.iter().filter_map(|r| r.1.map(f64::from)).collect();
+    scores.sort_by(f64::total_cmp);
+    let k = scores.len() / 2;
+    let min = (scores[k - 1] + scores[k]) / 2.0;
+    let kept = job(
+        "filtered",
+        &format!("  - op: clip_score_filter\n    params: {{min: {min}}}\n"),
+    );
+    let want: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.1.is_some_and(|s| f64::from(s) >= min))
+        .map(|r| &r.0)
+        .collect();
+    assert_eq!(kept.iter().map(|r| &r.0).collect::<Vec<_>>(), want);
+    assert!(!want.is_empty() && want.len() < captions.len());
 }

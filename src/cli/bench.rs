@@ -308,6 +308,7 @@ async fn protocol(
             max_tasks: None,
             worker_id: Some(format!("bench-{i}")),
             gpu: false,
+            cpu_work: false,
             clock: Arc::new(SystemClock),
             entropy: Entropy::from_os(),
             shutdown: Default::default(),
@@ -346,6 +347,7 @@ async fn protocol(
             out_dir: direct_out.child(&t.task_id),
             props: worker::writer::properties(&spec.output),
             target_file_bytes: spec.output.target_file_bytes,
+            lance: false,
             batch_rows: spec.job.batch_rows,
             batch_bytes: spec.job.batch_bytes,
             channel_batches: spec.job.channel_batches,
@@ -760,6 +762,28 @@ fn images(dir: &std::path::Path) -> anyhow::Result<()> {
         "| phash + dhash + ahash, at min side 64 | {:.0} µs | {:.0} |",
         s / n * 1e6,
         n / s
+    );
+    // clip_embed's CPU side per image: decode at the smallest DCT scale keeping the
+    // shorter side ≥ 224, then open_clip's bicubic resize, centre crop and mean/std.
+    use crate::kernels::vision::{CLIP_MEAN, CLIP_STD, clip_tensor};
+    time(
+        "CLIP preprocessing: decode (min side 224) + resize + crop + normalise, 224²",
+        &|b| {
+            image::decode(b, &lim, Some(224)).map_or(0, |d| {
+                let mut t = Vec::with_capacity(3 * 224 * 224);
+                let (w, h) = d.rgb.dimensions();
+                clip_tensor(
+                    d.rgb.as_raw(),
+                    w as usize,
+                    h as usize,
+                    224,
+                    &CLIP_MEAN,
+                    &CLIP_STD,
+                    &mut t,
+                );
+                t.len() as u64
+            })
+        },
     );
     Ok(())
 }

@@ -85,6 +85,11 @@ pub async fn visit(
     } else {
         (base.clone(), &m.files)
     };
+    if files.iter().any(|f| f.path.ends_with(".lance")) {
+        anyhow::bail!(
+            "{uri} is a Lance dataset: read it with pylance (lance.dataset({uri:?}).to_table()) or lancedb; `mdf inspect --rejects` shows its rejects"
+        );
+    }
     for f in files {
         let u = dir.child(&f.path);
         let st = reg.open(&u)?;

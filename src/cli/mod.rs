@@ -164,9 +164,13 @@ enum Cmd {
         max_tasks: Option<u64>,
         #[arg(long)]
         worker_id: Option<String>,
-        /// Resource class: cpu, or gpu (may also take GPU phases).
+        /// Resource class: cpu (CPU phases only) or gpu (GPU phases; CPU phases too
+        /// with --cpu-work).
         #[arg(long, default_value = "cpu")]
         resources: String,
+        /// A GPU worker also takes CPU tasks when no GPU task is ready.
+        #[arg(long)]
+        cpu_work: bool,
     },
     /// Show a job's progress: tasks per phase, the operator table, requests and cost.
     ///
@@ -413,6 +417,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             max_tasks,
             worker_id,
             resources,
+            cpu_work,
         } => {
             let gpu = match resources.as_str() {
                 "cpu" => false,
@@ -432,6 +437,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     max_tasks,
                     worker_id,
                     gpu,
+                    cpu_work,
                     clock: Arc::new(SystemClock),
                     entropy: Entropy::from_os(),
                     shutdown,
@@ -569,7 +575,9 @@ async fn run_local(
             job_uri: s.job_uri.clone(),
             max_tasks: None,
             worker_id: Some(format!("local-{}-{i}", entropy.hex_id(3))),
+            // In-process workers do every kind of task.
             gpu: true,
+            cpu_work: true,
             clock: Arc::new(SystemClock),
             entropy: Entropy::from_os(),
             shutdown: shutdown.clone(),

@@ -14,9 +14,19 @@
 //! model's input), `column`, `max_pixels`, `max_bytes`, `fast_decode` (default true:
 //! JPEGs decoded at the smallest DCT scale that keeps the shorter side ≥ image_size),
 //! and the runtime's `library`, `provider` (`cpu` | `cuda`), `device`, `threads`.
+//!
+//! With a text tower (`text_model`, and `tokenizer`: CLIP's merges file,
+//! `bpe_simple_vocab_16e6.txt.gz` from open_clip or CLIP), the captions in
+//! `text_column` (default `caption`) are tokenised as open_clip does it
+//! ([`crate::kernels::clip_tokenizer`]; `context_length` default: the model's, else 77),
+//! embedded in the same batches, and `clip_score` (Float32) is the cosine of the two
+//! L2-normalised embeddings, as LAION filtering uses it (`clip_score_filter`); null when
+//! the caption is. `text_embedding: true` also keeps the text embeddings.
 use super::image_common as ic;
 use super::onnx::{Model, RuntimeParams};
 use super::{Asset, Drop, Filter, OpDef, Operator};
+use crate::kernels::FastMap;
+use crate::kernels::clip_tokenizer::ClipTokenizer;
 use crate::kernels::image::Limits;
 use crate::kernels::vision::{CLIP_MEAN, CLIP_STD, clip_tensor, l2_normalize};
 use crate::spec::reader::Obj;
@@ -43,6 +53,34 @@ pub struct ClipEmbed {
     fast_decode: bool,
     runtime: RuntimeParams,
     model: OnceLock<Model>,
+    text: Option<TextTower>,
+}
+
+/// The optional text tower: captions → token ids → embeddings → `clip_score`.
+struct TextTower {
+    model_uri: String,
+    tokenizer_uri: String,
+    column: String,
+    context_length: Option<usize>,
+    keep_embedding: bool,
+    model: OnceLock<Model>,
+    tokenizer: OnceLock<ClipTokenizer>,
+}
+
+/// One chunk, decoded and tokenised: the image tensor, per record its row in it or
+/// why it has none, and the token ids of the captions of records with an image.
+struct Prepared {
+    data: Vec<f32>,
+    rows: Vec<Result<usize, Drop>>,
+    tokens: Vec<i64>,
+    /// Per record: its row in `tokens`, when it has an image and a caption.
+    text_rows: Vec<Option<usize>>,
+}
+
+/// Per chunk: image embeddings and text embeddings, by row.
+struct Inferred {
+    images: Vec<f32>,
+    texts: Vec<f32>,
 }
 
 fn triple(p: &Obj, key: &str, default: [f32; 3]) -> [f32; 3] {
@@ -94,7 +132,104 @@ fn build(p: &Obj) -> Option<Operator> {
         fast_decode: p.opt_bool("fast_decode").unwrap_or(true),
         runtime: RuntimeParams::parse(p),
         model: OnceLock::new(),
+        text: text_tower(p),
     })))
+}
+
+fn text_tower(p: &Obj) -> Option<TextTower> {
+    let model_uri = p.opt_str("text_model")?;
+    let Some(tokenizer_uri) = p.opt_str("tokenizer") else {
+        p.error(
+            "tokenizer",
+            "text_model needs the tokenizer's merges file (bpe_simple_vocab_16e6.txt.gz)",
+        );
+        return None;
+    };
+    Some(TextTower {
+        model_uri,
+        tokenizer_uri,
+        column: p.opt_str("text_column").unwrap_or_else(|| "caption".into()),
+        context_length: p.opt_u64("context_length").map(|x| x as usize),
+        keep_embedding: p.opt_bool("text_embedding").unwrap_or(false),
+        model: OnceLock::new(),
+        tokenizer: OnceLock::new(),
+    })
+}
+
+impl TextTower {
+    fn context(&self) -> usize {
+        self.context_length
+            .or_else(|| match self.model.get()?.input_shape.as_slice() {
+                [_, c] if *c > 0 => Some(*c as usize),
+                _ => None,
+            })
+            .unwrap_or(77)
+    }
+
+    fn parts(&self) -> Result<(&Model, &ClipTokenizer), String> {
+        match (self.model.get(), self.tokenizer.get()) {
+            (Some(m), Some(t)) => Ok((m, t)),
+            _ => Err("the text model was not loaded (no assets)".into()),
+        }
+    }
+
+    fn load(
+        &self,
+        assets: &[(Asset, bytes::Bytes)],
+        dim: usize,
+        rt: &RuntimeParams,
+    ) -> Result<(), String> {
+        let model = asset(assets, "params.text_model")?;
+        let m = Model::load(
+            model,
+            rt,
+            &format!("params.text_model ({})", self.model_uri),
+        )?;
+        use ort::value::TensorElementType as T;
+        if !matches!(m.input_type, T::Int64 | T::Int32) {
+            return Err(format!(
+                "params.text_model: takes {:?} input, not token ids (int64)",
+                m.input_type
+            ));
+        }
+        let declared = match m.input_shape.as_slice() {
+            [_, c] => (*c > 0).then_some(*c as usize),
+            s => {
+                return Err(format!(
+                    "params.text_model: input shape {s:?}, expected [batch, context] token ids"
+                ));
+            }
+        };
+        if let (Some(c), Some(want)) = (declared, self.context_length)
+            && c != want
+        {
+            return Err(format!(
+                "params.context_length is {want}, but the text model takes {c} tokens"
+            ));
+        }
+        if let Some(&d) = m.output_shape.last()
+            && d > 0
+            && d as usize != dim
+        {
+            return Err(format!(
+                "params.text_model: its embeddings have {d} dimensions, the image tower's \
+                 (params.dim) {dim}"
+            ));
+        }
+        let t = ClipTokenizer::from_bytes(asset(assets, "params.tokenizer")?)
+            .map_err(|e| format!("params.tokenizer ({}): {e}", self.tokenizer_uri))?;
+        let _ = self.model.set(m);
+        let _ = self.tokenizer.set(t);
+        Ok(())
+    }
+}
+
+fn asset<'a>(assets: &'a [(Asset, bytes::Bytes)], param: &str) -> Result<&'a [u8], String> {
+    assets
+        .iter()
+        .find(|(a, _)| a.param == param)
+        .map(|(_, b)| b.as_ref())
+        .ok_or_else(|| format!("{param} was not fetched"))
 }
 
 /// The image size a model declares (`[N, 3, S, S]`), if static.
@@ -118,9 +253,9 @@ impl ClipEmbed {
             .unwrap_or(224)
     }
 
-    /// Decodes and preprocesses `imgs` in parallel: the batch tensor, and per image
-    /// its row in it or why it has none.
-    fn prepare(&self, imgs: &[Option<&[u8]>]) -> (Vec<f32>, Vec<Result<usize, Drop>>) {
+    /// Decodes and preprocesses `imgs` in parallel, and tokenises the captions of
+    /// the records with an image.
+    fn prepare(&self, imgs: &[Option<&[u8]>], captions: Option<&[Option<&str>]>) -> Prepared {
         use rayon::prelude::*;
         let size = self.size();
         let min_side = self.fast_decode.then_some(size as u32);
@@ -144,29 +279,79 @@ impl ClipEmbed {
                 Ok(t)
             })
             .collect();
-        let mut data = Vec::with_capacity(per.len() * 3 * size * size);
-        let mut rows = Vec::with_capacity(per.len());
+        let mut p = Prepared {
+            data: Vec::with_capacity(per.len() * 3 * size * size),
+            rows: Vec::with_capacity(per.len()),
+            tokens: Vec::new(),
+            text_rows: vec![None; per.len()],
+        };
         let mut n = 0;
         for r in per {
-            rows.push(r.map(|t| {
-                data.extend_from_slice(&t);
+            p.rows.push(r.map(|t| {
+                p.data.extend_from_slice(&t);
                 n += 1;
                 n - 1
             }));
         }
-        (data, rows)
+        if let (Some(text), Some(captions)) = (&self.text, captions)
+            && let Ok((_, tok)) = text.parts()
+        {
+            let ctx = text.context();
+            let todo: Vec<(usize, &str)> = captions
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| p.rows[*i].is_ok())
+                .filter_map(|(i, c)| c.map(|c| (i, c)))
+                .collect();
+            p.tokens = vec![0; todo.len() * ctx];
+            p.tokens
+                .par_chunks_mut(ctx)
+                .zip(&todo)
+                .for_each_init(FastMap::default, |cache, (out, (_, c))| {
+                    tok.tokenize(c, out, cache)
+                });
+            for (j, (i, _)) in todo.iter().enumerate() {
+                p.text_rows[*i] = Some(j);
+            }
+        }
+        p
     }
 
-    /// Embeds one prepared chunk: `n` rows of L2-normalised vectors.
-    fn infer(&self, data: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
-        if n == 0 {
-            return Ok(vec![]);
+    /// Runs one prepared chunk: `n` rows of L2-normalised image vectors, and as many
+    /// text vectors as it has captions.
+    fn infer(&self, data: Vec<f32>, n: usize, tokens: Vec<i64>) -> Result<Inferred, String> {
+        let mut r = Inferred {
+            images: vec![],
+            texts: vec![],
+        };
+        if n > 0 {
+            let size = self.size();
+            let (shape, out) = self.model()?.run_f32(data, &[n, 3, size, size])?;
+            r.images = self.check_rows(shape, out, n, "model")?;
         }
-        let size = self.size();
-        let (shape, mut out) = self.model()?.run_f32(data, &[n, 3, size, size])?;
+        if let Some(text) = &self.text
+            && !tokens.is_empty()
+        {
+            let (m, _) = text.parts()?;
+            let ctx = text.context();
+            let rows = tokens.len() / ctx;
+            let (shape, out) = m.run_ids(tokens, &[rows, ctx])?;
+            r.texts = self.check_rows(shape, out, rows, "text_model")?;
+        }
+        Ok(r)
+    }
+
+    /// `out` as `n` L2-normalised rows of `dim`, or why the model's shape is wrong.
+    fn check_rows(
+        &self,
+        shape: Vec<usize>,
+        mut out: Vec<f32>,
+        n: usize,
+        what: &str,
+    ) -> Result<Vec<f32>, String> {
         if shape.len() != 2 || shape[0] != n || shape[1] != self.dim {
             return Err(format!(
-                "the model returned shape {shape:?}, expected [{n}, {}] (params.dim)",
+                "params.{what} returned shape {shape:?}, expected [{n}, {}] (params.dim)",
                 self.dim
             ));
         }
@@ -207,18 +392,33 @@ pub fn embedding_array(rows: &[Option<&[f32]>], dim: usize) -> Result<ArrayRef, 
 
 impl Filter for ClipEmbed {
     fn check(&self, input: &Schema) -> Result<(), String> {
-        ic::require_binary(input, &self.column)
+        ic::require_binary(input, &self.column)?;
+        if let Some(t) = &self.text {
+            super::require_text(input, &t.column)
+                .map_err(|e| e.replacen("params.field", "params.text_column", 1))?;
+        }
+        Ok(())
     }
     fn assets(&self) -> Vec<Asset> {
-        vec![Asset {
+        let mut v = vec![Asset {
             param: "params.model".into(),
             uri: self.model_uri.clone(),
-        }]
+        }];
+        if let Some(t) = &self.text {
+            v.push(Asset {
+                param: "params.text_model".into(),
+                uri: t.model_uri.clone(),
+            });
+            v.push(Asset {
+                param: "params.tokenizer".into(),
+                uri: t.tokenizer_uri.clone(),
+            });
+        }
+        v
     }
     fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
-        let (_, bytes) = assets.first().ok_or("params.model was not fetched")?;
         let m = Model::load(
-            bytes,
+            asset(assets, "params.model")?,
             &self.runtime,
             &format!("params.model ({})", self.model_uri),
         )?;
@@ -257,44 +457,81 @@ impl Filter for ClipEmbed {
         }
         // A second load of the same spec (another worker in this process) keeps the first.
         let _ = self.model.set(m);
+        if let Some(t) = &self.text {
+            t.load(assets, self.dim, &self.runtime)?;
+        }
         Ok(())
     }
     fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        vec![Field::new("embedding", embedding_type(self.dim), true)]
+        let mut v = vec![Field::new("embedding", embedding_type(self.dim), true)];
+        if let Some(t) = &self.text {
+            v.push(Field::new("clip_score", DataType::Float32, true));
+            if t.keep_embedding {
+                v.push(Field::new("text_embedding", embedding_type(self.dim), true));
+            }
+        }
+        v
     }
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
         Ok(self.annotate(batch)?.1)
     }
     fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
         let imgs = ic::values(batch, &self.column)?;
-        let chunks: Vec<&[Option<&[u8]>]> = imgs.chunks(self.batch_size).collect();
+        let captions = match &self.text {
+            Some(t) => Some(super::text_values(batch, &t.column)?),
+            None => None,
+        };
+        let bs = self.batch_size;
+        let chunk = |i: usize| {
+            let lo = i * bs;
+            let hi = (lo + bs).min(imgs.len());
+            self.prepare(&imgs[lo..hi], captions.as_ref().map(|c| &c[lo..hi]))
+        };
+        let chunks = imgs.len().div_ceil(bs);
+        let dim = self.dim;
         let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(imgs.len());
+        let mut text_vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(imgs.len());
+        let mut scores: Vec<Option<f32>> = Vec::with_capacity(imgs.len());
         let mut drops = Vec::with_capacity(imgs.len());
         // Pipelined: chunk i+1 is prepared on the pool while chunk i is inferred.
-        let mut next = chunks.first().map(|c| self.prepare(c));
-        for i in 0..chunks.len() {
-            let (data, rows) = next.take().expect("prepared chunk");
-            let n = rows.iter().filter(|r| r.is_ok()).count();
+        let mut next = (chunks > 0).then(|| chunk(0));
+        for i in 0..chunks {
+            let p = next.take().expect("prepared chunk");
+            let n = p.rows.iter().filter(|r| r.is_ok()).count();
             let (out, prepared) = rayon::join(
-                || self.infer(data, n),
-                || chunks.get(i + 1).map(|c| self.prepare(c)),
+                || self.infer(p.data, n, p.tokens),
+                || (i + 1 < chunks).then(|| chunk(i + 1)),
             );
             next = prepared;
             let out = out?;
-            for r in rows {
+            for (r, t) in p.rows.into_iter().zip(p.text_rows) {
                 match r {
                     Ok(j) => {
-                        vectors.push(Some(out[j * self.dim..(j + 1) * self.dim].to_vec()));
+                        let v = &out.images[j * dim..(j + 1) * dim];
+                        let tv = t.map(|k| &out.texts[k * dim..(k + 1) * dim]);
+                        scores.push(tv.map(|tv| v.iter().zip(tv).map(|(a, b)| a * b).sum()));
+                        text_vectors.push(tv.map(|tv| tv.to_vec()));
+                        vectors.push(Some(v.to_vec()));
                         drops.push(None);
                     }
                     Err(d) => {
                         vectors.push(None);
+                        text_vectors.push(None);
+                        scores.push(None);
                         drops.push(Some(d));
                     }
                 }
             }
         }
         let refs: Vec<Option<&[f32]>> = vectors.iter().map(|v| v.as_deref()).collect();
-        Ok((vec![embedding_array(&refs, self.dim)?], drops))
+        let mut cols = vec![embedding_array(&refs, dim)?];
+        if let Some(t) = &self.text {
+            cols.push(Arc::new(Float32Array::from(scores)) as ArrayRef);
+            if t.keep_embedding {
+                let refs: Vec<Option<&[f32]>> = text_vectors.iter().map(|v| v.as_deref()).collect();
+                cols.push(embedding_array(&refs, dim)?);
+            }
+        }
+        Ok((cols, drops))
     }
 }

@@ -197,15 +197,25 @@ impl Model {
         self.run(value)
     }
 
-    /// Runs an integer input (token ids).
-    pub fn run_i64(
+    /// Runs token ids, as int64 or int32 as the model takes them.
+    pub fn run_ids(
         &self,
         data: Vec<i64>,
         shape: &[usize],
     ) -> Result<(Vec<usize>, Vec<f32>), String> {
-        let value = Tensor::from_array((shape.to_vec(), data))
-            .map_err(|e| e.to_string())?
-            .into_dyn();
+        let shape = shape.to_vec();
+        let value: ort::value::DynValue = match self.input_type {
+            TensorElementType::Int64 => Tensor::from_array((shape, data))
+                .map_err(|e| e.to_string())?
+                .into_dyn(),
+            TensorElementType::Int32 => {
+                let v: Vec<i32> = data.into_iter().map(|x| x as i32).collect();
+                Tensor::from_array((shape, v))
+                    .map_err(|e| e.to_string())?
+                    .into_dyn()
+            }
+            other => return Err(format!("the model takes {other:?}, not token ids")),
+        };
         self.run(value)
     }
 

@@ -135,9 +135,19 @@ pub enum Compression {
     None,
 }
 
+/// What the last phase writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Parquet part files and `_manifest.json`.
+    Parquet,
+    /// A Lance dataset (built with `--features lance`), committed in one transaction.
+    Lance,
+}
+
 #[derive(Debug, Clone)]
 pub struct OutputSpec {
     pub uri: String,
+    pub format: OutputFormat,
     pub compression: Compression,
     pub zstd_level: i32,
     pub target_file_bytes: u64,
@@ -643,14 +653,24 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
             "missing output: give output.uri in the spec or --output on the command line",
         );
     }
-    if let Some(f) = o.opt_str("format")
-        && f != "parquet"
-    {
-        sink.error(
-            &o.field_path("format"),
-            format!("unknown output format {f:?}, expected: parquet"),
-        );
-    }
+    let format = match o.opt_str("format").as_deref() {
+        None | Some("parquet") => OutputFormat::Parquet,
+        Some("lance") if cfg!(feature = "lance") => OutputFormat::Lance,
+        Some("lance") => {
+            sink.error(
+                &o.field_path("format"),
+                "lance output needs mdf built with `--features lance` (this build has no lance support)",
+            );
+            OutputFormat::Parquet
+        }
+        Some(f) => {
+            sink.error(
+                &o.field_path("format"),
+                format!("unknown output format {f:?}, expected: parquet, lance"),
+            );
+            OutputFormat::Parquet
+        }
+    };
     let compression = match o.opt_str("compression").as_deref() {
         None | Some("zstd") => Compression::Zstd,
         Some("snappy") => Compression::Snappy,
@@ -674,6 +694,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     o.finish();
     Some(OutputSpec {
         uri: uri?.trim_end_matches('/').to_string(),
+        format,
         compression,
         zstd_level,
         target_file_bytes,

@@ -43,6 +43,7 @@ pub async fn run(
         recs.sort_by(|a, b| a.task_id.cmp(&b.task_id));
         records.extend(recs);
     }
+    let lance = job.spec.output.format == crate::spec::OutputFormat::Lance;
     let mut targets: Vec<Target> = Vec::new();
     let mut failed = Vec::new();
     let mut stats = TaskStats::default();
@@ -55,7 +56,7 @@ pub async fn run(
     for r in &records {
         match r.status {
             TaskStatus::Committed => targets.extend(
-                publish::targets(&job.paths, &job.manifest, r)
+                publish::targets(&job.paths, &job.manifest, r, lance)
                     .map_err(|e| format!("{}/{}: {e}", r.phase, r.task_id))?,
             ),
             TaskStatus::Failed => failed.push(FailedTask {
@@ -75,8 +76,10 @@ pub async fn run(
     let out_uri = Uri::parse(&job.manifest.output_uri).map_err(|e| err(&e))?;
     let rej_uri = Uri::parse(&job.manifest.rejects_uri).map_err(|e| err(&e))?;
     let mut existing = BTreeSet::new();
-    let mut prefixes = vec![out_uri.clone()];
-    if !rej_uri.path.prefix_matches(&out_uri.path) || rej_uri.store != out_uri.store {
+    // A Lance dataset's own files (versions, data of earlier versions) are Lance's to
+    // clean up; only the rejects prefix is swept then.
+    let mut prefixes = if lance { vec![] } else { vec![out_uri.clone()] };
+    if lance || !rej_uri.path.prefix_matches(&out_uri.path) || rej_uri.store != out_uri.store {
         prefixes.push(rej_uri.clone());
     }
     let manifest_uri = out_uri.child(MANIFEST).to_uri_string();
@@ -99,6 +102,26 @@ pub async fn run(
             }
         }
     }
+    if lance {
+        // Data files the tasks already published: not copied again (a second copy of
+        // the same file is wasted work on S3, and on a local store leaves a staging
+        // link behind), and not swept either; the rest of the prefix is Lance's.
+        let data = out_uri.child("data");
+        let s = reg.open(&data).map_err(|e| err(&e))?;
+        for m in list_all(s.as_ref(), &data.path, &ctx.retry)
+            .await
+            .map_err(|e| err(&e))?
+        {
+            let u = Uri {
+                store: data.store.clone(),
+                path: m.location.clone(),
+            }
+            .to_uri_string();
+            if wanted.contains(&u) {
+                existing.insert(u);
+            }
+        }
+    }
     let missing: Vec<(String, String)> = targets
         .iter()
         .filter(|t| !existing.contains(&t.to))
@@ -113,6 +136,16 @@ pub async fn run(
     .try_collect::<Vec<()>>()
     .await
     .map_err(|e| err(&e))?;
+
+    if lance {
+        #[cfg(feature = "lance")]
+        {
+            let version = commit_lance(ctx, reg, &records, &last, &out_uri).await?;
+            tracing::info!(dataset = %out_uri.to_uri_string(), version, "committed the Lance dataset");
+        }
+        #[cfg(not(feature = "lance"))]
+        return Err("this mdf was built without lance support".into());
+    }
 
     let file = |t: &Target| ManifestFile {
         path: t.rel.clone(),
@@ -153,6 +186,49 @@ pub async fn run(
         }],
         stats,
     ))
+}
+
+/// Commits the fragments the last phase's committed tasks staged (their data files
+/// already published to `<output>/data/`) as one Lance transaction.
+#[cfg(feature = "lance")]
+async fn commit_lance(
+    ctx: &WorkerCtx,
+    reg: &Registry,
+    records: &[CommitRecord],
+    last: &str,
+    out: &Uri,
+) -> Result<u64, String> {
+    use object_store::ObjectStoreExt;
+    let mut fragments = Vec::new();
+    for r in records
+        .iter()
+        .filter(|r| r.phase == last && r.status == TaskStatus::Committed)
+    {
+        for f in r
+            .outputs
+            .iter()
+            .filter(|f| f.uri.ends_with(super::lance_out::FRAGMENTS))
+        {
+            let u = Uri::parse(&f.uri).map_err(|e| e.to_string())?;
+            let s = reg.open(&u).map_err(|e| e.to_string())?;
+            let body = ctx
+                .retry
+                .run(|| async { s.get(&u.path).await?.bytes().await })
+                .await
+                .map_err(|e| format!("{}: {e}", f.uri))?;
+            let mut v: Vec<lance_table::format::Fragment> =
+                serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", f.uri))?;
+            fragments.append(&mut v);
+        }
+    }
+    let schema = &ctx
+        .job
+        .manifest
+        .phases
+        .last()
+        .ok_or("the job has no phases")?
+        .output_schema;
+    super::lance_out::commit(out, schema, fragments).await
 }
 
 /// Deletes staged objects of attempts that no commit record references.

@@ -5,6 +5,8 @@
 pub mod dedup;
 pub mod download;
 pub mod finalize;
+#[cfg(feature = "lance")]
+pub mod lance_out;
 pub mod near;
 pub mod pipeline;
 pub mod publish;
@@ -38,6 +40,8 @@ pub struct WorkerOptions {
     pub worker_id: Option<String>,
     /// Whether this worker may take GPU phases.
     pub gpu: bool,
+    /// A GPU worker also takes CPU phases' tasks when no GPU task is ready.
+    pub cpu_work: bool,
     pub clock: Arc<dyn Clock>,
     pub entropy: Entropy,
     /// Set on SIGTERM: stop claiming, hand leases back, exit.
@@ -341,7 +345,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             report.job_complete = true;
             break;
         }
-        let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu) else {
+        let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu, opts.cpu_work) else {
             tokio::time::sleep(
                 poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1)),
             )
@@ -473,15 +477,34 @@ async fn refresh(
     Ok(())
 }
 
-/// The next task to try: deepest phase first (drains pipelines), tasks in the
+/// The next task to try. A CPU worker takes CPU phases only; a GPU worker takes GPU
+/// phases, and CPU phases (finalize included) only with `cpu_work` and when no GPU
+/// task is ready. Within that: deepest phase first (drains pipelines), tasks in the
 /// worker's own random order (spreads workers over the task list), never-leased first.
-fn pick(ctx: &WorkerCtx, view: &View, gpu: bool) -> Option<(usize, String, bool)> {
+fn pick(ctx: &WorkerCtx, view: &View, gpu: bool, cpu_work: bool) -> Option<(usize, String, bool)> {
+    let nphases = view.names.len() - 1;
+    let is_gpu = |p: usize| p < nphases && ctx.job.manifest.phases[p].gpu;
+    if !gpu {
+        return pick_among(ctx, view, &|p| !is_gpu(p));
+    }
+    pick_among(ctx, view, &is_gpu).or_else(|| {
+        cpu_work
+            .then(|| pick_among(ctx, view, &|p| !is_gpu(p)))
+            .flatten()
+    })
+}
+
+fn pick_among(
+    ctx: &WorkerCtx,
+    view: &View,
+    allowed: &dyn Fn(usize) -> bool,
+) -> Option<(usize, String, bool)> {
     let now = ctx.clock.now_ms();
     let nphases = view.names.len() - 1;
     let max_unconsumed = ctx.job.spec.job.max_unconsumed_tasks;
     for fresh_pass in [true, false] {
         for p in (0..view.names.len()).rev() {
-            if p < nphases && ctx.job.manifest.phases[p].gpu && !gpu {
+            if !allowed(p) {
                 continue;
             }
             if p == nphases && (0..nphases).any(|q| !view.phase_done(q)) {

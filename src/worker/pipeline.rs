@@ -42,6 +42,8 @@ pub struct PipelineSpec {
     pub out_dir: Uri,
     pub props: WriterProperties,
     pub target_file_bytes: u64,
+    /// The last phase of an `output.format: lance` job: Lance fragments, not Parquet.
+    pub lance: bool,
     pub batch_rows: usize,
     pub batch_bytes: usize,
     pub channel_batches: usize,
@@ -110,15 +112,29 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             })
             .collect()
     };
-    let mut data = PartWriter::new(
-        spec.registry.clone(),
-        spec.handle.clone(),
-        spec.out_dir.clone(),
-        "part",
-        spec.output_schema.clone(),
-        spec.props.clone(),
-        spec.target_file_bytes,
-    );
+    let mut data = if spec.lance {
+        #[cfg(feature = "lance")]
+        {
+            DataWriter::Lance(super::lance_out::LanceWriter::new(
+                spec.registry.clone(),
+                spec.handle.clone(),
+                spec.out_dir.clone(),
+                spec.target_file_bytes,
+            ))
+        }
+        #[cfg(not(feature = "lance"))]
+        unreachable!("lance output is refused at spec validation without the feature")
+    } else {
+        DataWriter::Parquet(Box::new(PartWriter::new(
+            spec.registry.clone(),
+            spec.handle.clone(),
+            spec.out_dir.clone(),
+            "part",
+            spec.output_schema.clone(),
+            spec.props.clone(),
+            spec.target_file_bytes,
+        )))
+    };
     let mut rejects = PartWriter::new(
         spec.registry.clone(),
         spec.handle.clone(),
@@ -292,6 +308,38 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             keys,
         })
     })
+}
+
+/// The last phase's records: Parquet part files, or Lance fragments.
+enum DataWriter {
+    Parquet(Box<PartWriter>),
+    #[cfg(feature = "lance")]
+    Lance(super::lance_out::LanceWriter),
+}
+
+impl DataWriter {
+    fn write(&mut self, b: &RecordBatch) -> Result<(), WriteError> {
+        match self {
+            DataWriter::Parquet(w) => w.write(b),
+            #[cfg(feature = "lance")]
+            DataWriter::Lance(w) => w.write(b),
+        }
+    }
+    fn finish(self) -> Result<Vec<OutputFile>, WriteError> {
+        match self {
+            DataWriter::Parquet(w) => (*w).finish(),
+            #[cfg(feature = "lance")]
+            DataWriter::Lance(w) => w.finish(),
+        }
+    }
+    /// A failed attempt's Lance files stay in its staging directory (the janitor's).
+    fn abort(self) {
+        match self {
+            DataWriter::Parquet(w) => (*w).abort(),
+            #[cfg(feature = "lance")]
+            DataWriter::Lance(_) => {}
+        }
+    }
 }
 
 /// Adds the values of `columns` (numeric; nulls skipped) to their histograms.

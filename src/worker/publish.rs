@@ -22,10 +22,14 @@ pub struct Target {
 
 /// The files of a commit record to publish; refused if the record names a file
 /// outside the job's staging area.
+/// With `lance` (an `output.format: lance` job) the last phase's data files go to
+/// `<output>/data/` under their own (unique) names, where the finalize commit
+/// references them; its `fragments.json` is read there, not published.
 pub fn targets(
     paths: &crate::protocol::JobPaths,
     job: &JobManifest,
     rec: &CommitRecord,
+    lance: bool,
 ) -> Result<Vec<Target>, String> {
     for f in rec.outputs.iter().chain(&rec.rejects) {
         paths.check_file(
@@ -36,7 +40,22 @@ pub fn targets(
     }
     let mut out = Vec::new();
     let last = job.phases.last().map(|p| p.name.as_str()) == Some(rec.phase.as_str());
-    if last {
+    if last && lance {
+        for f in rec.outputs.iter().filter(|f| f.uri.ends_with(".lance")) {
+            let name = f.uri.rsplit('/').next().unwrap_or_default();
+            let rel = format!("data/{name}");
+            out.push(Target {
+                from: f.uri.clone(),
+                to: format!("{}/{rel}", job.output_uri),
+                rel,
+                rows: f.rows,
+                bytes: f.bytes,
+                blake3: f.blake3.clone(),
+                data: true,
+                task: rec.task_id.clone(),
+            });
+        }
+    } else if last {
         for (n, f) in rec.outputs.iter().enumerate() {
             let rel = format!("part-{}-{n:05}.parquet", rec.task_id);
             out.push(Target {

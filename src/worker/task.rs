@@ -251,7 +251,8 @@ pub async fn run(
                 "task committed"
             );
             if record.status == TaskStatus::Committed {
-                let targets = publish::targets(&ctx.job.paths, &ctx.job.manifest, &record)
+                let lance = ctx.job.spec.output.format == crate::spec::OutputFormat::Lance;
+                let targets = publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, lance)
                     .unwrap_or_default();
                 for t in targets {
                     if let Err(e) = publish::copy(&ctx.coord, &t.from, &t.to, &ctx.retry).await {
@@ -423,6 +424,7 @@ async fn execute(
         } else {
             spec.output.target_file_bytes.min(256 << 20)
         },
+        lance: last && spec.output.format == crate::spec::OutputFormat::Lance,
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,
