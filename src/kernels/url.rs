@@ -117,6 +117,10 @@ pub struct UrlBlocklist {
     domains: HashedSet,
     prefilter: Prefilter,
     urls: HashedSet,
+    /// The hosts of `urls`: a URL whose host is not among them skips the URL list
+    /// (no lowercased copy and no hash of the whole URL), with the host hash the
+    /// domain check already computed.
+    url_hosts: HashedSet,
     banned_words: HashedSet,
     soft_words: HashedSet,
     soft_threshold: usize,
@@ -167,7 +171,11 @@ fn after_scheme(url: &str) -> &str {
 
 /// The host of a URL, lowercased, without port, userinfo or trailing dot.
 pub fn host(url: &str) -> &str {
-    let rest = after_scheme(url);
+    authority_host(after_scheme(url))
+}
+
+/// The host of what follows `scheme://` (or of a URL list entry, which has no scheme).
+fn authority_host(rest: &str) -> &str {
     let end = rest
         .bytes()
         .position(|b| b == b'/' || b == b'?' || b == b'#')
@@ -236,6 +244,7 @@ impl UrlBlocklist {
         let u = without_scheme(u.trim()).to_ascii_lowercase();
         if !u.is_empty() && !u.starts_with('#') {
             self.urls.insert(h(&u));
+            self.url_hosts.insert(h(authority_host(&u)));
         }
     }
 
@@ -299,7 +308,7 @@ impl UrlBlocklist {
         let mut hs = [0u64; MAX_SUFFIXES];
         let n = suffix_hashes(url, &mut hs);
         self.domain_hit(url, &hs[..n])
-            .or_else(|| self.check_rest(url))
+            .or_else(|| self.check_rest(url, hs[..n].first().copied()))
     }
 
     /// The listed host suffix, if any, given the suffix hashes.
@@ -338,16 +347,19 @@ impl UrlBlocklist {
             for (i, u) in group.iter().enumerate() {
                 out.push(u.and_then(|u| {
                     self.domain_hit(u, &hs[i][..ns[i]])
-                        .or_else(|| self.check_rest(u))
+                        .or_else(|| self.check_rest(u, hs[i][..ns[i]].first().copied()))
                 }));
             }
         }
         out
     }
 
-    /// Every rule but the domain list.
-    fn check_rest(&self, url: &str) -> Option<Blocked> {
-        if self.urls.is_empty()
+    /// Every rule but the domain list; `host_hash` is the hash of the lowercased host
+    /// when it is known.
+    fn check_rest(&self, url: &str, host_hash: Option<u64>) -> Option<Blocked> {
+        let want_url =
+            !self.urls.is_empty() && host_hash.is_none_or(|hh| self.url_hosts.contains(&hh));
+        if !want_url
             && self.banned_words.is_empty()
             && self.soft_words.is_empty()
             && self.subwords.is_none()
@@ -368,7 +380,7 @@ impl UrlBlocklist {
         }
         // ASCII lowercasing keeps UTF-8 valid.
         let lower = std::str::from_utf8(lower).unwrap_or(url);
-        if !self.urls.is_empty() {
+        if want_url {
             let u = without_scheme(lower);
             let bare = u.trim_end_matches('/');
             if self.urls.contains(&h(u)) || (bare.len() != u.len() && self.urls.contains(&h(bare)))
@@ -562,6 +574,36 @@ mod tests {
             .collect();
         let refs: Vec<Option<&str>> = others.iter().map(|u| Some(u.as_str())).collect();
         assert!(b.check_all(&refs).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn url_list_matches_whatever_the_host_looks_like() {
+        let mut b = UrlBlocklist::new(2);
+        let long = format!("{}.com", "a".repeat(300));
+        b.add_url("Shady.ORG/Path");
+        b.add_url("http://host.net:8080/a?u=http://other.com/x");
+        b.add_url("user@login.io/");
+        b.add_url(&format!("{long}/p"));
+        b.add_domain("unrelated.example");
+        b.seal();
+        let r = |u: &str| b.check(u).map(|x| x.reason);
+        assert_eq!(r("https://SHADY.org/path"), Some("blocked_url"));
+        assert_eq!(r("https://shady.org/path/"), Some("blocked_url"));
+        assert_eq!(r("https://shady.org/other"), None);
+        assert_eq!(
+            r("http://HOST.net:8080/a?u=http://other.com/x"),
+            Some("blocked_url")
+        );
+        assert_eq!(r("http://other.com/x"), None);
+        assert_eq!(r("https://user@login.io/"), Some("blocked_url"));
+        assert_eq!(r(&format!("http://{long}/p")), Some("blocked_url"));
+        let refs = [Some("https://shady.org/path"), Some("https://ok.org/path")];
+        let got: Vec<_> = b
+            .check_serial(&refs)
+            .into_iter()
+            .map(|x| x.map(|x| x.reason))
+            .collect();
+        assert_eq!(got, [Some("blocked_url"), None]);
     }
 
     #[test]
