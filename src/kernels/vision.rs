@@ -9,7 +9,7 @@
 //!   centre crop 224, BGR, VGG mean subtracted; HWC.
 //!
 //! Plus the vector maths around embeddings.
-use super::resample::{Filter, resize};
+use super::resample::{Filter, resize_crop};
 
 /// OpenAI CLIP's normalisation (open_clip's `OPENAI_DATASET_MEAN` / `_STD`), written
 /// as published; they round to the same f32 values numpy gives them.
@@ -34,22 +34,26 @@ pub fn clip_tensor(
     } else {
         ((size as f64 * w as f64 / h as f64) as usize, size)
     };
-    let resized = if (ow, oh) == (w, h) {
-        rgb.to_vec()
-    } else {
-        resize(rgb, 3, w, h, ow, oh, Filter::Bicubic)
-    };
     let (cw, ch) = (size.min(ow), size.min(oh));
     // Python's round (half to even), as torchvision's CenterCrop uses.
     let left = ((ow - cw) as f64 / 2.0).round_ties_even() as usize;
     let top = ((oh - ch) as f64 / 2.0).round_ties_even() as usize;
+    // Only the crop is resampled: the same pixels as resizing, then cropping.
+    let crop = resize_crop(
+        rgb,
+        3,
+        (w, h),
+        (ow, oh),
+        Filter::Bicubic,
+        (left, top, cw, ch),
+    );
     let start = out.len();
     out.resize(start + 3 * size * size, 0.0);
     let plane = size * size;
     for c in 0..3 {
         let (m, s) = (mean[c], std[c]);
         for y in 0..ch {
-            let row = &resized[((top + y) * ow + left) * 3..];
+            let row = &crop[y * cw * 3..(y + 1) * cw * 3];
             let dst = &mut out[start + c * plane + y * size..];
             for x in 0..cw {
                 dst[x] = (row[x * 3 + c] as f32 / 255.0 - m) / s;
