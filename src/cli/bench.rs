@@ -628,7 +628,7 @@ fn dedup_shuffle(
         let mut sorter = ExternalSort::<Sourced>::new(memory / 2, dir.clone());
         for (ti, o) in objects.iter().enumerate() {
             let sec = shuffle::section_of(o, r).map_err(anyhow::Error::msg)?;
-            for e in shuffle::decode::<KeyEntry>(sec).map_err(anyhow::Error::msg)? {
+            for e in shuffle::entries::<KeyEntry>(sec).map_err(anyhow::Error::msg)? {
                 sorter.push(Sourced { e, task: ti as u32 })?;
             }
         }

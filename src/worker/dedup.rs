@@ -147,7 +147,7 @@ pub async fn reduce(
         r as u64,
         cancel,
         |ti, uri, b| {
-            for e in shuffle::decode::<KeyEntry>(&b).map_err(|e| format!("{uri}: {e}"))? {
+            for e in shuffle::entries::<KeyEntry>(&b).map_err(|e| format!("{uri}: {e}"))? {
                 sorter
                     .push(Sourced { e, task: ti as u32 })
                     .map_err(|e| format!("spilling to {}: {e}", dir.display()))?;
@@ -253,7 +253,7 @@ async fn earlier_keys(
         for q in q_lo..=q_hi {
             let b = section(reg, ctx, keys, q as u64).await?;
             bytes += b.len() as u64;
-            for e in shuffle::decode::<KeyEntry>(&b).map_err(|e| format!("{}: {e}", keys.uri))? {
+            for e in shuffle::entries::<KeyEntry>(&b).map_err(|e| format!("{}: {e}", keys.uri))? {
                 if shuffle::partition_of(e.key, d.partitions) == r {
                     sorter
                         .push(Sourced {

@@ -133,22 +133,10 @@ impl Fixed for Sourced {
             task: u32::from_le_bytes(b[40..44].try_into().expect("4")),
         }
     }
-    /// By the key's high 64 bits alone (one u64 comparison), then the runs of equal
-    /// high bits (duplicates, mostly) by the full order.
+    /// Keys are hashes, spread evenly over the partition's key range: see
+    /// [`range_sort`].
     fn sort(buf: &mut [Self]) {
-        let hi = |x: &Self| (x.e.key >> 64) as u64;
-        buf.sort_unstable_by_key(hi);
-        let mut i = 0;
-        while i < buf.len() {
-            let mut j = i + 1;
-            while j < buf.len() && hi(&buf[j]) == hi(&buf[i]) {
-                j += 1;
-            }
-            if j - i > 1 {
-                buf[i..j].sort_unstable_by(Self::order);
-            }
-            i = j;
-        }
+        range_sort(buf, &|x: &Self| (x.e.key >> 64) as u64, &Self::order);
     }
     fn order(&self, o: &Self) -> Ordering {
         self.e
@@ -188,6 +176,86 @@ impl Fixed for Decision {
     }
     fn order(&self, o: &Self) -> Ordering {
         self.task.cmp(&o.task).then_with(|| self.id.cmp(&o.id))
+    }
+    /// By task (a counting pass: tasks are few), then each task's ids by
+    /// [`range_sort`].
+    fn sort(buf: &mut [Self]) {
+        let tasks = buf.iter().map(|d| d.task as usize + 1).max().unwrap_or(0);
+        if buf.len() < 256 || tasks > buf.len() {
+            buf.sort_unstable_by(Self::order);
+            return;
+        }
+        let starts = flag_sort(buf, tasks, |d| d.task as usize);
+        for w in starts.windows(2) {
+            range_sort(
+                &mut buf[w[0]..w[1]],
+                &|d: &Self| (d.id >> 64) as u64,
+                &Self::order,
+            );
+        }
+    }
+}
+
+/// Sorts in place by `digit` (< `n`), unstably: American flag sort, one counting
+/// pass and one pass of cycles. Returns the buckets' starts (`n + 1` of them).
+fn flag_sort<T: Copy>(buf: &mut [T], n: usize, digit: impl Fn(&T) -> usize) -> Vec<usize> {
+    let mut next = vec![0usize; n + 1];
+    for x in buf.iter() {
+        next[digit(x) + 1] += 1;
+    }
+    for i in 0..n {
+        next[i + 1] += next[i];
+    }
+    let starts = next.clone();
+    // next[d]: the first slot of bucket d not yet holding one of its own entries.
+    for d in 0..n {
+        let end = starts[d + 1];
+        while next[d] < end {
+            let mut x = buf[next[d]];
+            let mut t = digit(&x);
+            while t != d {
+                std::mem::swap(&mut x, &mut buf[next[t]]);
+                next[t] += 1;
+                t = digit(&x);
+            }
+            buf[next[d]] = x;
+            next[d] += 1;
+        }
+    }
+    starts
+}
+
+/// Sorts by `order` entries whose `hi` (the leading 64 bits of what `order` compares
+/// first) are spread evenly over their range, as hashed keys are: [`flag_sort`] on
+/// the top 8 bits of `hi`'s offset in the range (256 buckets: the swaps stay within
+/// 256 cache-resident fronts even when the buffer is far larger than the cache),
+/// then each bucket the same way on its own range, and buckets of a few entries (or
+/// of equal `hi`) by `order`. The same result as a comparison sort, about twice as
+/// fast on 48-byte entries.
+fn range_sort<T: Copy>(
+    buf: &mut [T],
+    hi: &impl Fn(&T) -> u64,
+    order: &impl Fn(&T, &T) -> Ordering,
+) {
+    if buf.len() < 64 {
+        buf.sort_unstable_by(order);
+        return;
+    }
+    let (lo, top) = buf
+        .iter()
+        .fold((u64::MAX, 0), |(l, t), x| (l.min(hi(x)), t.max(hi(x))));
+    if lo == top {
+        buf.sort_unstable_by(order);
+        return;
+    }
+    let span = 64 - (top - lo).leading_zeros();
+    let bits = span.min(8);
+    let shift = span - bits;
+    let starts = flag_sort(buf, 1 << bits, |x| ((hi(x) - lo) >> shift) as usize);
+    for w in starts.windows(2) {
+        if w[1] - w[0] > 1 {
+            range_sort(&mut buf[w[0]..w[1]], hi, order);
+        }
     }
 }
 
@@ -244,6 +312,12 @@ pub fn check_header(b: &[u8], magic: &[u8; 8], sections: u64) -> Result<(), Stri
 
 /// Parses a byte range of fixed-size entries.
 pub fn decode<T: Fixed>(b: &[u8]) -> Result<Vec<T>, String> {
+    Ok(entries(b)?.collect())
+}
+
+/// The entries of a section, decoded as they are iterated (no buffer: a reducer
+/// pushes them straight into its sort).
+pub fn entries<T: Fixed>(b: &[u8]) -> Result<impl ExactSizeIterator<Item = T> + '_, String> {
     if !b.len().is_multiple_of(T::SIZE) {
         return Err(format!(
             "{} bytes is not a whole number of {}-byte entries",
@@ -251,7 +325,7 @@ pub fn decode<T: Fixed>(b: &[u8]) -> Result<Vec<T>, String> {
             T::SIZE
         ));
     }
-    Ok(b.chunks_exact(T::SIZE).map(T::get).collect())
+    Ok(b.chunks_exact(T::SIZE).map(T::get))
 }
 
 /// Sorts any number of fixed-size records in bounded memory: a full buffer is sorted
@@ -469,18 +543,19 @@ pub struct Sections {
     sizes: Vec<u64>,
     cur: usize,
     body: BufWriter<std::fs::File>,
-    dir: std::path::PathBuf,
     buf: Vec<u8>,
 }
 
 impl Sections {
     pub fn new(n: usize, dir: &std::path::Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        let mut body = BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(dir)?);
+        // Room for the header, written last (no second copy of the body).
+        body.write_all(&vec![0u8; (HEADER + 8 * (n as u64 + 1)) as usize])?;
         Ok(Sections {
             sizes: vec![0; n],
             cur: 0,
-            body: BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(dir)?),
-            dir: dir.to_path_buf(),
+            body,
             buf: Vec::with_capacity(256),
         })
     }
@@ -521,22 +596,19 @@ impl Sections {
     /// The object as a local file, rewound, and its length.
     pub fn finish(self, magic: &[u8; 8]) -> std::io::Result<(std::fs::File, u64)> {
         let n = self.sizes.len();
-        let mut body = self.body.into_inner().map_err(|e| e.into_error())?;
-        body.rewind()?;
-        let start = HEADER + 8 * (n as u64 + 1);
-        let out = tempfile::tempfile_in(&self.dir)?;
-        let mut w = BufWriter::with_capacity(1 << 20, out);
-        w.write_all(magic)?;
-        w.write_all(&(n as u32).to_le_bytes())?;
-        w.write_all(&0u32.to_le_bytes())?;
-        let mut off = start;
+        let mut out = self.body.into_inner().map_err(|e| e.into_error())?;
+        let mut header = Vec::with_capacity((HEADER + 8 * (n as u64 + 1)) as usize);
+        header.extend_from_slice(magic);
+        header.extend_from_slice(&(n as u32).to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
+        let mut off = HEADER + 8 * (n as u64 + 1);
         for s in &self.sizes {
-            w.write_all(&off.to_le_bytes())?;
+            header.extend_from_slice(&off.to_le_bytes());
             off += s;
         }
-        w.write_all(&off.to_le_bytes())?;
-        std::io::copy(&mut body, &mut w)?;
-        let mut out = w.into_inner().map_err(|e| e.into_error())?;
+        header.extend_from_slice(&off.to_le_bytes());
+        out.rewind()?;
+        out.write_all(&header)?;
         out.rewind()?;
         Ok((out, off))
     }
@@ -752,6 +824,77 @@ mod tests {
         Sourced {
             e: KeyEntry { key, id, rank },
             task,
+        }
+    }
+
+    #[test]
+    fn sourced_sort_equals_a_comparison_sort() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (n, spread) in [
+            (10, 64),
+            (300, 64),
+            (5_000, 64),
+            (70_000, 40),
+            (20_000, 3),
+            (3_000, 0),
+        ] {
+            // Keys in a narrow range (one partition), with repeats and equal high bits.
+            let base = next() as u128;
+            let mut v: Vec<Sourced> = (0..n)
+                .map(|i| {
+                    let h = if spread == 0 {
+                        7
+                    } else {
+                        next() >> (64 - spread)
+                    };
+                    let key = ((h as u128) << 64) | (base ^ (next() % 3) as u128);
+                    let task = if i % 97 == 0 {
+                        EARLIER
+                    } else {
+                        (next() % 5) as u32
+                    };
+                    e(key, (next() % 1000) as u128, (next() % 4) as f64, task)
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_by(Sourced::order);
+            Sourced::sort(&mut v);
+            assert!(v == want, "n={n} spread={spread}");
+        }
+    }
+
+    #[test]
+    fn decision_sort_equals_a_comparison_sort() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (n, tasks) in [(100, 3), (10_000, 7), (50_000, 300), (2_000, 5_000)] {
+            let mut v: Vec<Decision> = (0..n)
+                .map(|_| Decision {
+                    task: (next() % tasks) as u32,
+                    representative: false,
+                    id: ((next() as u128) << 64) | (next() % 5) as u128,
+                    rep: next() as u128,
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_by(Decision::order);
+            Decision::sort(&mut v);
+            let key = |d: &Decision| (d.task, d.id);
+            assert!(
+                v.iter().map(key).eq(want.iter().map(key)),
+                "n={n} tasks={tasks}"
+            );
         }
     }
 
