@@ -75,6 +75,51 @@ pub trait Fixed: Copy + Send + 'static {
     fn sort(buf: &mut [Self]) {
         buf.sort_unstable_by(Self::order);
     }
+    /// Sort buffers kept between reduce tasks of this process (types that reducers
+    /// sort in bulk): a new buffer would be faulted in page by page and zeroed by the
+    /// kernel, 20% of a reduce.
+    fn pool() -> Option<&'static BufferPool<Self>> {
+        None
+    }
+}
+
+/// Buffers of at most [`BufferPool::MAX_BYTES`], at most [`BufferPool::KEEP`] of them.
+pub struct BufferPool<T>(std::sync::Mutex<Vec<Vec<T>>>);
+
+impl<T> Default for BufferPool<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> BufferPool<T> {
+    const KEEP: usize = 2;
+    const MAX_BYTES: usize = 64 << 20;
+
+    pub const fn new() -> Self {
+        BufferPool(std::sync::Mutex::new(Vec::new()))
+    }
+
+    fn take(&self) -> Vec<T> {
+        self.0
+            .lock()
+            .map(|mut v| v.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    fn give(&self, mut buf: Vec<T>) {
+        if buf.capacity() * std::mem::size_of::<T>() > Self::MAX_BYTES {
+            return;
+        }
+        buf.clear();
+        if let Ok(mut v) = self.0.lock()
+            && v.len() < Self::KEEP
+        {
+            v.push(buf);
+        }
+    }
 }
 
 /// One key of one record, as a map task writes it.
@@ -133,6 +178,10 @@ impl Fixed for Sourced {
             task: u32::from_le_bytes(b[40..44].try_into().expect("4")),
         }
     }
+    fn pool() -> Option<&'static BufferPool<Self>> {
+        static POOL: BufferPool<Sourced> = BufferPool::new();
+        Some(&POOL)
+    }
     /// Keys are hashes, spread evenly over the partition's key range: see
     /// [`range_sort`].
     fn sort(buf: &mut [Self]) {
@@ -176,6 +225,10 @@ impl Fixed for Decision {
     }
     fn order(&self, o: &Self) -> Ordering {
         self.task.cmp(&o.task).then_with(|| self.id.cmp(&o.id))
+    }
+    fn pool() -> Option<&'static BufferPool<Self>> {
+        static POOL: BufferPool<Decision> = BufferPool::new();
+        Some(&POOL)
     }
     /// By task (a counting pass: tasks are few), then each task's ids by
     /// [`range_sort`].
@@ -344,7 +397,7 @@ impl<T: Fixed> ExternalSort<T> {
         let cap = ((memory_bytes as usize) / std::mem::size_of::<T>().max(1)).max(64);
         ExternalSort {
             cap,
-            buf: Vec::new(),
+            buf: T::pool().map(BufferPool::take).unwrap_or_default(),
             runs: Vec::new(),
             dir,
             spilled_bytes: 0,
@@ -384,10 +437,16 @@ impl<T: Fixed> ExternalSort<T> {
     pub fn finish(mut self) -> std::io::Result<Box<dyn Iterator<Item = std::io::Result<T>>>> {
         if self.runs.is_empty() {
             T::sort(&mut self.buf);
-            return Ok(Box::new(self.buf.into_iter().map(Ok)));
+            return Ok(Box::new(Sorted {
+                buf: std::mem::take(&mut self.buf),
+                next: 0,
+            }));
         }
         if !self.buf.is_empty() {
             self.spill()?;
+        }
+        if let Some(p) = T::pool() {
+            p.give(std::mem::take(&mut self.buf));
         }
         let mut merge = Merge {
             readers: self
@@ -402,6 +461,29 @@ impl<T: Fixed> ExternalSort<T> {
             merge.refill(i);
         }
         Ok(Box::new(merge))
+    }
+}
+
+/// A sorted in-memory buffer, handed back to its pool when dropped.
+struct Sorted<T: Fixed> {
+    buf: Vec<T>,
+    next: usize,
+}
+
+impl<T: Fixed> Iterator for Sorted<T> {
+    type Item = std::io::Result<T>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let x = *self.buf.get(self.next)?;
+        self.next += 1;
+        Some(Ok(x))
+    }
+}
+
+impl<T: Fixed> std::ops::Drop for Sorted<T> {
+    fn drop(&mut self) {
+        if let Some(p) = T::pool() {
+            p.give(std::mem::take(&mut self.buf));
+        }
     }
 }
 
