@@ -300,44 +300,35 @@ fn model_config_errors_name_the_param() {
         assert!(!o.status.success(), "{params} should fail");
         assert!(stderr(&o).contains(want), "{params}: {}", stderr(&o));
     }
-    // Refused before any task starts: a param error and a missing model file.
-    let spec = write_spec(
-        f.dir.path(),
-        &format!(
-            "name: badspec\ninput: {{uris: [\"{}\"], format: image_folder}}\nstages:\n  - op: clip_embed\n    params: {{model: /nonexistent.onnx, precision: fp8}}\noutput: {{uri: \"{}/o\"}}\n",
-            dir.display(),
-            f.dir.path().display()
+    // Refused before any task starts, naming the param: a bad value (the model file
+    // does not exist either), and a text model without its tokenizer.
+    for (name, params, want) in [
+        (
+            "badspec",
+            "{model: /nonexistent.onnx, precision: fp8}",
+            "stages[0].params.precision",
         ),
-    );
-    let o = mdf()
-        .args(["run", spec.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("stages[0].params.precision"),
-        "{}",
-        stderr(&o)
-    );
-    // A text model without its tokenizer is refused by name, too.
-    let spec = write_spec(
-        f.dir.path(),
-        &format!(
-            "name: badspec2\ninput: {{uris: [\"{}\"], format: image_folder}}\nstages:\n  - op: clip_embed\n    params: {{model: /m.onnx, text_model: /t.onnx}}\noutput: {{uri: \"{}/o\"}}\n",
-            dir.display(),
-            f.dir.path().display()
+        (
+            "badspec2",
+            "{model: /m.onnx, text_model: /t.onnx}",
+            "stages[0].params.tokenizer",
         ),
-    );
-    let o = mdf()
-        .args(["run", spec.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("stages[0].params.tokenizer"),
-        "{}",
-        stderr(&o)
-    );
+    ] {
+        let spec = write_spec(
+            f.dir.path(),
+            &format!(
+                "name: {name}\ninput: {{uris: [\"{}\"], format: image_folder}}\nstages:\n  - op: clip_embed\n    params: {params}\noutput: {{uri: \"{}/o\"}}\n",
+                dir.display(),
+                f.dir.path().display()
+            ),
+        );
+        let o = mdf()
+            .args(["run", spec.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
 }
 
 #[test]

@@ -583,13 +583,7 @@ fn dedup_shuffle(
     memory: u64,
 ) -> anyhow::Result<()> {
     use crate::worker::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = crate::kernels::xorshift(0x2545_F491_4F6C_DD1Du64);
     let distinct = ((n as f64) * (1.0 - dup_ratio)).max(1.0) as u64;
     let tasks = n.div_ceil(per_task);
     let dir = crate::worker::dedup::spill_dir();

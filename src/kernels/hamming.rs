@@ -46,13 +46,7 @@ mod tests {
     /// key (recall 1), and verification by distance leaves exactly those pairs.
     #[test]
     fn every_pair_within_the_radius_shares_a_band() {
-        let mut x = 0x1234_5678u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::kernels::xorshift(0x1234_5678u64);
         for radius in [0u32, 1, 4, 8, 12] {
             let mut hashes = Vec::new();
             for _ in 0..150 {

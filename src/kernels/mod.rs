@@ -19,3 +19,15 @@ pub mod vision;
 /// several times faster than SipHash on them and still seeded per process.
 pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A small deterministic generator (xorshift64) for benchmarks' and tests' synthetic
+/// data: the same seed, the same sequence. Not for anything that needs randomness.
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed.max(1);
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}

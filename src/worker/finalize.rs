@@ -76,14 +76,21 @@ pub async fn run(
     let out_uri = Uri::parse(&job.manifest.output_uri).map_err(|e| err(&e))?;
     let rej_uri = Uri::parse(&job.manifest.rejects_uri).map_err(|e| err(&e))?;
     let mut existing = BTreeSet::new();
-    // A Lance dataset's own files (versions, data of earlier versions) are Lance's to
-    // clean up; only the rejects prefix is swept then.
-    let mut prefixes = if lance { vec![] } else { vec![out_uri.clone()] };
+    // (prefix, sweep): what is there is not copied again; with sweep, what no commit
+    // names is deleted. A Lance dataset's own files (versions, data of earlier
+    // versions) are Lance's to clean up: only its `data/` is listed, to find the files
+    // the tasks already published (a second copy is wasted work on S3, and on a local
+    // store leaves a staging link behind), and only the rejects prefix is swept.
+    let mut prefixes = if lance {
+        vec![(out_uri.child("data"), false)]
+    } else {
+        vec![(out_uri.clone(), true)]
+    };
     if lance || !rej_uri.path.prefix_matches(&out_uri.path) || rej_uri.store != out_uri.store {
-        prefixes.push(rej_uri.clone());
+        prefixes.push((rej_uri.clone(), true));
     }
     let manifest_uri = out_uri.child(MANIFEST).to_uri_string();
-    for prefix in &prefixes {
+    for (prefix, sweep) in &prefixes {
         let s = reg.open(prefix).map_err(|e| err(&e))?;
         for m in list_all(s.as_ref(), &prefix.path, &ctx.retry)
             .await
@@ -96,29 +103,9 @@ pub async fn run(
             .to_uri_string();
             if wanted.contains(&u) {
                 existing.insert(u);
-            } else if u != manifest_uri {
+            } else if *sweep && u != manifest_uri {
                 tracing::info!(object = %u, "removing an object under the output that no commit names");
                 let _ = ctx.retry.run(|| s.delete(&m.location)).await;
-            }
-        }
-    }
-    if lance {
-        // Data files the tasks already published: not copied again (a second copy of
-        // the same file is wasted work on S3, and on a local store leaves a staging
-        // link behind), and not swept either; the rest of the prefix is Lance's.
-        let data = out_uri.child("data");
-        let s = reg.open(&data).map_err(|e| err(&e))?;
-        for m in list_all(s.as_ref(), &data.path, &ctx.retry)
-            .await
-            .map_err(|e| err(&e))?
-        {
-            let u = Uri {
-                store: data.store.clone(),
-                path: m.location.clone(),
-            }
-            .to_uri_string();
-            if wanted.contains(&u) {
-                existing.insert(u);
             }
         }
     }

@@ -490,13 +490,7 @@ mod tests {
     #[test]
     fn phash_components_equal_brute_force() {
         let radius = 4;
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let mut rnd = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = crate::kernels::xorshift(0x1234_5678_9abc_def0u64);
         let mut hashes = Vec::new();
         for _ in 0..300 {
             hashes.push(rnd());

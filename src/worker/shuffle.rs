@@ -911,13 +911,7 @@ mod tests {
 
     #[test]
     fn sourced_sort_equals_a_comparison_sort() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::kernels::xorshift(0x2545_F491_4F6C_DD1Du64);
         for (n, spread) in [
             (10, 64),
             (300, 64),
@@ -953,13 +947,7 @@ mod tests {
 
     #[test]
     fn decision_sort_equals_a_comparison_sort() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::kernels::xorshift(0x9E37_79B9_7F4A_7C15u64);
         for (n, tasks) in [(100, 3), (10_000, 7), (50_000, 300), (2_000, 5_000)] {
             let mut v: Vec<Decision> = (0..n)
                 .map(|_| Decision {
