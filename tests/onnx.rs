@@ -83,6 +83,11 @@ fn run_spec(f: &Fixture, name: &str, stages: &str, images: &Path) -> std::proces
             out.display()
         ),
     );
+    run_job(f, name, &spec)
+}
+
+/// `mdf run SPEC` with one worker and the fixture's ONNX Runtime library.
+fn run_job(f: &Fixture, name: &str, spec: &Path) -> std::process::Output {
     mdf()
         .args([
             "run",
@@ -730,18 +735,7 @@ fn clip_score_equals_the_python_reference() {
                 out.display()
             ),
         );
-        let o = mdf()
-            .args([
-                "run",
-                spec.to_str().unwrap(),
-                "--workers",
-                "1",
-                "--job-root",
-            ])
-            .arg(f.dir.path().join(format!("jobs-{name}")))
-            .env("ORT_DYLIB_PATH", &f.lib)
-            .output()
-            .unwrap();
+        let o = run_job(&f, name, &spec);
         assert!(o.status.success(), "{}", stderr(&o));
         let mut rows = Vec::new();
         for e in std::fs::read_dir(&out).unwrap() {
