@@ -503,6 +503,8 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
     let eval: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dev.join("evaldata.json"))?)?;
     let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    // MDF_BENCH_MISSES=1: each missed snippet and each boilerplate one kept, for tuning.
+    let show = std::env::var_os("MDF_BENCH_MISSES").is_some();
     let (mut tp, mut fp, mut fn_, mut pages, mut bytes, mut secs) =
         (0usize, 0usize, 0usize, 0usize, 0usize, 0f64);
     for (url, e) in eval
@@ -537,7 +539,10 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
             if text.contains(&norm(s)) {
                 tp += 1
             } else {
-                fn_ += 1
+                fn_ += 1;
+                if show {
+                    eprintln!("MISS {file}: {s}");
+                }
             }
         }
         for s in e["without"]
@@ -547,7 +552,10 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
             .filter_map(|s| s.as_str())
         {
             if text.contains(&norm(s)) {
-                fp += 1
+                fp += 1;
+                if show {
+                    eprintln!("KEPT {file}: {s}");
+                }
             }
         }
     }
