@@ -318,6 +318,11 @@ fn model_config_errors_name_the_param() {
             "{model: /m.onnx, text_model: /t.onnx}",
             "stages[0].params.tokenizer",
         ),
+        (
+            "badspec3",
+            "{model: /m.onnx, text_model: /t.onnx, tokenizer: /v.gz, context_length: 0}",
+            "stages[0].params.context_length",
+        ),
     ] {
         let spec = write_spec(
             f.dir.path(),
@@ -598,6 +603,9 @@ fn tokenizer_texts() -> Vec<String> {
         "zero\u{200b}width \u{feff}bom e\u{301} a\u{0}b",
         "numbers 3.14159 1,000,000 2026-12-01",
         "mojibake: cafÃ© crÃ¨me",
+        "&frac12; &copy 2020 P&EACUTE;REZ &AMP; a&shy;b &zwj;&zwnj;",
+        "<b>&#146;&#0;&#28;x&#xD800;&#99999999999; &notit; &amp;amp;amp;amp;lt;",
+        "&ntilde; &Ntilde; &NTILDE; &nTILDE; BUNDESSTRA&SZLIG;E",
     ]
     .iter()
     .map(|s| s.to_string())

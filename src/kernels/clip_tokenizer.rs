@@ -172,10 +172,32 @@ impl ClipTokenizer {
 
     /// The ids of `text` (cleaned), without framing; `cache` memoises pieces.
     pub fn encode(&self, text: &str, cache: &mut FastMap<String, Vec<u32>>) -> Vec<u32> {
+        self.encode_at_most(text, usize::MAX, cache)
+    }
+
+    /// The first ids of `text`: stops once it has `max` (a caption's tail past the
+    /// context is never encoded). A piece longer than [`MAX_PIECE`] bytes (never a
+    /// word) is cut there first, so BPE, quadratic in a piece's length, stays bounded.
+    fn encode_at_most(
+        &self,
+        text: &str,
+        max: usize,
+        cache: &mut FastMap<String, Vec<u32>>,
+    ) -> Vec<u32> {
         let text = clean(text);
         let mut ids = Vec::new();
         for m in self.pat.find_iter(&text) {
-            let piece = m.as_str();
+            if ids.len() >= max {
+                break;
+            }
+            let mut piece = m.as_str();
+            if piece.len() > MAX_PIECE {
+                let mut end = MAX_PIECE;
+                while !piece.is_char_boundary(end) {
+                    end -= 1;
+                }
+                piece = &piece[..end];
+            }
             if let Some(v) = cache.get(piece) {
                 ids.extend_from_slice(v);
                 continue;
@@ -198,7 +220,8 @@ impl ClipTokenizer {
         if n == 0 {
             return;
         }
-        let ids = self.encode(text, cache);
+        // n − 1 ids are enough to know whether the text is truncated.
+        let ids = self.encode_at_most(text, n.saturating_sub(1), cache);
         let all = std::iter::once(self.sot)
             .chain(ids)
             .chain(std::iter::once(self.eot));
@@ -212,6 +235,9 @@ impl ClipTokenizer {
         }
     }
 }
+
+/// Pieces are cut to this many bytes before BPE.
+const MAX_PIECE: usize = 1024;
 
 /// Windows-1252 for the C1 controls (ftfy's "sloppy" codec: unassigned bytes stay).
 fn c1(c: char) -> char {
@@ -298,19 +324,19 @@ fn fix_pass(s: &str) -> String {
 
 /// CLIP's text cleaning (see the module docs).
 pub fn clean(text: &str) -> String {
-    use super::html::decode_entities;
     let mut fixed = String::with_capacity(text.len());
-    // ftfy unescapes HTML per line until the first line holding a '<'.
+    // ftfy unescapes HTML per line until the first line holding a '<'; its fixes run
+    // until nothing changes.
     let mut unescape = true;
     for line in text.split_inclusive('\n') {
         unescape &= !line.contains('<');
-        let mut s = if unescape {
-            decode_entities(line).into_owned()
-        } else {
-            line.to_string()
-        };
-        for _ in 0..4 {
-            let t = fix_pass(&s);
+        let mut s = line.to_string();
+        for _ in 0..64 {
+            let t = if unescape {
+                fix_pass(&ftfy_unescape(&s))
+            } else {
+                fix_pass(&s)
+            };
             if t == s {
                 break;
             }
@@ -318,8 +344,8 @@ pub fn clean(text: &str) -> String {
         }
         fixed.push_str(&s);
     }
-    let once = decode_entities(&fixed).into_owned();
-    let twice = decode_entities(&once);
+    let once = python_unescape(&fixed);
+    let twice = python_unescape(&once);
     let mut out = String::with_capacity(twice.len());
     for w in twice.split_whitespace() {
         if !out.is_empty() {
@@ -328,6 +354,117 @@ pub fn clean(text: &str) -> String {
         out.push_str(w);
     }
     out.to_lowercase()
+}
+
+/// The tables of Python's `html.unescape` and ftfy's `unescape_html`
+/// (html_entities.tsv, written by scripts/gen-html-entities.py).
+struct Entities {
+    html5: FastMap<&'static str, String>,
+    upper: FastMap<&'static str, String>,
+    charrefs: FastMap<u32, String>,
+    invalid: super::FastSet<u32>,
+}
+
+static ENTITIES: std::sync::LazyLock<Entities> = std::sync::LazyLock::new(|| {
+    let chars = |hex: &str| -> String {
+        hex.split(' ')
+            .filter(|h| !h.is_empty())
+            .filter_map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32))
+            .collect()
+    };
+    let mut e = Entities {
+        html5: FastMap::default(),
+        upper: FastMap::default(),
+        charrefs: FastMap::default(),
+        invalid: super::FastSet::default(),
+    };
+    for line in include_str!("html_entities.tsv").lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let num = || u32::from_str_radix(f[1], 16).unwrap_or(u32::MAX);
+        match (f[0], f.len()) {
+            ("E", 3) => drop(e.html5.insert(f[1], chars(f[2]))),
+            ("U", 3) => drop(e.upper.insert(f[1], chars(f[2]))),
+            ("C", 3) => drop(e.charrefs.insert(num(), chars(f[2]))),
+            ("X", 2) => drop(e.invalid.insert(num())),
+            _ => {}
+        }
+    }
+    e
+});
+
+/// Python's `html.unescape`: named references from the HTML5 table (the longest
+/// known prefix when the name is not one), numeric ones with the HTML5 rules for
+/// invalid code points.
+fn python_unescape(s: &str) -> std::borrow::Cow<'_, str> {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    if !s.contains('&') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let re = RE.get_or_init(|| {
+        Regex::new(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\x0C <&#;]{1,32};?)").expect("charref")
+    });
+    re.replace_all(s, |c: &regex::Captures| replace_charref(&c[1]))
+}
+
+fn replace_charref(s: &str) -> String {
+    let e = &*ENTITIES;
+    if let Some(num) = s.strip_prefix('#') {
+        let digits = num.trim_end_matches(';');
+        let n = match digits.strip_prefix(['x', 'X']) {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => digits.parse::<u32>().ok(),
+        };
+        // Too large for u32 is too large for Unicode.
+        let Some(n) = n else {
+            return "\u{FFFD}".into();
+        };
+        if let Some(v) = e.charrefs.get(&n) {
+            return v.clone();
+        }
+        if (0xD800..=0xDFFF).contains(&n) || n > 0x10FFFF {
+            return "\u{FFFD}".into();
+        }
+        if e.invalid.contains(&n) {
+            return String::new();
+        }
+        return char::from_u32(n).map(String::from).unwrap_or_default();
+    }
+    if let Some(v) = e.html5.get(s) {
+        return v.clone();
+    }
+    // The longest name that is a prefix (of two characters or more), as Python does.
+    let starts: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
+    for x in (2..starts.len()).rev() {
+        if let Some(v) = e.html5.get(&s[..starts[x]]) {
+            return format!("{v}{}", &s[starts[x]..]);
+        }
+    }
+    format!("&{s}")
+}
+
+/// ftfy's `unescape_html`: `&name;` from the HTML5 table or its upper-cased variants,
+/// `&#…;` only when Python decodes all of it.
+fn ftfy_unescape(s: &str) -> std::borrow::Cow<'_, str> {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    if !s.contains('&') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let re = RE.get_or_init(|| Regex::new(r"&#?[0-9A-Za-z]{1,24};").expect("entity"));
+    let e = &*ENTITIES;
+    re.replace_all(s, |c: &regex::Captures| {
+        let t = &c[0];
+        let name = &t[1..];
+        if let Some(v) = e.html5.get(name).or_else(|| e.upper.get(name)) {
+            return v.clone();
+        }
+        if t.starts_with("&#") {
+            let u = python_unescape(t);
+            if !u.contains(';') {
+                return u.into_owned();
+            }
+        }
+        t.to_string()
+    })
 }
 
 #[cfg(test)]
@@ -343,6 +480,18 @@ mod tests {
         assert_eq!(clean("a\u{85}b\u{1b}[31mred\u{7}"), "a…bred");
         assert_eq!(clean("<b>x&rsquo;s</b>"), "<b>x’s</b>");
         assert_eq!(clean("e\u{301}"), "é");
+        // Python's html.unescape and ftfy's rules, as the review found them missing.
+        assert_eq!(clean("&frac12; &copy 2020 P&EACUTE;REZ"), "½ © 2020 pérez");
+        assert_eq!(clean("a&shy;b"), "a\u{ad}b");
+        assert_eq!(
+            clean("<b>&#146;&#0;&#28;x&#xD800;&#99999999999;"),
+            "<b>’\u{fffd}x\u{fffd}\u{fffd}"
+        );
+        assert_eq!(clean("&amp;amp;amp;amp;lt;"), "<");
+        assert_eq!(
+            clean("&ntilde; &Ntilde; &NTILDE; &nTILDE;"),
+            "ñ ñ ñ &ntilde;"
+        );
     }
 
     #[test]
@@ -394,6 +543,23 @@ mod tests {
         let mut short = [0i64; 3];
         t.tokenize("hello hello hello", &mut short, &mut cache);
         assert_eq!(short, [49_406, 515, 49_407]);
+    }
+
+    #[test]
+    fn a_huge_caption_costs_only_its_context() {
+        let t = toy();
+        let mut cache = FastMap::default();
+        let spam = format!("{} {}", "hello ".repeat(200_000), "x".repeat(1_000_000));
+        // Without the early stop and the piece cap this runs for hours.
+        let mut out = [0i64; 77];
+        t.tokenize(&spam, &mut out, &mut cache);
+        assert_eq!(out[0], 49_406);
+        assert!(out[1..76].iter().all(|&x| x == 515));
+        assert_eq!(out[76], 49_407);
+        let mut one = [0i64; 4];
+        t.tokenize(&"y".repeat(1_000_000), &mut one, &mut cache);
+        assert_eq!(one[0], 49_406);
+        assert_eq!(one[3], 49_407);
     }
 
     #[test]

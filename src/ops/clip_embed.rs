@@ -149,7 +149,9 @@ fn text_tower(p: &Obj) -> Option<TextTower> {
         model_uri,
         tokenizer_uri,
         column: p.opt_str("text_column").unwrap_or_else(|| "caption".into()),
-        context_length: p.opt_u64("context_length").map(|x| x as usize),
+        context_length: p
+            .opt_u64("context_length")
+            .map(|_| p.u64_in("context_length", 77, 2, 65_536) as usize),
         keep_embedding: p.opt_bool("text_embedding").unwrap_or(false),
         model: OnceLock::new(),
         tokenizer: OnceLock::new(),

@@ -101,9 +101,15 @@ pub async fn run(
                 path: m.location.clone(),
             }
             .to_uri_string();
+            // A rejects prefix at or above a Lance dataset never sweeps the dataset.
+            let lances = lance
+                && m.location.prefix_matches(&out_uri.path)
+                && !(rej_uri.store == out_uri.store
+                    && rej_uri.path.prefix_matches(&out_uri.path)
+                    && rej_uri.path != out_uri.path);
             if wanted.contains(&u) {
                 existing.insert(u);
-            } else if *sweep && u != manifest_uri {
+            } else if *sweep && u != manifest_uri && !lances {
                 tracing::info!(object = %u, "removing an object under the output that no commit names");
                 let _ = ctx.retry.run(|| s.delete(&m.location)).await;
             }
