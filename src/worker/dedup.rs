@@ -349,35 +349,63 @@ async fn read_sections(
     cancel: &std::sync::atomic::AtomicBool,
     mut each: impl FnMut(usize, &str, Bytes) -> Result<(), String>,
 ) -> Result<u64, String> {
+    use futures::StreamExt;
     let name = ctx.job.manifest.phases[phase].name.clone();
+    let ids = ctx.task_ids(phase);
+    // Up to 16 map tasks' commit records and sections in flight (on S3 each is a
+    // round trip), handed to `each` in task order.
+    let futures: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(ti, t)| fetch_section(ctx, reg, store, phase, &name, t, ti, i, cancel))
+        .collect();
+    let mut fetched = futures::stream::iter(futures).buffered(16);
     let mut bytes = 0;
-    for (ti, t) in ctx.task_ids(phase).iter().enumerate() {
-        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err("cancelled".into());
-        }
-        let rec = commit_of(ctx, store.as_ref(), &name, t).await?;
-        if rec.status != TaskStatus::Committed {
-            if ctx.job.manifest.phases[phase].kind == crate::protocol::records::PhaseKind::Map {
-                continue; // a failed map task has no records to keep
-            }
-            return Err(format!(
-                "upstream task {name}/{t} failed: {}",
-                rec.error.clone().unwrap_or_default()
-            ));
-        }
-        let Some(file) = &rec.shuffle else {
-            return Err(format!("task {name}/{t} committed no shuffle object"));
-        };
-        ctx.job.paths.check_file(
-            &file.uri,
-            rec.reused_from.as_deref(),
-            ctx.job.manifest.reused_from.as_deref(),
-        )?;
-        let b = section(reg, ctx, file, i).await?;
+    while let Some(r) = fetched.next().await {
+        let Some((ti, uri, b)) = r? else { continue };
         bytes += b.len() as u64;
-        each(ti, &file.uri, b)?;
+        each(ti, &uri, b)?;
     }
     Ok(bytes)
+}
+
+/// Section `i` of map task `t` (index `ti`) of `phase`, with its object's URI; `None`
+/// for a failed map task.
+#[allow(clippy::too_many_arguments)]
+async fn fetch_section(
+    ctx: &Arc<WorkerCtx>,
+    reg: &Registry,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: usize,
+    name: &str,
+    t: &str,
+    ti: usize,
+    i: u64,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<Option<(usize, String, Bytes)>, String> {
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err("cancelled".into());
+    }
+    let rec = commit_of(ctx, store.as_ref(), name, t).await?;
+    if rec.status != TaskStatus::Committed {
+        if ctx.job.manifest.phases[phase].kind == crate::protocol::records::PhaseKind::Map {
+            return Ok(None); // a failed map task has no records to keep
+        }
+        return Err(format!(
+            "upstream task {name}/{t} failed: {}",
+            rec.error.clone().unwrap_or_default()
+        ));
+    }
+    let Some(file) = &rec.shuffle else {
+        return Err(format!("task {name}/{t} committed no shuffle object"));
+    };
+    ctx.job.paths.check_file(
+        &file.uri,
+        rec.reused_from.as_deref(),
+        ctx.job.manifest.reused_from.as_deref(),
+    )?;
+    let b = section(reg, ctx, file, i).await?;
+    Ok(Some((ti, file.uri.clone(), b)))
 }
 
 /// Section `r` of every committed task of `phase`, decoded as `T` (each entry passed
