@@ -102,6 +102,23 @@ fn run_job(f: &Fixture, name: &str, spec: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// A JSON list of numbers as f32.
+fn floats(v: &serde_json::Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// The largest absolute difference of two vectors.
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
 /// (path → embedding) of an output.
 fn embeddings(out: &Path) -> Vec<(String, Vec<f32>)> {
     use arrow_array::{Array, FixedSizeListArray, Float32Array, StringArray};
@@ -168,18 +185,9 @@ fn clip_preprocessing_and_embeddings_equal_the_python_reference() {
             &mdf::kernels::vision::CLIP_STD,
             &mut t,
         );
-        let want: Vec<f32> = reference["tensors"][i]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
+        let want = floats(&reference["tensors"][i]);
         assert_eq!(t.len(), want.len());
-        let diff = t
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let diff = max_diff(&t, &want);
         assert!(diff <= 1e-6, "{p}: preprocessing differs by {diff}");
     }
 
@@ -207,17 +215,8 @@ fn clip_preprocessing_and_embeddings_equal_the_python_reference() {
     sorted.sort_by_key(|(_, p)| Path::new(p).file_name().unwrap().to_owned());
     for ((path, e), (i, want_path)) in got.iter().zip(sorted) {
         assert!(path.ends_with(Path::new(want_path).file_name().unwrap().to_str().unwrap()));
-        let want: Vec<f32> = reference["embeddings"][i]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
-        let diff = e
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let want = floats(&reference["embeddings"][i]);
+        let diff = max_diff(e, &want);
         assert!(diff <= 1e-5, "{path}: embedding differs by {diff}");
         let norm: f32 = e.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-5, "L2-normalised: {norm}");
@@ -236,11 +235,7 @@ fn clip_preprocessing_and_embeddings_equal_the_python_reference() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     for ((p, a), (_, b)) in got.iter().zip(embeddings(&f.dir.path().join("out-fp16"))) {
-        let diff = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max);
+        let diff = max_diff(a, &b);
         assert!(diff < 2e-2, "{p}: fp16 differs from fp32 by {diff}");
     }
 }
@@ -798,19 +793,8 @@ fn clip_score_equals_the_python_reference() {
             (got - want).abs() <= 1e-5,
             "{key}: clip_score {got} vs {want}"
         );
-        let want: Vec<f32> = reference["embeddings"][i]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
-        let diff = tv
-            .as_ref()
-            .unwrap()
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let want = floats(&reference["embeddings"][i]);
+        let diff = max_diff(tv.as_deref().unwrap(), &want);
         assert!(diff <= 1e-5, "{key}: text embedding differs by {diff}");
     }
     // clip_score_filter between two scores: the lower ones and the caption-less record go.
