@@ -202,23 +202,10 @@ pub fn read_webdataset(
     schema: &SchemaRef,
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<SliceStats, ReadError> {
-    let Some(raw) = super::open_or_reject(ctx, slice, 0, out)? else {
-        return Ok(SliceStats {
-            rejected: 1,
-            ..Default::default()
-        });
-    };
     // `.tar.gz` and `.tar.zst` shards too.
-    let raw = match super::decompress(raw, &slice.uri) {
+    let raw = match super::open_or_reject(ctx, slice, 0, out)? {
         Ok(r) => r,
-        Err(e) => {
-            return Ok(super::reject_file(
-                slice,
-                "corrupt_input",
-                e.to_string(),
-                out,
-            ));
-        }
+        Err(rejected) => return Ok(rejected),
     };
     let fk = file_key(&slice.uri);
     let mut st = SliceStats::default();

@@ -98,22 +98,9 @@ pub fn read(
     } else {
         (0, u64::MAX)
     };
-    let Some(raw) = super::open_or_reject(ctx, slice, from, out)? else {
-        return Ok(SliceStats {
-            rejected: 1,
-            ..Default::default()
-        });
-    };
-    let decoded = match super::decompress(raw, &slice.uri) {
-        Ok(d) => d,
-        Err(e) => {
-            return Ok(super::reject_file(
-                slice,
-                "corrupt_input",
-                e.to_string(),
-                out,
-            ));
-        }
+    let decoded = match super::open_or_reject(ctx, slice, from, out)? {
+        Ok(r) => r,
+        Err(rejected) => return Ok(rejected),
     };
     let mut r = BufReader::with_capacity(1 << 16, decoded);
     let key = file_key(&slice.uri);

@@ -160,25 +160,23 @@ pub fn file_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String
     }
 }
 
-/// Opens a slice's object from `from`; a vanished file becomes one `input_missing`
-/// reject (`Ok(None)`), other storage failures are errors (the attempt is retried).
+/// Opens a slice's object from `from`, decompressed as its name says. A vanished
+/// file becomes one `input_missing` reject and a compressed file that does not start
+/// one `corrupt_input` reject (`Ok(Err(stats))`: emitted, nothing to read); other
+/// storage failures are errors (the attempt is retried).
 pub fn open_or_reject(
     ctx: &ReadCtx,
     slice: &InputSlice,
     from: u64,
     out: &mut dyn FnMut(Item) -> bool,
-) -> Result<Option<Box<dyn std::io::Read + Send>>, ReadError> {
-    match jsonl::open_range(ctx, &slice.uri, from) {
-        Ok(r) => Ok(Some(r)),
+) -> Result<Result<Box<dyn std::io::Read + Send>, SliceStats>, ReadError> {
+    let raw = match jsonl::open_range(ctx, &slice.uri, from) {
+        Ok(r) => r,
         Err(ReadError::Missing { message, .. }) => {
-            out(Item::Rejects(vec![file_reject(
-                slice,
-                0,
-                "input_missing",
-                message,
-            )]));
-            Ok(None)
+            return Ok(Err(reject_file(slice, "input_missing", message, out)));
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    Ok(decompress(raw, &slice.uri)
+        .map_err(|e| reject_file(slice, "corrupt_input", e.to_string(), out)))
 }
