@@ -2,7 +2,7 @@
 //! puts them there. Only files listed in a commit record are ever published, so the
 //! output prefix never holds an uncommitted attempt's file.
 use crate::protocol::io::{ProtoError, Retry};
-use crate::protocol::records::{CommitRecord, JobManifest};
+use crate::protocol::records::{CommitRecord, JobManifest, OutputFile};
 use crate::store::{Registry, Uri};
 use object_store::ObjectStoreExt;
 
@@ -38,50 +38,32 @@ pub fn targets(
             job.reused_from.as_deref(),
         )?;
     }
+    let target = |f: &OutputFile, root: &str, rel: String, data: bool| Target {
+        from: f.uri.clone(),
+        to: format!("{root}/{rel}"),
+        rel,
+        rows: f.rows,
+        bytes: f.bytes,
+        blake3: f.blake3.clone(),
+        data,
+        task: rec.task_id.clone(),
+    };
     let mut out = Vec::new();
     let last = job.phases.last().map(|p| p.name.as_str()) == Some(rec.phase.as_str());
     if last && lance {
         for f in rec.outputs.iter().filter(|f| f.uri.ends_with(".lance")) {
             let name = f.uri.rsplit('/').next().unwrap_or_default();
-            let rel = format!("data/{name}");
-            out.push(Target {
-                from: f.uri.clone(),
-                to: format!("{}/{rel}", job.output_uri),
-                rel,
-                rows: f.rows,
-                bytes: f.bytes,
-                blake3: f.blake3.clone(),
-                data: true,
-                task: rec.task_id.clone(),
-            });
+            out.push(target(f, &job.output_uri, format!("data/{name}"), true));
         }
     } else if last {
         for (n, f) in rec.outputs.iter().enumerate() {
             let rel = format!("part-{}-{n:05}.parquet", rec.task_id);
-            out.push(Target {
-                from: f.uri.clone(),
-                to: format!("{}/{rel}", job.output_uri),
-                rel,
-                rows: f.rows,
-                bytes: f.bytes,
-                blake3: f.blake3.clone(),
-                data: true,
-                task: rec.task_id.clone(),
-            });
+            out.push(target(f, &job.output_uri, rel, true));
         }
     }
     for (n, f) in rec.rejects.iter().enumerate() {
         let rel = format!("{}-{}-{n:05}.parquet", rec.phase, rec.task_id);
-        out.push(Target {
-            from: f.uri.clone(),
-            to: format!("{}/{rel}", job.rejects_uri),
-            rel,
-            rows: f.rows,
-            bytes: f.bytes,
-            blake3: f.blake3.clone(),
-            data: false,
-            task: rec.task_id.clone(),
-        });
+        out.push(target(f, &job.rejects_uri, rel, false));
     }
     Ok(out)
 }
