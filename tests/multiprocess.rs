@@ -138,28 +138,32 @@ fn killed_workers_are_replaced_and_output_is_exactly_once() {
     );
 }
 
-#[test]
-fn sigterm_hands_the_lease_back_promptly() {
-    let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("out");
-    let spec = slow_spec(d.path(), &out);
-    let jobs = d.path().join("jobs");
+/// Submits `spec` with its throttle at `rate` records/s and a 60 s lease TTL (so a
+/// lease that is not handed back would hold the task for a minute); the job URI.
+fn submit_slow(spec: &std::path::Path, jobs: &std::path::Path, rate: u32) -> String {
     let o = run_ok(
         mdf()
+            .args(["submit", spec.to_str().unwrap(), "--set"])
+            .arg(format!("stages.throttle.params.records_per_sec={rate}"))
             .args([
-                "submit",
-                spec.to_str().unwrap(),
-                "--set",
-                "stages.throttle.params.records_per_sec=5",
                 "--set",
                 "job.lease_ttl_secs=60",
                 "--set",
                 "job.heartbeat_secs=5",
                 "--job-root",
             ])
-            .arg(&jobs),
+            .arg(jobs),
     );
-    let job = stdout(&o).lines().last().unwrap().to_string();
+    stdout(&o).lines().last().unwrap().to_string()
+}
+
+#[test]
+fn sigterm_hands_the_lease_back_promptly() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let spec = slow_spec(d.path(), &out);
+    let jobs = d.path().join("jobs");
+    let job = submit_slow(&spec, &jobs, 5);
     let mut w = worker(&job, "term");
     std::thread::sleep(Duration::from_millis(1500));
     let t0 = Instant::now();
@@ -192,22 +196,7 @@ fn sigterm_replacement_finishes_the_job_without_waiting_for_the_lease() {
     let out = d.path().join("out");
     let spec = slow_spec_n(d.path(), &out, 3);
     let jobs = d.path().join("jobs");
-    let o = run_ok(
-        mdf()
-            .args([
-                "submit",
-                spec.to_str().unwrap(),
-                "--set",
-                "stages.throttle.params.records_per_sec=30",
-                "--set",
-                "job.lease_ttl_secs=60",
-                "--set",
-                "job.heartbeat_secs=5",
-                "--job-root",
-            ])
-            .arg(&jobs),
-    );
-    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job = submit_slow(&spec, &jobs, 30);
     let mut first = worker(&job, "spot-1");
     std::thread::sleep(Duration::from_millis(1000));
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
