@@ -27,6 +27,47 @@ fn aws_env(cmd: &mut std::process::Command, ep: &str) {
         .env("AWS_REGION", "us-east-1");
 }
 
+/// Writes `files` (JSONL lines each) as `<prefix>/in/<i>.jsonl`.
+async fn put_inputs(s3: &impl ObjectStore, prefix: &str, files: &[Vec<String>]) {
+    for (i, f) in files.iter().enumerate() {
+        s3.put(
+            &Path::from(format!("{prefix}/in/{i}.jsonl")),
+            (f.join("\n") + "\n").into(),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// `mdf run SPEC` with `workers` workers and its job root at `s3://bucket/prefix/jobs`.
+fn run_on_s3(
+    spec: &std::path::Path,
+    ep: &str,
+    bucket: &str,
+    prefix: &str,
+    workers: u32,
+) -> std::process::Output {
+    let mut cmd = mdf();
+    cmd.args(["run", spec.to_str().unwrap(), "--workers"])
+        .arg(workers.to_string())
+        .arg("--job-root")
+        .arg(format!("s3://{bucket}/{prefix}/jobs"));
+    aws_env(&mut cmd, ep);
+    run_ok(&mut cmd)
+}
+
+/// The `_manifest.json` of the output at `<prefix>/<dir>`.
+async fn manifest_at(s3: &impl ObjectStore, prefix: &str, dir: &str) -> serde_json::Value {
+    let b = s3
+        .get(&Path::from(format!("{prefix}/{dir}/_manifest.json")))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    serde_json::from_slice(&b).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_runs_entirely_on_s3() {
     if endpoint().is_none() {
@@ -35,12 +76,8 @@ async fn a_job_runs_entirely_on_s3() {
     let (ep, bucket, s3) = test_s3().expect("endpoint set");
     let prefix = format!("e2e-{}", mdf::clock::Entropy::from_os().hex_id(6));
     let lines = docs(9, 500);
-    for (i, chunk) in lines.chunks(125).enumerate() {
-        let body = chunk.join("\n") + "\n";
-        s3.put(&Path::from(format!("{prefix}/in/{i}.jsonl")), body.into())
-            .await
-            .unwrap();
-    }
+    let files: Vec<Vec<String>> = lines.chunks(125).map(|c| c.to_vec()).collect();
+    put_inputs(&s3, &prefix, &files).await;
     let d = tempfile::tempdir().unwrap();
     let spec = write_spec(
         d.path(),
@@ -48,31 +85,13 @@ async fn a_job_runs_entirely_on_s3() {
             "name: s3e2e\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}, {{op: length_filter, params: {{min_words: 2}}}}]\noutput: {{uri: \"s3://{bucket}/{prefix}/out\"}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n"
         ),
     );
-    let mut cmd = mdf();
-    cmd.args([
-        "run",
-        spec.to_str().unwrap(),
-        "--workers",
-        "3",
-        "--job-root",
-        &format!("s3://{bucket}/{prefix}/jobs"),
-    ]);
-    aws_env(&mut cmd, &ep);
-    let o = run_ok(&mut cmd);
+    let o = run_on_s3(&spec, &ep, &bucket, &prefix, 3);
     let job = job_uri(&o);
     assert!(
         job.starts_with(&format!("s3://{bucket}/{prefix}/jobs/jobs/s3e2e-")),
         "{job}"
     );
-    let m: serde_json::Value = serde_json::from_slice(
-        &s3.get(&Path::from(format!("{prefix}/out/_manifest.json")))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let m = manifest_at(&s3, &prefix, "out").await;
     let short = lines
         .iter()
         .filter(|l| {
@@ -117,14 +136,7 @@ async fn exact_dedup_runs_on_s3() {
     let lines = docs(21, 300);
     let mut files: Vec<Vec<String>> = lines.chunks(100).map(|c| c.to_vec()).collect();
     files.push(files[0][..60].to_vec());
-    for (i, f) in files.iter().enumerate() {
-        s3.put(
-            &Path::from(format!("{prefix}/in/{i}.jsonl")),
-            (f.join("\n") + "\n").into(),
-        )
-        .await
-        .unwrap();
-    }
+    put_inputs(&s3, &prefix, &files).await;
     let d = tempfile::tempdir().unwrap();
     let spec = write_spec(
         d.path(),
@@ -132,26 +144,8 @@ async fn exact_dedup_runs_on_s3() {
             "name: s3dedup\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages:\n  - op: exact_key\n    name: content\n    params: {{field: text}}\n  - op: dedup\n    params: {{key: content_key, partitions: 3}}\noutput: {{uri: \"s3://{bucket}/{prefix}/out\"}}\njob: {{max_files_per_task: 1, poll_millis: 50}}\n"
         ),
     );
-    let mut cmd = mdf();
-    cmd.args([
-        "run",
-        spec.to_str().unwrap(),
-        "--workers",
-        "2",
-        "--job-root",
-        &format!("s3://{bucket}/{prefix}/jobs"),
-    ]);
-    aws_env(&mut cmd, &ep);
-    run_ok(&mut cmd);
-    let m: serde_json::Value = serde_json::from_slice(
-        &s3.get(&Path::from(format!("{prefix}/out/_manifest.json")))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    run_on_s3(&spec, &ep, &bucket, &prefix, 2);
+    let m = manifest_at(&s3, &prefix, "out").await;
     let all: Vec<String> = files
         .iter()
         .flatten()
@@ -177,14 +171,8 @@ async fn lance_output_on_s3_reads_back_in_pylance() {
     let (_, bucket, s3) = test_s3().expect("endpoint set");
     let prefix = format!("lance-{}", mdf::clock::Entropy::from_os().hex_id(6));
     let lines = docs(33, 200);
-    for (i, chunk) in lines.chunks(50).enumerate() {
-        s3.put(
-            &Path::from(format!("{prefix}/in/{i}.jsonl")),
-            (chunk.join("\n") + "\n").into(),
-        )
-        .await
-        .unwrap();
-    }
+    let files: Vec<Vec<String>> = lines.chunks(50).map(|c| c.to_vec()).collect();
+    put_inputs(&s3, &prefix, &files).await;
     let d = tempfile::tempdir().unwrap();
     let out = format!("s3://{bucket}/{prefix}/ds");
     let spec = write_spec(
@@ -193,17 +181,7 @@ async fn lance_output_on_s3_reads_back_in_pylance() {
             "name: s3lance\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{out}\", format: lance}}\njob: {{max_files_per_task: 1, poll_millis: 50}}\n"
         ),
     );
-    let mut cmd = mdf();
-    cmd.args([
-        "run",
-        spec.to_str().unwrap(),
-        "--workers",
-        "2",
-        "--job-root",
-        &format!("s3://{bucket}/{prefix}/jobs"),
-    ]);
-    aws_env(&mut cmd, &ep);
-    run_ok(&mut cmd);
+    run_on_s3(&spec, &ep, &bucket, &prefix, 2);
     let o = std::process::Command::new("python3")
         .args([
             "-c",
