@@ -119,35 +119,40 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// A column of a batch as its array type.
+fn col<'a, T: 'static>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a T {
+    b.column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_any()
+        .downcast_ref::<T>()
+        .unwrap()
+}
+
+/// A `FixedSizeList<Float32>` column's rows (`None`: null).
+fn vectors(b: &arrow_array::RecordBatch, name: &str) -> Vec<Option<Vec<f32>>> {
+    use arrow_array::{Array, FixedSizeListArray, Float32Array};
+    let a: &FixedSizeListArray = col(b, name);
+    (0..a.len())
+        .map(|i| {
+            a.is_valid(i).then(|| {
+                let v = a.value(i);
+                v.as_any()
+                    .downcast_ref::<Float32Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+        })
+        .collect()
+}
+
 /// (path → embedding) of an output.
 fn embeddings(out: &Path) -> Vec<(String, Vec<f32>)> {
-    use arrow_array::{Array, FixedSizeListArray, Float32Array, StringArray};
     let mut v = Vec::new();
-    for f in std::fs::read_dir(out).unwrap() {
-        let p = f.unwrap().path();
-        if p.extension().is_none_or(|e| e != "parquet") {
-            continue;
-        }
-        for b in read_parquet(&p) {
-            let paths = b
-                .column_by_name("path")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .unwrap()
-                .clone();
-            let e = b
-                .column_by_name("embedding")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<FixedSizeListArray>()
-                .unwrap()
-                .clone();
-            for i in 0..b.num_rows() {
-                let row = e.value(i);
-                let row = row.as_any().downcast_ref::<Float32Array>().unwrap();
-                v.push((paths.value(i).to_string(), row.values().to_vec()));
-            }
+    for b in output_batches(out) {
+        let paths = strings(std::slice::from_ref(&b), "path");
+        for (p, e) in paths.into_iter().zip(vectors(&b, "embedding")) {
+            v.push((p, e.expect("an embedding for every kept image")));
         }
     }
     v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -382,37 +387,11 @@ fn nsfw_score_follows_the_packaged_model_on_real_photos() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = f.dir.path().join("out-nsfw");
     let mut got = std::collections::BTreeMap::new();
-    for e in std::fs::read_dir(&out).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "parquet") {
-            for b in read_parquet(&p) {
-                use arrow_array::{Array, Float32Array, StringArray};
-                let path = b
-                    .column_by_name("path")
-                    .unwrap()
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .unwrap()
-                    .clone();
-                let s = b
-                    .column_by_name("nsfw_score")
-                    .unwrap()
-                    .as_any()
-                    .downcast_ref::<Float32Array>()
-                    .unwrap()
-                    .clone();
-                for i in 0..b.num_rows() {
-                    got.insert(
-                        Path::new(path.value(i))
-                            .file_name()
-                            .unwrap()
-                            .to_str()
-                            .unwrap()
-                            .to_string(),
-                        s.value(i) as f64,
-                    );
-                }
-            }
+    for b in output_batches(&out) {
+        let scores: &arrow_array::Float32Array = col(&b, "nsfw_score");
+        for (i, path) in strings(std::slice::from_ref(&b), "path").iter().enumerate() {
+            let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+            got.insert(name.to_string(), scores.value(i) as f64);
         }
     }
     assert_eq!(got.len(), names.len());
@@ -675,7 +654,7 @@ fn clip_tokenizer_equals_clips_own() {
 /// drops below its threshold.
 #[test]
 fn clip_score_equals_the_python_reference() {
-    use arrow_array::{Array, Float32Array, StringArray};
+    use arrow_array::{Array, Float32Array};
     let Some(f) = fixture() else { return };
     let script = format!("{ROOT}/scripts/onnx-fixtures.py");
     let Some(vocab) = python(&[&script, "vocab"]) else {
@@ -741,36 +720,15 @@ fn clip_score_equals_the_python_reference() {
         let o = run_job(&f, name, &spec);
         assert!(o.status.success(), "{}", stderr(&o));
         let mut rows = Vec::new();
-        for e in std::fs::read_dir(&out).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_none_or(|e| e != "parquet") {
-                continue;
-            }
-            for b in read_parquet(&p) {
-                let keys = b.column_by_name("key").unwrap();
-                let keys = keys.as_any().downcast_ref::<StringArray>().unwrap();
-                let s = b.column_by_name("clip_score").unwrap();
-                let s = s.as_any().downcast_ref::<Float32Array>().unwrap();
-                let t = b.column_by_name("text_embedding").unwrap();
-                let t = t
-                    .as_any()
-                    .downcast_ref::<arrow_array::FixedSizeListArray>()
-                    .unwrap();
-                for i in 0..b.num_rows() {
-                    let tv = t.is_valid(i).then(|| {
-                        let v = t.value(i);
-                        v.as_any()
-                            .downcast_ref::<Float32Array>()
-                            .unwrap()
-                            .values()
-                            .to_vec()
-                    });
-                    rows.push((
-                        keys.value(i).to_string(),
-                        s.is_valid(i).then(|| s.value(i)),
-                        tv,
-                    ));
-                }
+        for b in output_batches(&out) {
+            let s: &Float32Array = col(&b, "clip_score");
+            let keys = strings(std::slice::from_ref(&b), "key");
+            for (i, (k, tv)) in keys
+                .into_iter()
+                .zip(vectors(&b, "text_embedding"))
+                .enumerate()
+            {
+                rows.push((k, s.is_valid(i).then(|| s.value(i)), tv));
             }
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));

@@ -110,6 +110,17 @@ pub fn output_ids(out: &Path) -> Vec<String> {
     ids
 }
 
+/// Every batch of the output's data files, read through the manifest.
+pub fn output_batches(out: &Path) -> Vec<RecordBatch> {
+    let m = manifest(out);
+    m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| read_parquet(&out.join(f["path"].as_str().unwrap())))
+        .collect()
+}
+
 /// The column names of the output's first file (all files share the planned schema).
 pub fn output_columns(out: &Path) -> Vec<String> {
     let m = manifest(out);
