@@ -281,20 +281,14 @@ impl ClipEmbed {
                 Ok(t)
             })
             .collect();
+        let text_rows = vec![None; per.len()];
+        let (data, rows) = super::onnx::stack(per);
         let mut p = Prepared {
-            data: Vec::with_capacity(per.len() * 3 * size * size),
-            rows: Vec::with_capacity(per.len()),
+            data,
+            rows,
             tokens: Vec::new(),
-            text_rows: vec![None; per.len()],
+            text_rows,
         };
-        let mut n = 0;
-        for r in per {
-            p.rows.push(r.map(|t| {
-                p.data.extend_from_slice(&t);
-                n += 1;
-                n - 1
-            }));
-        }
         if let (Some(text), Some(captions)) = (&self.text, captions)
             && let Ok((_, tok)) = text.parts()
         {

@@ -82,11 +82,8 @@ impl NsfwScore {
                 })
             })
             .collect();
-        let n = prepared.iter().filter(|r| r.is_ok()).count();
-        let mut data = Vec::with_capacity(n * 224 * 224 * 3);
-        for t in prepared.iter().flatten() {
-            data.extend_from_slice(t);
-        }
+        let (data, rows) = super::onnx::stack(prepared);
+        let n = rows.iter().filter(|r| r.is_ok()).count();
         let probs = if n > 0 {
             let (shape, out) = model.run_f32(data, &[n, 224, 224, 3])?;
             if shape != [n, 2] {
@@ -98,15 +95,9 @@ impl NsfwScore {
         } else {
             vec![]
         };
-        let mut j = 0;
-        Ok(prepared
+        Ok(rows
             .into_iter()
-            .map(|r| {
-                r.map(|_| {
-                    j += 1;
-                    probs[(j - 1) * 2 + 1]
-                })
-            })
+            .map(|r| r.map(|j| probs[j * 2 + 1]))
             .collect())
     }
 }

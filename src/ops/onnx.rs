@@ -237,3 +237,22 @@ impl Model {
         ))
     }
 }
+
+/// Per-record model inputs (each the same length, or why the record has none) as one
+/// batch tensor, and per record its row in it.
+pub fn stack<E>(per: Vec<Result<Vec<f32>, E>>) -> (Vec<f32>, Vec<Result<usize, E>>) {
+    let size = per.iter().flatten().map(Vec::len).next().unwrap_or(0);
+    let mut data = Vec::with_capacity(per.len() * size);
+    let mut n = 0;
+    let rows = per
+        .into_iter()
+        .map(|r| {
+            r.map(|t| {
+                data.extend_from_slice(&t);
+                n += 1;
+                n - 1
+            })
+        })
+        .collect();
+    (data, rows)
+}
