@@ -4,7 +4,7 @@
 //! The JSON form is stable: fields are only ever added.
 use super::{JobError, load_job};
 use crate::clock::Clock;
-use crate::protocol::io::{Retry, get_json, list_all, list_dirs};
+use crate::protocol::io::{Retry, get_all_json, get_json, list_all, list_dirs};
 use crate::protocol::lease::LeaseCtx;
 use crate::protocol::records::{
     CommitRecord, FINALIZE, FailedTask, LeaseKind, Submission, TaskStats, TaskStatus, WorkerStats,
@@ -99,7 +99,7 @@ pub struct JobStatus {
     pub submissions: Vec<Submission>,
 }
 
-/// When one task ran and what it read.
+/// When one task ran and how many records it read.
 #[derive(Debug, Clone)]
 pub struct TaskSpan {
     /// Index into [`JobStatus::phases`].
@@ -107,7 +107,6 @@ pub struct TaskSpan {
     pub started_ms: u64,
     pub finished_ms: u64,
     pub records_in: u64,
-    pub input_bytes: u64,
 }
 
 /// (phase name, task count) of every phase, finalize last.
@@ -194,7 +193,6 @@ pub async fn status(
                 started_ms: r.started_ms,
                 finished_ms: r.finished_ms,
                 records_in: r.stats.records_in,
-                input_bytes: r.stats.input_bytes,
             });
             p.requests.add(&r.requests);
             p.task_seconds += r.finished_ms.saturating_sub(r.started_ms) as f64 / 1000.0;
@@ -219,17 +217,11 @@ pub async fn status(
         phases.push(p);
     }
     let mut worker_requests = RequestSnapshot::default();
-    for m in list_all(store.as_ref(), &job.paths.workers(), retry).await? {
-        if let Some(w) = get_json::<WorkerStats>(store.as_ref(), &m.location, retry).await? {
-            worker_requests.add(&w.requests);
-        }
+    for w in get_all_json::<WorkerStats>(store.as_ref(), &job.paths.workers(), retry).await? {
+        worker_requests.add(&w.requests);
     }
-    let mut submissions = Vec::new();
-    for m in list_all(store.as_ref(), &job.paths.submissions(), retry).await? {
-        if let Some(x) = get_json::<Submission>(store.as_ref(), &m.location, retry).await? {
-            submissions.push(x);
-        }
-    }
+    let mut submissions: Vec<Submission> =
+        get_all_json(store.as_ref(), &job.paths.submissions(), retry).await?;
     submissions.sort_by_key(|x| x.submitted_ms);
     let complete = phases
         .iter()

@@ -271,6 +271,22 @@ pub async fn list_all(
     Ok(v)
 }
 
+/// Every record under `prefix`, in location order (one that vanished after the listing
+/// is skipped).
+pub async fn get_all_json<T: DeserializeOwned>(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    retry: &Retry,
+) -> Result<Vec<T>, ProtoError> {
+    let mut out = Vec::new();
+    for m in list_all(store, prefix, retry).await? {
+        if let Some(x) = get_json(store, &m.location, retry).await? {
+            out.push(x);
+        }
+    }
+    Ok(out)
+}
+
 /// The names of the immediate "directories" under `prefix`, sorted.
 pub async fn list_dirs(
     store: &dyn ObjectStore,

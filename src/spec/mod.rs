@@ -601,8 +601,13 @@ fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
         let params = so.raw("params").cloned().unwrap_or(Value::Null);
         let pobj = Obj::new(Some(&params), &so.field_path("params"), sink);
         let before = sink.len();
+        // An unknown operator's params cannot be checked (it has no list of fields).
         let operator = match ops::find(&op) {
-            Some(def) => (def.build)(&pobj),
+            Some(def) => {
+                let built = (def.build)(&pobj);
+                pobj.finish();
+                built
+            }
             None => {
                 let msg = match ops::feature_of(&op) {
                     Some(f) => format!(
@@ -617,10 +622,6 @@ fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
                 None
             }
         };
-        // An unknown operator's params cannot be checked (it has no list of fields).
-        if ops::find(&op).is_some() {
-            pobj.finish();
-        }
         let r = so.obj("resources");
         let resources = Resources {
             cpu: r.opt_f64("cpu").unwrap_or(1.0),
