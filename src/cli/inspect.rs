@@ -66,6 +66,16 @@ pub fn shorten(v: &mut serde_json::Value, width: usize) {
     }
 }
 
+/// The manifest of a finished output.
+pub async fn manifest(reg: &Registry, uri: &str) -> anyhow::Result<OutputManifest> {
+    let base = Uri::parse(uri)?;
+    let store = reg.open(&base)?;
+    let retry = Retry::new(crate::clock::Entropy::from_os());
+    get_json(store.as_ref(), &base.child("_manifest.json").path, &retry)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("{uri} has no _manifest.json (not a finished output)"))
+}
+
 /// Reads the records of a finished output (or its rejects) through its manifest, file
 /// by file, handing each to `visit` until it returns `false`. Returns the manifest.
 pub async fn visit(
@@ -74,16 +84,23 @@ pub async fn visit(
     rejects: bool,
     visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
 ) -> anyhow::Result<OutputManifest> {
-    let base = Uri::parse(uri)?;
-    let store = reg.open(&base)?;
-    let retry = Retry::new(crate::clock::Entropy::from_os());
-    let m: OutputManifest = get_json(store.as_ref(), &base.child("_manifest.json").path, &retry)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("{uri} has no _manifest.json (not a finished output)"))?;
+    let m = manifest(reg, uri).await?;
+    walk(reg, uri, &m, rejects, visit).await?;
+    Ok(m)
+}
+
+/// [`visit`] over an output whose manifest `m` is already read.
+pub async fn walk(
+    reg: &Registry,
+    uri: &str,
+    m: &OutputManifest,
+    rejects: bool,
+    visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
+) -> anyhow::Result<()> {
     let (dir, files) = if rejects {
         (Uri::parse(&m.rejects_uri)?, &m.rejects)
     } else {
-        (base.clone(), &m.files)
+        (Uri::parse(uri)?, &m.files)
     };
     if files.iter().any(|f| f.path.ends_with(".lance")) {
         anyhow::bail!(
@@ -102,12 +119,12 @@ pub async fn visit(
                     continue;
                 };
                 if !visit(rec) {
-                    return Ok(m);
+                    return Ok(());
                 }
             }
         }
     }
-    Ok(m)
+    Ok(())
 }
 
 pub fn run(

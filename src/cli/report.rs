@@ -25,7 +25,14 @@ pub struct Samples {
 /// `scan` rejects) of a finished output.
 pub async fn samples(reg: &Registry, output: &str, n: usize, scan: usize) -> Samples {
     let mut s = Samples::default();
-    let kept = inspect::visit(reg, output, false, &mut |r| {
+    let m = match inspect::manifest(reg, output).await {
+        Ok(m) => m,
+        Err(e) => {
+            s.note = Some(format!("no samples: {e:#}"));
+            return s;
+        }
+    };
+    let kept = inspect::walk(reg, output, &m, false, &mut |r| {
         s.kept.push(r);
         s.kept.len() < n
     })
@@ -37,7 +44,7 @@ pub async fn samples(reg: &Registry, output: &str, n: usize, scan: usize) -> Sam
     }
     let mut per_reason: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen = 0;
-    let rejected = inspect::visit(reg, output, true, &mut |r| {
+    let rejected = inspect::walk(reg, output, &m, true, &mut |r| {
         seen += 1;
         let reason = r
             .get("reason")
