@@ -77,10 +77,22 @@ pub async fn start(
     }
 }
 
+/// The worker classes to start, `("cpu" | "gpu", count)`, without empty ones; CPU
+/// workers default to `default_cpu`.
+fn classes(b: &BackendArgs, default_cpu: u32) -> Vec<(&'static str, u32)> {
+    [
+        ("cpu", b.workers.unwrap_or(default_cpu)),
+        ("gpu", b.gpu_workers),
+    ]
+    .into_iter()
+    .filter(|c| c.1 > 0)
+    .collect()
+}
+
 /// N `mdf worker` processes (their output on stderr), waited for.
 async fn local(b: &BackendArgs, reg: &Registry, job_uri: &str) -> anyhow::Result<ExitCode> {
-    let classes = [("cpu", b.workers.unwrap_or(0)), ("gpu", b.gpu_workers)];
-    if classes.iter().all(|c| c.1 == 0) {
+    let classes = classes(b, 0);
+    if classes.is_empty() {
         println!("{job_uri}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -141,24 +153,21 @@ async fn batch(
     job_id: &str,
 ) -> anyhow::Result<ExitCode> {
     let client = BatchClient::from_env().map_err(anyhow::Error::msg)?;
-    let mut targets = Vec::new();
-    let cpu = b.workers.unwrap_or(1);
-    if cpu > 0 {
-        targets.push(BatchTarget {
-            queue: b.queue.clone().unwrap_or_default(),
-            job_definition: b.job_definition.clone(),
-            workers: cpu,
-            resources: "cpu".into(),
-        });
-    }
-    if b.gpu_workers > 0 {
-        targets.push(BatchTarget {
-            queue: b.gpu_queue.clone().unwrap_or_default(),
-            job_definition: b.gpu_job_definition.clone(),
-            workers: b.gpu_workers,
-            resources: "gpu".into(),
-        });
-    }
+    let targets: Vec<BatchTarget> = classes(b, 1)
+        .into_iter()
+        .map(|(class, workers)| {
+            let (queue, job_definition) = match class {
+                "gpu" => (&b.gpu_queue, &b.gpu_job_definition),
+                _ => (&b.queue, &b.job_definition),
+            };
+            BatchTarget {
+                queue: queue.clone().unwrap_or_default(),
+                job_definition: job_definition.clone(),
+                workers,
+                resources: class.into(),
+            }
+        })
+        .collect();
     for t in &targets {
         let s = client
             .submit(job_uri, job_id, t, SystemClock.now_ms())
@@ -180,24 +189,20 @@ async fn kube(
     job_uri: &str,
     job_id: &str,
 ) -> anyhow::Result<ExitCode> {
-    let mut targets = Vec::new();
-    let cpu = b.workers.unwrap_or(1);
-    if cpu > 0 {
-        targets.push(K8sTarget {
-            workers: cpu,
-            resources: "cpu".into(),
-            image: b.image.clone(),
+    let targets: Vec<K8sTarget> = classes(b, 1)
+        .into_iter()
+        .map(|(class, workers)| K8sTarget {
+            workers,
+            resources: class.into(),
+            image: if class == "gpu" {
+                &b.gpu_image
+            } else {
+                &b.image
+            }
+            .clone(),
             namespace: b.namespace.clone(),
-        });
-    }
-    if b.gpu_workers > 0 {
-        targets.push(K8sTarget {
-            workers: b.gpu_workers,
-            resources: "gpu".into(),
-            image: b.gpu_image.clone(),
-            namespace: b.namespace.clone(),
-        });
-    }
+        })
+        .collect();
     let mut docs = Vec::new();
     for t in &targets {
         docs.push(k8s::render(job_uri, job_id, t).map_err(anyhow::Error::msg)?);
