@@ -1,6 +1,6 @@
 //! Perceptual hashes as the Python `imagehash` library (4.3) defines them, so that
-//! hashes agree with it: Pillow's RGB → L luma, Pillow's Lanczos resampling (two
-//! separable passes, rounded to 8 bits between them), then
+//! hashes agree with it: Pillow's RGB → L luma, Pillow's Lanczos resampling
+//! ([`crate::kernels::resample`], bit for bit), then
 //! * `phash`: 32×32, 2-D DCT-II, the top-left 8×8 coefficients, bit = coefficient >
 //!   their median;
 //! * `dhash`: 9×8, bit = pixel > its left neighbour;
@@ -19,92 +19,17 @@ pub fn luma(img: &RgbImage) -> Vec<u8> {
         .collect()
 }
 
-/// Pillow's `precompute_coeffs` for Lanczos: per output pixel, the first input
-/// pixel and the normalised weights. The taps of one output pixel are equally spaced,
-/// so sin(πx) and sin(πx/3) advance by rotation (two sin/cos per pixel, not per tap).
-fn coeffs(in_size: usize, out_size: usize) -> Vec<(usize, Vec<f64>)> {
-    use std::f64::consts::PI;
-    let scale = in_size as f64 / out_size as f64;
-    let filterscale = scale.max(1.0);
-    let support = 3.0 * filterscale;
-    let step = 1.0 / filterscale;
-    let (sd1, cd1) = (PI * step).sin_cos();
-    let (sd3, cd3) = (PI * step / 3.0).sin_cos();
-    (0..out_size)
-        .map(|xx| {
-            let center = (xx as f64 + 0.5) * scale;
-            let xmin = ((center - support + 0.5) as i64).max(0) as usize;
-            let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
-            let x0 = (xmin as f64 - center + 0.5) / filterscale;
-            let (mut s1, mut c1) = (PI * x0).sin_cos();
-            let (mut s3, mut c3) = (PI * x0 / 3.0).sin_cos();
-            let mut w = Vec::with_capacity(xmax - xmin);
-            for i in 0..xmax - xmin {
-                let x = x0 + i as f64 * step;
-                w.push(if x.abs() < 1e-12 {
-                    1.0
-                } else if (-3.0..3.0).contains(&x) {
-                    // sinc(x)·sinc(x/3) = sin(πx)·sin(πx/3) / (π²x²/3)
-                    s1 * s3 * 3.0 / (PI * PI * x * x)
-                } else {
-                    0.0
-                });
-                (s1, c1) = (s1 * cd1 + c1 * sd1, c1 * cd1 - s1 * sd1);
-                (s3, c3) = (s3 * cd3 + c3 * sd3, c3 * cd3 - s3 * sd3);
-            }
-            let sum: f64 = w.iter().sum();
-            if sum != 0.0 {
-                for v in &mut w {
-                    *v /= sum;
-                }
-            }
-            (xmin, w)
-        })
-        .collect()
-}
-
-fn clip8(v: f64) -> u8 {
-    // Pillow adds half and truncates (fixed point); same for the values it sees.
-    (v + 0.5).floor().clamp(0.0, 255.0) as u8
-}
-
-/// Pillow's `resize((ow, oh), LANCZOS)` of an 8-bit single-channel image:
-/// horizontal pass first, each pass rounded to 8 bits.
+/// Pillow's `resize((ow, oh), LANCZOS)` of an 8-bit single-channel image, bit for bit.
 pub fn resize(px: &[u8], w: usize, h: usize, ow: usize, oh: usize) -> Vec<u8> {
-    let tmp: Vec<u8> = if ow != w {
-        let cx = coeffs(w, ow);
-        let mut t = vec![0u8; ow * h];
-        for y in 0..h {
-            let row = &px[y * w..(y + 1) * w];
-            for (x, (xmin, k)) in cx.iter().enumerate() {
-                let s: f64 = k
-                    .iter()
-                    .zip(&row[*xmin..])
-                    .map(|(k, &p)| k * p as f64)
-                    .sum();
-                t[y * ow + x] = clip8(s);
-            }
-        }
-        t
-    } else {
-        px.to_vec()
-    };
-    if oh == h {
-        return tmp;
-    }
-    let cy = coeffs(h, oh);
-    let mut out = vec![0u8; ow * oh];
-    for (y, (ymin, k)) in cy.iter().enumerate() {
-        for x in 0..ow {
-            let s: f64 = k
-                .iter()
-                .enumerate()
-                .map(|(i, k)| k * tmp[(ymin + i) * ow + x] as f64)
-                .sum();
-            out[y * ow + x] = clip8(s);
-        }
-    }
-    out
+    crate::kernels::resample::resize(
+        px,
+        1,
+        w,
+        h,
+        ow,
+        oh,
+        crate::kernels::resample::Filter::Lanczos,
+    )
 }
 
 fn pack(bits: impl Iterator<Item = bool>) -> u64 {
@@ -200,38 +125,6 @@ pub fn hashes(img: &RgbImage) -> Hashes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rotated_weights_equal_the_direct_lanczos() {
-        fn lanczos(x: f64) -> f64 {
-            let sinc = |x: f64| {
-                if x == 0.0 {
-                    1.0
-                } else {
-                    (std::f64::consts::PI * x).sin() / (std::f64::consts::PI * x)
-                }
-            };
-            if (-3.0..3.0).contains(&x) {
-                sinc(x) * sinc(x / 3.0)
-            } else {
-                0.0
-            }
-        }
-        for (i, o) in [(500, 32), (125, 9), (94, 8), (10, 32), (33, 32)] {
-            let scale = i as f64 / o as f64;
-            let fs = scale.max(1.0);
-            for (xx, (xmin, w)) in coeffs(i, o).into_iter().enumerate() {
-                let center = (xx as f64 + 0.5) * scale;
-                let direct: Vec<f64> = (0..w.len())
-                    .map(|k| lanczos(((xmin + k) as f64 - center + 0.5) / fs))
-                    .collect();
-                let sum: f64 = direct.iter().sum();
-                for (a, b) in w.iter().zip(&direct) {
-                    assert!((a - b / sum).abs() < 1e-12, "{i}->{o} at {xx}");
-                }
-            }
-        }
-    }
 
     #[test]
     fn identity_resize_and_constant_images() {
