@@ -706,15 +706,19 @@ fn images(dir: &std::path::Path) -> anyhow::Result<()> {
     }
     let n = files.len() as f64;
     let lim = image::Limits::default();
+    // The fastest of three passes: this is a shared machine.
     let time = |label: &str, f: &dyn Fn(&[u8]) -> u64| {
-        let t = Instant::now();
-        let mut acc = 0u64;
-        for b in &files {
-            acc = acc.wrapping_add(f(b));
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let mut acc = 0u64;
+            for b in &files {
+                acc = acc.wrapping_add(f(b));
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+            std::hint::black_box(acc);
         }
-        let s = t.elapsed().as_secs_f64();
-        println!("| {label} | {:.0} µs | {:.0} |", s / n * 1e6, n / s);
-        std::hint::black_box(acc);
+        println!("| {label} | {:.0} µs | {:.0} |", best / n * 1e6, n / best);
     };
     println!(
         "mdf bench images: {} files, {:.0} KiB average, one core",
@@ -736,6 +740,10 @@ fn images(dir: &std::path::Path) -> anyhow::Result<()> {
     time("decode, min side 64", &|b| {
         image::decode(b, &lim, Some(64)).map_or(0, |d| d.rgb.width() as u64)
     });
+    time(
+        "decode, min side 32 (1/8: DC only for a ~500 px image)",
+        &|b| image::decode(b, &lim, Some(32)).map_or(0, |d| d.rgb.width() as u64),
+    );
     let small: Vec<_> = files
         .iter()
         .filter_map(|b| image::decode(b, &lim, Some(128)).ok())

@@ -264,15 +264,38 @@ fn orientation_of(chunk: &[u8]) -> image::metadata::Orientation {
         .unwrap_or(image::metadata::Orientation::NoTransforms)
 }
 
-/// A JPEG at reduced DCT scale, header to pixels with jpeg-decoder alone. `Ok(None)`:
-/// not small enough to scale, or a file this decoder does not take (CMYK, 16-bit,
-/// a header it refuses): the caller decodes at full size, so a quirk of this decoder
-/// never loses an image.
+/// The DCT scale (1, 2, 4 or 8) that keeps the shorter side ≥ `min_side`.
+fn dct_scale(w: u32, h: u32, min_side: u32) -> u32 {
+    let short = w.min(h);
+    let mut scale = 1;
+    while scale < 8 && short / (scale * 2) >= min_side {
+        scale *= 2;
+    }
+    scale
+}
+
+/// A JPEG at reduced DCT scale: by [`crate::kernels::jpeg`] when it takes the file
+/// (baseline, one scan: most of the web), else by jpeg-decoder; both give the same
+/// pixels. `Ok(None)`: not small enough to scale, or a file neither takes (CMYK,
+/// 16-bit, a header jpeg-decoder refuses): the caller decodes at full size, so a
+/// quirk of these decoders never loses an image.
 fn jpeg_scaled(
     bytes: &[u8],
     limits: &Limits,
     min_side: u32,
 ) -> Result<Option<Decoded>, DecodeError> {
+    if let Some(j) = crate::kernels::jpeg::Jpeg::parse(bytes) {
+        let (w, h) = (j.width, j.height);
+        check_pixels(w, h, limits)?;
+        let scale = dct_scale(w, h, min_side);
+        if scale == 1 {
+            return Ok(None);
+        }
+        if let Some((ow, oh, px)) = j.decode(scale) {
+            let mode = if j.components() == 1 { "L" } else { "RGB" };
+            return Ok(upright(w, h, mode, ow, oh, px, j.exif, scale));
+        }
+    }
     let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
     if dec.read_info().is_err() {
         return Ok(None);
@@ -287,11 +310,7 @@ fn jpeg_scaled(
         jpeg_decoder::PixelFormat::L8 => "L",
         _ => return Ok(None),
     };
-    let short = w.min(h);
-    let mut scale = 1;
-    while scale < 8 && short / (scale * 2) >= min_side {
-        scale *= 2;
-    }
+    let scale = dct_scale(w, h, min_side);
     if scale == 1 {
         return Ok(None);
     }
@@ -315,16 +334,28 @@ fn jpeg_scaled(
         }
         _ => return Ok(None),
     };
-    let Some(rgb) = RgbImage::from_raw(ow, oh, rgb) else {
-        return Ok(None);
-    };
-    let orientation = dec
-        .exif_data()
+    Ok(upright(w, h, mode, ow, oh, rgb, dec.exif_data(), scale))
+}
+
+/// A reduced JPEG's pixels turned upright by its EXIF orientation.
+#[allow(clippy::too_many_arguments)]
+fn upright(
+    w: u32,
+    h: u32,
+    mode: &'static str,
+    ow: u32,
+    oh: u32,
+    rgb: Vec<u8>,
+    exif: Option<&[u8]>,
+    scale: u32,
+) -> Option<Decoded> {
+    let rgb = RgbImage::from_raw(ow, oh, rgb)?;
+    let orientation = exif
         .map(orientation_of)
         .unwrap_or(image::metadata::Orientation::NoTransforms);
     let mut img = image::DynamicImage::ImageRgb8(rgb);
     img.apply_orientation(orientation);
-    Ok(Some(Decoded {
+    Some(Decoded {
         header: Header {
             format: "JPEG",
             width: w,
@@ -333,7 +364,7 @@ fn jpeg_scaled(
         },
         rgb: img.into_rgb8(),
         scale,
-    }))
+    })
 }
 
 #[cfg(test)]

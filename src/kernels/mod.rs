@@ -7,6 +7,7 @@ pub mod html;
 pub mod image;
 pub mod image_quality;
 pub mod imagehash;
+pub mod jpeg;
 pub mod lang;
 pub mod minhash;
 pub mod quality;
