@@ -12,11 +12,13 @@ use image::RgbImage;
 
 /// Pillow's `convert("L")`: ITU-R 601-2 luma in 16-bit fixed point.
 pub fn luma(img: &RgbImage) -> Vec<u8> {
-    img.pixels()
-        .map(|p| {
-            ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8
-        })
-        .collect()
+    let raw = img.as_raw();
+    let mut out = vec![0u8; raw.len() / 3];
+    for (o, p) in out.iter_mut().zip(raw.chunks_exact(3)) {
+        *o =
+            ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8;
+    }
+    out
 }
 
 /// Pillow's `resize((ow, oh), LANCZOS)` of an 8-bit single-channel image, bit for bit.

@@ -70,7 +70,7 @@ fn coeffs_cached(in_size: usize, out_size: usize, f: Filter) -> std::rc::Rc<Coef
     use std::cell::RefCell;
     use std::collections::HashMap;
     use std::rc::Rc;
-    const ENTRIES: usize = 256;
+    const ENTRIES: usize = 2048;
     thread_local! {
         static CACHE: RefCell<HashMap<(usize, usize, Filter), Rc<Coeffs>>> =
             RefCell::new(HashMap::new());
