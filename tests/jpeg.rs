@@ -218,3 +218,77 @@ fn truncated_and_corrupted_files_are_declined_or_equal() {
         }
     }
 }
+
+/// Replaces a jpeg-encoder file's frame: size, each component's sampling factors, and
+/// the scan data, written here as `mcus` MCUs of flat blocks (DC difference 0, then
+/// end of block) with the standard tables jpeg-encoder writes.
+fn with_frame(base: &[u8], (w, h): (u16, u16), factors: [u8; 3], mcus: usize) -> Vec<u8> {
+    let sof = base.windows(2).position(|p| p == [0xFF, 0xC0]).unwrap();
+    let sos = base.windows(2).position(|p| p == [0xFF, 0xDA]).unwrap();
+    let mut out = base[..sos].to_vec();
+    out[sof + 5..sof + 7].copy_from_slice(&h.to_be_bytes());
+    out[sof + 7..sof + 9].copy_from_slice(&w.to_be_bytes());
+    for (k, f) in factors.iter().enumerate() {
+        out[sof + 11 + 3 * k] = *f;
+    }
+    let len = u16::from_be_bytes([base[sos + 2], base[sos + 3]]) as usize;
+    out.extend_from_slice(&base[sos..sos + 2 + len]);
+    // Luma: DC category 0 is `00`, EOB `1010`; chroma: `00` and `00`.
+    let mut bits = String::new();
+    for _ in 0..mcus {
+        for (k, f) in factors.iter().enumerate() {
+            let block = if k == 0 { "001010" } else { "0000" };
+            bits.push_str(&block.repeat(((f >> 4) * (f & 15)) as usize));
+        }
+    }
+    while !bits.len().is_multiple_of(8) {
+        bits.push('1');
+    }
+    for i in (0..bits.len()).step_by(8) {
+        let b = u8::from_str_radix(&bits[i..i + 8], 2).unwrap();
+        out.push(b);
+        if b == 0xFF {
+            out.push(0);
+        }
+    }
+    out.extend_from_slice(&[0xFF, 0xD9]);
+    out
+}
+
+/// Inserts a segment just before the scan.
+fn with_segment(base: &[u8], seg: &[u8]) -> Vec<u8> {
+    let sos = base.windows(2).position(|p| p == [0xFF, 0xDA]).unwrap();
+    [&base[..sos], seg, &base[sos..]].concat()
+}
+
+#[test]
+fn headers_jpeg_decoder_refuses_are_declined() {
+    let base = encode(16, 16, false, jpeg_encoder::SamplingFactor::F_1_1, 0, 80);
+    // The hand-written scans are good JPEG: with 4:2:0 factors both decoders take it.
+    let good = with_frame(&base, (16, 16), [0x22, 0x11, 0x11], 1);
+    assert_eq!(check(&good, "hand-written 4:2:0"), 3);
+    let declined = |b: &[u8], what: &str| {
+        assert!(reference(b, 8).is_none(), "{what}: jpeg-decoder takes it");
+        let ours = Jpeg::parse(b).and_then(|j| j.decode(8));
+        assert!(ours.is_none(), "{what}: taken");
+    };
+    // 18 blocks per MCU (JPEG allows 10).
+    declined(
+        &with_frame(&base, (32, 32), [0x44, 0x11, 0x11], 1),
+        "4x4 luma",
+    );
+    // Luma 3×1 over chroma 2×1: no integer ratio, even where the output is one
+    // pixel wide and no upsampling runs.
+    declined(
+        &with_frame(&base, (8, 8), [0x31, 0x21, 0x21], 1),
+        "3:2 ratio",
+    );
+    // An empty Huffman table, and (after a baseline frame) table id 2, even unused.
+    let mut empty = vec![0xFF, 0xC4, 0x00, 0x13, 0x03];
+    empty.extend_from_slice(&[0; 16]);
+    declined(&with_segment(&good, &empty), "empty DHT");
+    let mut id2 = vec![0xFF, 0xC4, 0x00, 0x14, 0x12, 1];
+    id2.extend_from_slice(&[0; 15]);
+    id2.push(0x00);
+    declined(&with_segment(&good, &id2), "DHT id 2 in a baseline file");
+}

@@ -35,8 +35,9 @@ struct Huffman {
     /// value together (bits 0–4), how far the zigzag index advances (run + 1, or 16
     /// for ZRL; bits 5–9), and [`EOB`]. 0: a code longer than the prefix.
     skip: Box<[u16; 1 << LUT_BITS]>,
-    /// Identifies the table's definition (counts and symbols) for [`MULTI_CACHE`].
-    key: u64,
+    /// The table's definition (counts, then symbols): its identity in [`MULTI_CACHE`],
+    /// compared whole (a hash could collide, and the cached table would be wrong).
+    key: Vec<u8>,
 }
 
 /// [`Huffman::skip`]: the end of the block.
@@ -136,7 +137,7 @@ impl Huffman {
             delta,
             values: values[..k].to_vec(),
             skip,
-            key: xxhash_rust::xxh3::xxh3_64(&[&counts[..], &values[..k]].concat()),
+            key: [&counts[..], &values[..k]].concat(),
         })
     }
 }
@@ -393,8 +394,16 @@ impl<'a> Jpeg<'a> {
                         });
                     }
                     // A grey image is one block per MCU whatever its factors; keep to
-                    // the plain case.
+                    // the plain case. As jpeg-decoder: at most 10 blocks per MCU, and
+                    // integer subsampling ratios only.
                     if n == 1 && (comps[0].h != 1 || comps[0].v != 1) {
+                        return None;
+                    }
+                    let hmax = comps.iter().map(|c| c.h).max().unwrap_or(1);
+                    let vmax = comps.iter().map(|c| c.v).max().unwrap_or(1);
+                    if comps.iter().map(|c| c.h * c.v).sum::<u32>() > 10
+                        || comps.iter().any(|c| hmax % c.h != 0 || vmax % c.v != 0)
+                    {
                         return None;
                     }
                     frame = Some((w, h, comps, m == 0xC0));
@@ -408,7 +417,10 @@ impl<'a> Jpeg<'a> {
                         let counts: [u8; 16] = s.get(1..17)?.try_into().ok()?;
                         let total: usize = counts.iter().map(|&c| c as usize).sum();
                         let values = s.get(17..17 + total)?;
-                        if id > 3 || class > 1 || total > 256 {
+                        // As jpeg-decoder: no empty table, and ids 0–1 once a baseline
+                        // frame is known.
+                        let baseline = frame.as_ref().is_some_and(|f| f.3);
+                        if id > 3 || class > 1 || total == 0 || total > 256 || baseline && id > 1 {
                             return None;
                         }
                         let t = Some(Huffman::new(&counts, values)?);
@@ -566,7 +578,7 @@ impl<'a> Jpeg<'a> {
         let mut multi: [Vec<u16>; 4] = Default::default();
         for &(_, ta) in &self.tables {
             if multi[ta].is_empty() {
-                multi[ta] = multi_table(self.ac[ta].as_ref()?.key);
+                multi[ta] = multi_table(&self.ac[ta].as_ref()?.key);
             }
         }
         let mut bits = Bits::new(self.data, self.scan_start);
@@ -579,6 +591,11 @@ impl<'a> Jpeg<'a> {
         };
         for my in 0..mcuy {
             for mx in 0..mcux {
+                // A scan short of data: stop now (jpeg-decoder would go on decoding
+                // fed zeros to the end of a possibly huge image).
+                if bits.overrun() {
+                    return None;
+                }
                 if self.restart > 0 {
                     if left == 0 {
                         if bits.overrun() || bits.take_marker()? != 0xD0 + rst {
@@ -610,7 +627,7 @@ impl<'a> Jpeg<'a> {
         }
         for (ta, m) in multi.into_iter().enumerate() {
             if let Some(h) = self.ac[ta].as_ref().filter(|_| !m.is_empty()) {
-                keep_multi_table(h.key, m);
+                keep_multi_table(&h.key, m);
             }
         }
         // The scan must end within its data and be followed by the end of the image.
@@ -676,16 +693,16 @@ impl<'a> Jpeg<'a> {
 
 thread_local! {
     /// Multi-symbol tables of the AC tables this thread has met, by definition.
-    static MULTI_CACHE: std::cell::RefCell<Vec<(u64, Vec<u16>)>> =
+    static MULTI_CACHE: std::cell::RefCell<Vec<(Vec<u8>, Vec<u16>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The multi-symbol table of the AC table with `key`: the cached one (taken out
 /// while in use) or a fresh, empty one.
-fn multi_table(key: u64) -> Vec<u16> {
+fn multi_table(key: &[u8]) -> Vec<u16> {
     MULTI_CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        match c.iter().position(|(k, _)| *k == key) {
+        match c.iter().position(|(k, _)| k == key) {
             Some(i) => c.swap_remove(i).1,
             None => vec![UNSET; 1 << MULTI_BITS],
         }
@@ -693,13 +710,13 @@ fn multi_table(key: u64) -> Vec<u16> {
 }
 
 /// Puts a table back: at most 8 are kept, the newest.
-fn keep_multi_table(key: u64, t: Vec<u16>) {
+fn keep_multi_table(key: &[u8], t: Vec<u16>) {
     MULTI_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= 8 {
             c.remove(0);
         }
-        c.push((key, t));
+        c.push((key.to_vec(), t));
     })
 }
 
