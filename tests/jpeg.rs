@@ -100,13 +100,7 @@ fn encode(
     restart: u16,
     q: u8,
 ) -> Vec<u8> {
-    let mut seed = (w as u64) << 32 | (h as u64) << 16 | q as u64 | 1;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut next = mdf::kernels::xorshift((w as u64) << 32 | (h as u64) << 16 | q as u64 | 1);
     // A photo-like mix: gradients plus noise, so every coefficient band is used.
     let ch = if gray { 1 } else { 3 };
     let mut px = Vec::with_capacity(w as usize * h as usize * ch);
@@ -200,13 +194,10 @@ fn truncated_and_corrupted_files_are_declined_or_equal() {
         "cut files taken: {}",
         b.len() - 1 - declined
     );
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = mdf::kernels::xorshift(0x2545_F491_4F6C_DD1D);
     for i in 0..3000 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
         let mut t = b.clone();
-        let at = seed as usize % t.len();
+        let at = next() as usize % t.len();
         t[at] ^= 1 << (i % 8);
         // Either declined or what jpeg-decoder makes of the same bytes.
         check(&t, &format!("bit {} of byte {at} flipped", i % 8));

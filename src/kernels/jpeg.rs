@@ -598,7 +598,7 @@ impl<'a> Jpeg<'a> {
                 }
                 if self.restart > 0 {
                     if left == 0 {
-                        if bits.overrun() || bits.take_marker()? != 0xD0 + rst {
+                        if bits.take_marker()? != 0xD0 + rst {
                             return None;
                         }
                         pred = [0; 3];
