@@ -319,8 +319,13 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     };
     let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
     let committed = |phase: &str| files_under(&job_dir.join("commits").join(phase)).len();
-    let mut live: Vec<Child> = (0..3).map(|i| slow(&format!("w{i}"))).collect();
-    // Wait for pass 1, then kill during the reduce, then during the apply.
+    let mut live: Vec<(String, Child)> = (0..3)
+        .map(|i| {
+            let id = format!("w{i}");
+            (id.clone(), slow(&id))
+        })
+        .collect();
+    // Wait for pass 1.
     let t0 = Instant::now();
     while committed("p00") < 8 {
         assert!(
@@ -329,28 +334,54 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    for round in 0..2 {
-        std::thread::sleep(Duration::from_millis(1200));
-        for mut c in live.drain(..2) {
+    // Then, until a pass-2 lease was taken over (at most four rounds): wait for a
+    // live worker to hold a pass-2 task, kill it and one other, start two
+    // replacements. Killing the holder (not whoever comes first after a fixed
+    // sleep) makes the takeover certain on a slow machine too; a holder that
+    // commits between the look and the kill only costs a round.
+    let mut round = 0;
+    while round < 4 && pass2_takeovers(&job_dir) == 0 {
+        let t1 = Instant::now();
+        let holder = loop {
+            if let Some(w) = held_pass2(&job_dir)
+                .into_iter()
+                .find(|w| live.iter().any(|(id, _)| id == w))
+            {
+                break Some(w);
+            }
+            if committed("finalize") > 0 {
+                break None;
+            }
+            assert!(
+                t1.elapsed() < Duration::from_secs(60),
+                "no pass-2 lease was held"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let Some(holder) = holder else { break };
+        let at = live.iter().position(|(id, _)| *id == holder).unwrap();
+        let other = (at + 1) % live.len();
+        for i in [at.max(other), at.min(other)] {
+            let (_, mut c) = live.remove(i);
             c.kill().unwrap();
             c.wait().unwrap();
         }
-        live.push(slow(&format!("r{round}a")));
-        live.push(slow(&format!("r{round}b")));
+        for s in ["a", "b"] {
+            let id = format!("r{round}{s}");
+            live.push((id.clone(), slow(&id)));
+        }
+        round += 1;
+        // Let the lease expire (TTL 2 s) and be taken over before looking again.
+        std::thread::sleep(Duration::from_millis(2500));
     }
+    let mut live: Vec<Child> = live.into_iter().map(|(_, c)| c).collect();
     wait_all(&mut live, Duration::from_secs(180));
     let st = status_json(&job);
     assert_eq!(st["succeeded"], true, "{st:#}");
-    let takeovers = files_under(&jobs)
-        .iter()
-        .filter(|f| f.contains("/leases/p") && !f.contains("/leases/p00/"))
-        .filter(|f| {
-            let v: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(jobs.join(f)).unwrap()).unwrap();
-            v["lost"].as_u64().unwrap_or(0) > 0
-        })
-        .count();
-    assert!(takeovers > 0, "no pass-2 lease was taken over");
+    assert!(
+        pass2_takeovers(&job_dir) > 0,
+        "no pass-2 lease was taken over"
+    );
     let ids = output_ids(&out);
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "no duplicates");
@@ -370,4 +401,55 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     b.sort();
     assert_eq!(a, b, "same survivors as a clean single-worker run");
     a
+}
+
+/// Lease records of pass-2 phases (`p01`, `p02`, ...; not `p00`, not `finalize`),
+/// per task directory in seq order: `(phase, task, records)`.
+fn pass2_leases(job_dir: &Path) -> Vec<(String, String, Vec<serde_json::Value>)> {
+    let mut out = Vec::new();
+    let list = |d: &Path| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for phase in list(&job_dir.join("leases")) {
+        let name = phase.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with('p') || name == "p00" {
+            continue;
+        }
+        for task in list(&phase) {
+            let records = list(&task)
+                .iter()
+                .filter_map(|f| std::fs::read(f).ok())
+                .filter_map(|b| serde_json::from_slice(&b).ok())
+                .collect();
+            let t = task.file_name().unwrap().to_string_lossy().into_owned();
+            out.push((name.clone(), t, records));
+        }
+    }
+    out
+}
+
+/// Pass-2 lease records that took over an expired lease.
+fn pass2_takeovers(job_dir: &Path) -> usize {
+    pass2_leases(job_dir)
+        .iter()
+        .flat_map(|(_, _, r)| r)
+        .filter(|v| v["lost"].as_u64().unwrap_or(0) > 0)
+        .count()
+}
+
+/// Workers holding a pass-2 task now: its last record is a lease and it has no
+/// commit record.
+fn held_pass2(job_dir: &Path) -> Vec<String> {
+    pass2_leases(job_dir)
+        .into_iter()
+        .filter(|(p, t, _)| !job_dir.join(format!("commits/{p}/{t}.json")).exists())
+        .filter_map(|(_, _, r)| {
+            let last = r.last()?;
+            (last["kind"] == "lease").then(|| last["worker"].as_str().unwrap().to_string())
+        })
+        .collect()
 }
