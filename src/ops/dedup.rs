@@ -109,7 +109,7 @@ pub struct DedupParams {
 }
 
 fn default_rounds() -> u32 {
-    8
+    32
 }
 
 /// The column `cluster_column: true` adds in the apply phase.
@@ -187,7 +187,7 @@ fn build(p: &Obj) -> Option<Operator> {
     let max_rounds = if kind.is_exact() {
         default_rounds()
     } else {
-        p.u64_in("max_rounds", 8, 2, 64) as u32
+        p.u64_in("max_rounds", default_rounds().into(), 2, 64) as u32
     };
     if against.is_some() && !kind.is_exact() {
         p.sink.error(
