@@ -505,6 +505,8 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
     let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     // MDF_BENCH_MISSES=1: each missed snippet and each boilerplate one kept, for tuning.
     let show = std::env::var_os("MDF_BENCH_MISSES").is_some();
+    // MDF_BENCH_DUMP=<dir>: each page's extracted text as <dir>/<file>.txt.
+    let dump = std::env::var_os("MDF_BENCH_DUMP").map(std::path::PathBuf::from);
     let (mut tp, mut fp, mut fn_, mut pages, mut bytes, mut secs) =
         (0usize, 0usize, 0usize, 0usize, 0usize, 0f64);
     for (url, e) in eval
@@ -525,9 +527,14 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
         let html = crate::worker::readers::warc::decode_text(&raw, None, Some(url)).text;
         let t = Instant::now();
         let text = crate::kernels::html::extract(&html, std::time::Duration::from_secs(10))
-            .map(|x| norm(&x.text))
+            .map(|x| x.text)
             .unwrap_or_default();
         secs += t.elapsed().as_secs_f64();
+        if let Some(d) = &dump {
+            std::fs::create_dir_all(d)?;
+            std::fs::write(d.join(format!("{file}.txt")), &text)?;
+        }
+        let text = norm(&text);
         pages += 1;
         bytes += html.len();
         for s in e["with"]

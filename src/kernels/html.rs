@@ -37,12 +37,14 @@ struct Block {
 struct Elem {
     tag: String,
     boiler: bool,
+    /// Boilerplate by tag, role or hiding (`nav`, `role=navigation`,
+    /// `display:none`), which no descendant undoes; class words ("widget",
+    /// "sidebar") are undone by a descendant with a content class ("post-body").
+    hard: bool,
     content: bool,
 }
 
-const SKIP_RAW: &[&str] = &[
-    "script", "style", "noscript", "template", "textarea", "title",
-];
+const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
 const SKIP_TREE: &[&str] = &[
     "svg", "math", "iframe", "object", "select", "button", "head", "form", "figure",
 ];
@@ -279,10 +281,10 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             if is_block {
                 flush(&mut cur, &mut blocks);
             }
-            if name == "a" {
-                in_link = in_link.saturating_sub(1);
-            }
+            // Closing an element closes the links left open inside it: an
+            // unclosed `<a>` must not make the rest of the page link text.
             if let Some(i) = stack.iter().rposition(|e| e.tag == name) {
+                in_link -= stack[i..].iter().filter(|e| e.tag == "a").count();
                 stack.truncate(i);
                 if skip_depth.is_some_and(|d| d > stack.len()) {
                     skip_depth = None;
@@ -310,15 +312,17 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if is_block {
             flush(&mut cur, &mut blocks);
         }
-        if name == "a" {
-            in_link += 1;
-        }
         if kind & K_VOID != 0 || b[..tag_end].ends_with(b"/>") {
             continue;
         }
+        if name == "a" {
+            in_link += 1;
+        }
         let lower_attrs = attrs.to_ascii_lowercase();
         let (parent_boiler, parent_content) = flags(&stack);
-        let mut boiler = parent_boiler || kind & K_BOILER != 0;
+        let parent_hard = stack.last().is_some_and(|e| e.hard);
+        let mut hard = parent_hard || kind & K_BOILER != 0;
+        let mut boiler = parent_boiler || hard;
         let mut content = parent_content || name == "article" || name == "main";
         // Page-level containers carry site-wide classes ("has-navigation"): their
         // class words say nothing about the content inside.
@@ -332,22 +336,26 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         }
         if has_content_word {
             content = true;
+            if words & W_BOILER == 0 && !hard {
+                boiler = false;
+            }
         }
         if name == "article" || name == "main" {
             boiler = false;
+            hard = false;
         }
         if a.itemprop.contains("articlebody") || a.role == "main" {
             content = true;
             boiler = false;
+            hard = false;
         }
         if matches!(a.role, "navigation" | "banner" | "contentinfo")
             || a.aria_hidden == "true"
             || a.hidden_style
+            || (name == "header" && !parent_content)
         {
             boiler = true;
-        }
-        if name == "header" && !parent_content {
-            boiler = true;
+            hard = true;
         }
         if cur.text.is_empty() {
             cur.heading =
@@ -357,6 +365,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         stack.push(Elem {
             tag: name.clone(),
             boiler,
+            hard,
             content,
         });
         if skip_depth.is_none() && kind & K_SKIP_TREE != 0 {
@@ -365,6 +374,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if stack.len() > 2048 {
             // Unclosed elements piling up: keep the stack bounded.
             stack.drain(..1024);
+            in_link = stack.iter().filter(|e| e.tag == "a").count();
         }
     }
     flush(&mut cur, &mut blocks);
@@ -502,6 +512,10 @@ impl<'a> Attrs<'a> {
     }
 }
 
+/// Characters dropped from extracted text: soft hyphen, zero-width space, word
+/// joiner, zero-width no-break space (BOM).
+const INVISIBLE: [char; 4] = ['\u{ad}', '\u{200b}', '\u{2060}', '\u{feff}'];
+
 fn push_text(cur: &mut Block, raw: &str, link: bool, boiler: bool, content: bool) {
     // Whitespace between tags (most text nodes) needs no decoding.
     let blank = raw.bytes().all(|c| c.is_ascii_whitespace());
@@ -516,6 +530,13 @@ fn push_text(cur: &mut Block, raw: &str, link: bool, boiler: bool, content: bool
         }
         return;
     }
+    // Invisible format characters (soft hyphens, zero-width spaces, BOMs, word
+    // joiners) are layout hints, not text: "Mag&shy;da&shy;le&shy;ner" is one word.
+    let t = if t.contains(INVISIBLE) {
+        std::borrow::Cow::Owned(t.replace(INVISIBLE, ""))
+    } else {
+        t
+    };
     let before = cur.text.len();
     collapse_into(&mut cur.text, &t);
     if link {
@@ -760,6 +781,42 @@ mod tests {
         ] {
             assert!(!e.text.contains(junk), "{junk} leaked: {}", e.text);
         }
+    }
+
+    /// Four ways real pages (trafilatura's evaluation set) lost their whole text.
+    #[test]
+    fn page_structures_that_used_to_lose_the_article() {
+        let para = "This paragraph is the article: long enough, with no links in it, to be \
+                    taken as main content by any reasonable extractor.";
+        let ex = |html: &str| extract(html, Duration::from_secs(1)).unwrap().text;
+        // Blogger: everything inside `class="widget Blog"`; the post body says content.
+        let t = ex(&format!(
+            "<body><div class='widget Blog'><h2>Title</h2><div class='post-body entry-content'>\
+             <p>{para}</p></div><div class='share'><p>{para} (shared)</p></div></div></body>"
+        ));
+        assert!(t.contains(para), "{t}");
+        assert!(!t.contains("(shared)"), "{t}");
+        // ... but a content class does not undo a `nav` or a hidden element.
+        let t = ex(&format!(
+            "<body><nav><div class='content'><p>{para}</p></div></nav></body>"
+        ));
+        assert!(t.is_empty(), "{t}");
+        // An `<a>` left open closes with its parent: the text after it is no link.
+        let t = ex(&format!(
+            "<body><div><span><a href='/x'>Adjust</span></div><p>{para}</p><p>{para} Two.</p></body>"
+        ));
+        assert!(t.contains("Two."), "{t}");
+        // The article in `<noscript>` (the script copy is a template) is read.
+        let t = ex(&format!(
+            "<body><article><script type='text/template'><p>{para}</p></script>\
+             <noscript><p>{para}</p></noscript></article></body>"
+        ));
+        assert!(t.contains(para), "{t}");
+        // Soft hyphens and zero-width spaces are dropped, not kept inside words.
+        let t = ex(&format!(
+            "<body><p>{para} Mag&shy;da\u{ad}le\u{200b}ner.</p></body>"
+        ));
+        assert!(t.contains("Magdalener."), "{t}");
     }
 
     #[test]
