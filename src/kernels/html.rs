@@ -28,6 +28,8 @@ struct Block {
     text: String,
     link_chars: usize,
     boiler: bool,
+    /// Boilerplate by tag, role or hiding only (see [`Elem::hard`]).
+    hard: bool,
     content: bool,
     heading: bool,
     item: bool,
@@ -46,7 +48,11 @@ struct Elem {
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
 const SKIP_TREE: &[&str] = &[
-    "svg", "math", "iframe", "object", "select", "button", "head", "form", "figure",
+    "svg", "math", "iframe", "object", "select", "button", "head", "figure",
+];
+/// Elements that may appear in `<head>` (with what trackers put in its `<noscript>`).
+const IN_HEAD: &[&str] = &[
+    "meta", "link", "title", "style", "script", "noscript", "base", "template", "img", "iframe",
 ];
 const BOILER_TAGS: &[&str] = &["nav", "footer", "aside", "menu", "dialog"];
 const BLOCK_TAGS: &[&str] = &[
@@ -224,6 +230,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         let last = stack.last();
         (
             last.is_some_and(|e| e.boiler),
+            last.is_some_and(|e| e.hard),
             last.is_some_and(|e| e.content),
         )
     };
@@ -236,8 +243,8 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             .map(|i| pos + i)
             .unwrap_or(b.len());
         if lt > pos && skip_depth.is_none() {
-            let (boiler, content) = flags(&stack);
-            push_text(&mut cur, &html[pos..lt], in_link > 0, boiler, content);
+            let f = flags(&stack);
+            push_text(&mut cur, &html[pos..lt], in_link > 0, f);
         }
         if lt >= b.len() {
             break;
@@ -265,8 +272,8 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if name_end == name_start {
             // A lone '<' in text.
             if skip_depth.is_none() {
-                let (boiler, content) = flags(&stack);
-                push_text(&mut cur, "<", in_link > 0, boiler, content);
+                let f = flags(&stack);
+                push_text(&mut cur, "<", in_link > 0, f);
             }
             pos = lt + 1;
             continue;
@@ -291,6 +298,17 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 }
             }
             continue;
+        }
+        // A body element inside `<head>` means the head was never closed: close
+        // it there, as HTML parsers do, instead of skipping the whole page.
+        if let Some(d) = skip_depth {
+            if stack.get(d - 1).is_some_and(|e| e.tag == "head")
+                && !IN_HEAD.contains(&name.as_str())
+            {
+                in_link -= stack[d - 1..].iter().filter(|e| e.tag == "a").count();
+                stack.truncate(d - 1);
+                skip_depth = None;
+            }
         }
         if kind & K_SKIP_RAW != 0 {
             // Raw text up to the matching end tag.
@@ -319,8 +337,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             in_link += 1;
         }
         let lower_attrs = attrs.to_ascii_lowercase();
-        let (parent_boiler, parent_content) = flags(&stack);
-        let parent_hard = stack.last().is_some_and(|e| e.hard);
+        let (parent_boiler, parent_hard, parent_content) = flags(&stack);
         let mut hard = parent_hard || kind & K_BOILER != 0;
         let mut boiler = parent_boiler || hard;
         let mut content = parent_content || name == "article" || name == "main";
@@ -331,7 +348,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         let a = Attrs::parse(&lower_attrs);
         let words = class_kinds(&[a.class, a.id]);
         let has_content_word = words & W_CONTENT != 0;
-        if !container && !has_content_word && words & W_BOILER != 0 {
+        if !container && !has_content_word && (words & W_BOILER != 0 || name == "form") {
             boiler = true;
         }
         if has_content_word {
@@ -374,13 +391,32 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if stack.len() > 2048 {
             // Unclosed elements piling up: keep the stack bounded.
             stack.drain(..1024);
+            // The skipped subtree keeps its place (or, drained, ends).
+            skip_depth = skip_depth
+                .and_then(|d| d.checked_sub(1024))
+                .filter(|&d| d > 0);
             in_link = stack.iter().filter(|e| e.tag == "a").count();
         }
     }
     flush(&mut cur, &mut blocks);
     Ok(Extracted {
         title,
-        text: select(&blocks),
+        text: {
+            // Too little left: class words or a page-wide `<form>` may have marked
+            // the article itself; choose again trusting only tags, roles and
+            // hiding (as trafilatura falls back to a baseline extraction).
+            let text = select(&blocks, false);
+            if text.len() < FALLBACK_BELOW {
+                let relaxed = select(&blocks, true);
+                if relaxed.len() > text.len() {
+                    relaxed
+                } else {
+                    text
+                }
+            } else {
+                text
+            }
+        },
     })
 }
 
@@ -516,7 +552,7 @@ impl<'a> Attrs<'a> {
 /// joiner, zero-width no-break space (BOM).
 const INVISIBLE: [char; 4] = ['\u{ad}', '\u{200b}', '\u{2060}', '\u{feff}'];
 
-fn push_text(cur: &mut Block, raw: &str, link: bool, boiler: bool, content: bool) {
+fn push_text(cur: &mut Block, raw: &str, link: bool, (boiler, hard, content): (bool, bool, bool)) {
     // Whitespace between tags (most text nodes) needs no decoding.
     let blank = raw.bytes().all(|c| c.is_ascii_whitespace());
     let t = if blank {
@@ -543,6 +579,7 @@ fn push_text(cur: &mut Block, raw: &str, link: bool, boiler: bool, content: bool
         cur.link_chars += cur.text[before..].trim().chars().count();
     }
     cur.boiler |= boiler;
+    cur.hard |= hard;
     cur.content |= content;
 }
 
@@ -559,15 +596,20 @@ fn flush(cur: &mut Block, blocks: &mut Vec<Block>) {
 }
 
 /// Chooses the main-content blocks and joins them with newlines.
-fn select(blocks: &[Block]) -> String {
+/// Main text shorter than this (bytes) is chosen again with class-word boilerplate
+/// ignored.
+const FALLBACK_BELOW: usize = 500;
+
+fn select(blocks: &[Block], relaxed: bool) -> String {
     let chars = |b: &Block| b.text.chars().count();
+    let boiler = |b: &Block| if relaxed { b.hard } else { b.boiler };
     let content_chars: usize = blocks
         .iter()
-        .filter(|b| b.content && !b.boiler)
+        .filter(|b| b.content && !boiler(b))
         .map(chars)
         .sum();
     let use_region = content_chars >= 200;
-    let candidate = |b: &Block| !b.boiler && (!use_region || b.content);
+    let candidate = |b: &Block| !boiler(b) && (!use_region || b.content);
     // Classify: good (long, few links), short (neutral), bad.
     #[derive(Clone, Copy, PartialEq)]
     enum C {
@@ -792,7 +834,8 @@ mod tests {
         // Blogger: everything inside `class="widget Blog"`; the post body says content.
         let t = ex(&format!(
             "<body><div class='widget Blog'><h2>Title</h2><div class='post-body entry-content'>\
-             <p>{para}</p></div><div class='share'><p>{para} (shared)</p></div></div></body>"
+             <p>{para}</p><p>{para}</p><p>{para}</p><p>{para}</p></div>\
+             <div class='share'><p>{para} (shared)</p></div></div></body>"
         ));
         assert!(t.contains(para), "{t}");
         assert!(!t.contains("(shared)"), "{t}");
@@ -812,6 +855,17 @@ mod tests {
              <noscript><p>{para}</p></noscript></article></body>"
         ));
         assert!(t.contains(para), "{t}");
+        // A `<head>` never closed ends at the first body element.
+        let t = ex(&format!(
+            "<html><head><title>T</title><div><p>{para}</p></div></html>"
+        ));
+        assert!(t.contains(para), "{t}");
+        // A page-wide `<form>` (ASP.NET) marks everything; with too little left, the
+        // choice is made again on tags alone, and the `nav` stays out.
+        let t = ex(&format!(
+            "<body><form id='aspnetForm'><nav><p>{para} (menu)</p></nav><p>{para}</p></form></body>"
+        ));
+        assert!(t.contains(para) && !t.contains("(menu)"), "{t}");
         // Soft hyphens and zero-width spaces are dropped, not kept inside words.
         let t = ex(&format!(
             "<body><p>{para} Mag&shy;da\u{ad}le\u{200b}ner.</p></body>"
