@@ -314,7 +314,9 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 skip_depth = None;
             }
         }
-        if kind & K_SKIP_RAW != 0 {
+        // `<title/>` (in SVG) has no raw text to skip: looking for its end tag would
+        // swallow the page up to the next one.
+        if kind & K_SKIP_RAW != 0 && !b[..tag_end].ends_with(b"/>") {
             // Raw text up to the matching end tag.
             let close = format!("</{name}");
             let end = find_ci(&b[pos..], close.as_bytes())
@@ -607,6 +609,8 @@ fn flush(cur: &mut Block, blocks: &mut Vec<Block>, stack: &[Elem]) {
 /// ignored.
 const FALLBACK_BELOW: usize = 500;
 
+/// Share of the good text a content region must hold to be used.
+const REGION_SHARE: f64 = 0.5;
 /// Share of the good text the main container holds (0.6–0.7 score best on the
 /// development set; 0.5 and 0.9 lose 0.001–0.003 F1).
 const MAIN_SHARE: f64 = 0.7;
@@ -616,39 +620,50 @@ const OUTSIDE_MIN: usize = 100;
 fn select(blocks: &[Block], relaxed: bool) -> String {
     let chars = |b: &Block| b.text.chars().count();
     let boiler = |b: &Block| if relaxed { b.hard } else { b.boiler };
-    let content_chars: usize = blocks
-        .iter()
-        .filter(|b| b.content && !boiler(b))
-        .map(chars)
-        .sum();
-    let use_region = content_chars >= 200;
-    let candidate = |b: &Block| !boiler(b) && (!use_region || b.content);
-    // Classify: good (long, few links), short (neutral), bad.
+    // Classify: good (long, few links), short (neutral), bad. In a content region
+    // (blocks under content markup), only its blocks are candidates.
     #[derive(Clone, Copy, PartialEq)]
     enum C {
         Good,
         Near,
         Bad,
     }
-    let class: Vec<C> = blocks
-        .iter()
-        .map(|b| {
-            if !candidate(b) {
-                return C::Bad;
+    let classify = |use_region: bool| -> Vec<C> {
+        blocks
+            .iter()
+            .map(|b| {
+                if boiler(b) || (use_region && !b.content) {
+                    return C::Bad;
+                }
+                let n = chars(b).max(1);
+                let density = b.link_chars as f64 / n as f64;
+                if density > 0.5 {
+                    C::Bad
+                } else if (n >= 50 && density < 0.25) || (use_region && b.item && density < 0.3) {
+                    C::Good
+                } else if b.heading || (use_region && n >= 20) || n < 30 {
+                    C::Near
+                } else {
+                    C::Good
+                }
+            })
+            .collect()
+    };
+    let mut class = classify(false);
+    // The region is used when it holds enough of the good text: markup that says
+    // "content" around a teaser box must not hide an article it does not mark.
+    let (mut in_region, mut all) = (0usize, 0usize);
+    for (b, c) in blocks.iter().zip(&class) {
+        if *c == C::Good {
+            all += b.text.len();
+            if b.content {
+                in_region += b.text.len();
             }
-            let n = chars(b).max(1);
-            let density = b.link_chars as f64 / n as f64;
-            if density > 0.5 {
-                C::Bad
-            } else if (n >= 50 && density < 0.25) || (use_region && b.item && density < 0.3) {
-                C::Good
-            } else if b.heading || (use_region && n >= 20) || n < 30 {
-                C::Near
-            } else {
-                C::Good
-            }
-        })
-        .collect();
+        }
+    }
+    if in_region >= 200 && in_region as f64 >= REGION_SHARE * all as f64 {
+        class = classify(true);
+    }
     // Near blocks survive when a good block is close by (context, as jusText does).
     // The main container: the deepest element holding at least MAIN_SHARE of the
     // good text. Outside it only long good blocks are kept (an article split
@@ -903,6 +918,11 @@ mod tests {
             "<body><form id='aspnetForm'><nav><p>{para} (menu)</p></nav><p>{para}</p></form></body>"
         ));
         assert!(t.contains(para) && !t.contains("(menu)"), "{t}");
+        // A self-closed `<title/>` in an SVG icon does not hide what follows.
+        let t = ex(&format!(
+            "<body><svg><title id='i'/><path d='M0'/></svg><p>{para}</p></body>"
+        ));
+        assert!(t.contains(para), "{t}");
         // Soft hyphens and zero-width spaces are dropped, not kept inside words.
         let t = ex(&format!(
             "<body><p>{para} Mag&shy;da\u{ad}le\u{200b}ner.</p></body>"
