@@ -124,7 +124,6 @@ const BOILER_WORDS: &[&str] = &[
     "promo",
     "subscribe",
     "newsletter",
-    "widget",
     "popup",
     "modal",
     "login",
@@ -189,11 +188,20 @@ fn tag_kind(name: &str) -> u8 {
 // Class and id word kinds.
 const W_CONTENT: u8 = 1;
 const W_BOILER: u8 = 2;
+/// Boilerplate outside content only, and it does not stop a content word beside it
+/// from undoing an ancestor's boilerplate: page builders call every block a widget
+/// (`elementor-widget elementor-widget-theme-post-content` >
+/// `elementor-widget-container` > the article's paragraphs).
+const W_WEAK_BOILER: u8 = 4;
+const WEAK_BOILER_WORDS: &[&str] = &["widget"];
 
 static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
     let mut m = FastMap::default();
     for w in BOILER_WORDS {
         *m.entry(*w).or_insert(0) |= W_BOILER;
+    }
+    for w in WEAK_BOILER_WORDS {
+        *m.entry(*w).or_insert(0) |= W_WEAK_BOILER;
     }
     for w in CONTENT_WORDS {
         *m.entry(*w).or_insert(0) |= W_CONTENT;
@@ -354,7 +362,12 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         let a = Attrs::parse(&lower_attrs);
         let words = class_kinds(&[a.class, a.id]);
         let has_content_word = words & W_CONTENT != 0;
-        if !container && !has_content_word && (words & W_BOILER != 0 || name == "form") {
+        if !container
+            && !has_content_word
+            && (words & W_BOILER != 0
+                || (words & W_WEAK_BOILER != 0 && !parent_content)
+                || name == "form")
+        {
             boiler = true;
         }
         if has_content_word {
@@ -918,6 +931,17 @@ mod tests {
             "<body><form id='aspnetForm'><nav><p>{para} (menu)</p></nav><p>{para}</p></form></body>"
         ));
         assert!(t.contains(para) && !t.contains("(menu)"), "{t}");
+        // Elementor: widget wrappers around and inside the post content (and
+        // enough other text that no fallback hides a miss).
+        let t = ex(&format!(
+            "<body><div class='elementor post'><div class='elementor-widget-wrap'>\
+             <div class='elementor-widget elementor-widget-theme-post-content'>\
+             <div class='elementor-widget-container'><p>{para} (post)</p><p>{para}</p><p>{para}</p>\
+             <p>{para}</p><p>{para}</p></div></div></div></div>\
+             <div><p>{para} (more)</p><p>{para} (more)</p><p>{para} (more)</p><p>{para} (more)</p>\
+             <p>{para} (more)</p></div></body>"
+        ));
+        assert!(t.contains("(post)"), "{t}");
         // A self-closed `<title/>` in an SVG icon does not hide what follows.
         let t = ex(&format!(
             "<body><svg><title id='i'/><path d='M0'/></svg><p>{para}</p></body>"
