@@ -313,14 +313,13 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         }
         // A body element inside `<head>` means the head was never closed: close
         // it there, as HTML parsers do, instead of skipping the whole page.
-        if let Some(d) = skip_depth {
-            if stack.get(d - 1).is_some_and(|e| e.tag == "head")
-                && !IN_HEAD.contains(&name.as_str())
-            {
-                in_link -= stack[d - 1..].iter().filter(|e| e.tag == "a").count();
-                stack.truncate(d - 1);
-                skip_depth = None;
-            }
+        if let Some(d) = skip_depth
+            && stack.get(d - 1).is_some_and(|e| e.tag == "head")
+            && !IN_HEAD.contains(&name.as_str())
+        {
+            in_link -= stack[d - 1..].iter().filter(|e| e.tag == "a").count();
+            stack.truncate(d - 1);
+            skip_depth = None;
         }
         // `<title/>` (in SVG) has no raw text to skip: looking for its end tag would
         // swallow the page up to the next one.
@@ -701,7 +700,8 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
     let inside = |b: &Block| main.is_none_or(|m| b.path.contains(&m));
     let mut out = String::new();
     for (i, b) in blocks.iter().enumerate() {
-        if !inside(b) && !(class[i] == C::Good && b.text.len() >= OUTSIDE_MIN) {
+        let long_good = class[i] == C::Good && b.text.len() >= OUTSIDE_MIN;
+        if !(inside(b) || long_good) {
             continue;
         }
         let keep = match class[i] {
