@@ -711,8 +711,12 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
                 let near_good = |r: std::ops::Range<usize>| {
                     r.filter(|&j| j < blocks.len()).any(|j| class[j] == C::Good)
                 };
-                near_good(i.saturating_sub(2)..i) && near_good(i + 1..i + 3)
-                    || (b.heading && near_good(i + 1..i + 3))
+                let (before, after) = (near_good(i.saturating_sub(2)..i), near_good(i + 1..i + 3));
+                before && after
+                    || (b.heading && after)
+                    // A short line in content, no links, leading into good text:
+                    // a bold paragraph used as a heading, a list's lead-in.
+                    || (b.content && b.link_chars == 0 && after)
             }
         };
         if keep {
@@ -942,6 +946,16 @@ mod tests {
              <p>{para} (more)</p></div></body>"
         ));
         assert!(t.contains("(post)"), "{t}");
+        // A short line leading into the text (a bold paragraph as a heading) is
+        // kept; a short linked line in the same place is not.
+        let t = ex(&format!(
+            "<body><article><p><a href='/x'>All recipes</a></p><p><b>For the dough:</b></p>\
+             <p>{para}</p><p>{para}</p></article></body>"
+        ));
+        assert!(
+            t.contains("For the dough:") && !t.contains("All recipes"),
+            "{t}"
+        );
         // A self-closed `<title/>` in an SVG icon does not hide what follows.
         let t = ex(&format!(
             "<body><svg><title id='i'/><path d='M0'/></svg><p>{para}</p></body>"
