@@ -210,11 +210,23 @@ static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
 });
 
 /// The union of the kinds of the words in class and id values.
+/// Within one class token that names a widget, a single content word is the
+/// widget's own ("widget-content", "widget_text" in a sidebar); it takes two to name
+/// the post's content ("elementor-widget-theme-post-content").
 fn class_kinds(values: &[&str]) -> u8 {
     let mut k = 0;
     for v in values {
-        for w in words_of(v) {
-            k |= CLASS_WORDS.get(w).copied().unwrap_or(0);
+        for token in v.split_ascii_whitespace() {
+            let (mut t, mut contents) = (0u8, 0u32);
+            for w in words_of(token) {
+                let kind = CLASS_WORDS.get(w).copied().unwrap_or(0);
+                contents += u32::from(kind & W_CONTENT != 0);
+                t |= kind;
+            }
+            if t & W_WEAK_BOILER != 0 && contents < 2 {
+                t &= !W_CONTENT;
+            }
+            k |= t;
         }
     }
     k
@@ -946,6 +958,13 @@ mod tests {
              <p>{para} (more)</p></div></body>"
         ));
         assert!(t.contains("(post)"), "{t}");
+        // ... while a sidebar widget's own "widget-content" stays boilerplate.
+        let t = ex(&format!(
+            "<body><div class='post'><p>{para}</p><p>{para}</p><p>{para}</p><p>{para}</p>\
+             <p>{para}</p></div><div class='sidebar'><div class='widget'>\
+             <div class='widget-content'><p>{para} (widget)</p></div></div></div></body>"
+        ));
+        assert!(!t.contains("(widget)"), "{t}");
         // A short line leading into the text (a bold paragraph as a heading) is
         // kept; a short linked line in the same place is not.
         let t = ex(&format!(
