@@ -723,12 +723,13 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
                 let near_good = |r: std::ops::Range<usize>| {
                     r.filter(|&j| j < blocks.len()).any(|j| class[j] == C::Good)
                 };
-                let (before, after) = (near_good(i.saturating_sub(2)..i), near_good(i + 1..i + 3));
-                before && after
-                    || (b.heading && after)
-                    // A short line in content, no links, leading into good text:
-                    // a bold paragraph used as a heading, a list's lead-in.
-                    || (b.content && b.link_chars == 0 && after)
+                // Between good blocks; or leading into good text as a heading, or as
+                // a short link-free line in content (a bold paragraph used as a
+                // heading, a list's lead-in).
+                near_good(i + 1..i + 3)
+                    && (near_good(i.saturating_sub(2)..i)
+                        || b.heading
+                        || (b.content && b.link_chars == 0))
             }
         };
         if keep {
