@@ -315,8 +315,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             // Closing an element closes the links left open inside it: an
             // unclosed `<a>` must not make the rest of the page link text.
             if let Some(i) = stack.iter().rposition(|e| e.tag == name) {
-                in_link -= stack[i..].iter().filter(|e| e.tag == "a").count();
-                stack.truncate(i);
+                close_from(&mut stack, i, &mut in_link);
                 if skip_depth.is_some_and(|d| d > stack.len()) {
                     skip_depth = None;
                 }
@@ -329,8 +328,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             && stack.get(d - 1).is_some_and(|e| e.tag == "head")
             && !IN_HEAD.contains(&name.as_str())
         {
-            in_link -= stack[d - 1..].iter().filter(|e| e.tag == "a").count();
-            stack.truncate(d - 1);
+            close_from(&mut stack, d - 1, &mut in_link);
             skip_depth = None;
         }
         // `<title/>` (in SVG) has no raw text to skip: looking for its end tag would
@@ -584,6 +582,12 @@ impl<'a> Attrs<'a> {
 /// joiner, zero-width no-break space (BOM).
 const INVISIBLE: [char; 4] = ['\u{ad}', '\u{200b}', '\u{2060}', '\u{feff}'];
 
+/// Closes the open elements from `stack[i]` on, and the links among them.
+fn close_from(stack: &mut Vec<Elem>, i: usize, in_link: &mut usize) {
+    *in_link -= stack[i..].iter().filter(|e| e.tag == "a").count();
+    stack.truncate(i);
+}
+
 fn push_text(cur: &mut Block, raw: &str, link: bool, (boiler, hard, content): (bool, bool, bool)) {
     // Whitespace between tags (most text nodes) needs no decoding.
     let blank = raw.bytes().all(|c| c.is_ascii_whitespace());
@@ -628,7 +632,6 @@ fn flush(cur: &mut Block, blocks: &mut Vec<Block>, stack: &[Elem]) {
     }
 }
 
-/// Chooses the main-content blocks and joins them with newlines.
 /// Main text shorter than this (bytes) is chosen again with class-word boilerplate
 /// ignored.
 const FALLBACK_BELOW: usize = 500;
@@ -641,6 +644,8 @@ const MAIN_SHARE: f64 = 0.7;
 /// Good blocks outside the main container are kept from this many bytes.
 const OUTSIDE_MIN: usize = 100;
 
+/// Chooses the main-content blocks and joins them with newlines; `relaxed` trusts
+/// only tag, role and hiding boilerplate (see [`FALLBACK_BELOW`]).
 fn select(blocks: &[Block], relaxed: bool) -> String {
     let chars = |b: &Block| b.text.chars().count();
     let boiler = |b: &Block| if relaxed { b.hard } else { b.boiler };
@@ -688,7 +693,6 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
     if in_region >= 200 && in_region as f64 >= REGION_SHARE * all as f64 {
         class = classify(true);
     }
-    // Near blocks survive when a good block is close by (context, as jusText does).
     // The main container: the deepest element holding at least MAIN_SHARE of the
     // good text. Outside it only long good blocks are kept (an article split
     // around an ad or a gallery); bios, calls to action and teasers are not.
@@ -719,6 +723,8 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
         let keep = match class[i] {
             C::Good => true,
             C::Bad => false,
+            // Near blocks survive when a good block is close by (context, as
+            // jusText does).
             C::Near => {
                 let near_good = |r: std::ops::Range<usize>| {
                     r.filter(|&j| j < blocks.len()).any(|j| class[j] == C::Good)
