@@ -357,7 +357,46 @@ async fn file_columns(
 }
 
 /// Binds stages to schemas phase by phase; returns (input, output) schema per phase.
+///
+/// A column of `output.drop_columns` leaves the data at the end of the first phase
+/// after which no stage needs it (the page HTML after the map phase of a text job,
+/// the image bytes before a near-dedup's candidates are staged): the later phases
+/// neither write nor read it. "Needs" is what the operators' own schema checks say:
+/// the column is dropped where binding the rest of the job without it still succeeds
+/// and yields the same output.
 pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>, SpecErrors> {
+    let mut drops: Vec<(usize, String)> = Vec::new();
+    let mut best = bind_dropping(spec, input.clone(), &drops)?;
+    let n = best.len();
+    for c in &spec.output.drop_columns {
+        if c == crate::records::ID {
+            continue;
+        }
+        for pi in 0..n.saturating_sub(1) {
+            if best[pi].1.index_of(c).is_err() {
+                continue;
+            }
+            drops.push((pi, c.clone()));
+            match bind_dropping(spec, input.clone(), &drops) {
+                Ok(b) if b[n - 1].1 == best[n - 1].1 => {
+                    best = b;
+                    break;
+                }
+                _ => {
+                    drops.pop();
+                }
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// [`bind`] with `drops` (phase, column): the column leaves that phase's output.
+fn bind_dropping(
+    spec: &Spec,
+    input: SchemaRef,
+    drops: &[(usize, String)],
+) -> Result<Vec<(SchemaRef, SchemaRef)>, SpecErrors> {
     let mut errors = Vec::new();
     let mut out = Vec::new();
     let mut schema = input;
@@ -404,16 +443,19 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
             }
         }
         let mut phase_out = schema.clone();
-        // A dedup that ends the pipeline: the candidates it stages need no column the
-        // output drops (its keys are read before staging), so encoded images and
-        // signatures are not written and read back for nothing.
-        if pi + 2 == phases.len() && phases[pi + 1].is_empty() && spec.dedup_ending(idxs).is_some()
-        {
-            let (drop, keep): (Vec<_>, Vec<_>) =
-                phase_out.fields().iter().cloned().partition(|f| {
-                    spec.output.drop_columns.contains(f.name()) && f.name() != crate::records::ID
-                });
-            dropped_early = drop.iter().map(|f| f.name().clone()).collect();
+        let here: Vec<&String> = drops
+            .iter()
+            .filter(|(p, _)| *p == pi)
+            .map(|(_, c)| c)
+            .collect();
+        if !here.is_empty() {
+            let keep: Vec<_> = phase_out
+                .fields()
+                .iter()
+                .filter(|f| !here.contains(&f.name()))
+                .cloned()
+                .collect();
+            dropped_early.extend(here.into_iter().cloned());
             phase_out = Arc::new(Schema::new(keep));
             schema = phase_out.clone();
         }
@@ -728,5 +770,49 @@ mod tests {
         );
         let g = split(&files[..2], Format::Jsonl, 1000, 1);
         assert_eq!(g.len(), 2, "max_files_per_task caps packing");
+    }
+
+    fn bound(yaml: &str) -> Vec<(SchemaRef, SchemaRef)> {
+        let spec = Spec::from_value(serde_json::from_str(yaml).unwrap()).unwrap();
+        let cols: Vec<(String, arrow_schema::DataType)> = ["url", "html"]
+            .iter()
+            .map(|c| (c.to_string(), arrow_schema::DataType::Utf8))
+            .collect();
+        bind(&spec, crate::records::with_id_column(&cols)).unwrap()
+    }
+
+    fn names(s: &SchemaRef) -> Vec<&str> {
+        s.fields().iter().map(|f| f.name().as_str()).collect()
+    }
+
+    #[test]
+    fn dropped_columns_leave_after_the_last_phase_that_needs_them() {
+        let stages = r#"[{"op": "html_extract"}, {"op": "exact_key", "name": "content"}, {"op": "dedup", "params": {"key": "content_key"}},
+            {"op": "text_length"}, {"op": "minhash"},
+            {"op": "dedup", "name": "near", "params": {"key": "minhash", "kind": "minhash"}}]"#;
+        let b = bound(&format!(
+            r#"{{"version": 1, "input": {{"uris": ["x.warc.gz"]}}, "stages": {stages},
+                "output": {{"uri": "out", "drop_columns": ["html", "minhash"]}}}}"#
+        ));
+        assert_eq!(b.len(), 3);
+        // The map phase no longer writes the page HTML: nothing after it reads it.
+        assert!(names(&b[0].0).contains(&"html"));
+        assert!(!names(&b[0].1).contains(&"html"), "{:?}", names(&b[0].1));
+        assert!(!names(&b[1].0).contains(&"html"));
+        // The signatures are needed by the near dedup that ends phase 1, not after.
+        assert!(names(&b[1].1).contains(&"text_chars"));
+        assert!(!names(&b[1].1).contains(&"minhash"), "{:?}", names(&b[1].1));
+        assert!(!names(&b[2].1).contains(&"minhash"));
+        assert!(!names(&b[2].1).contains(&"html"));
+
+        // A later phase reads the column: it stays until then.
+        let stages = r#"[{"op": "html_extract"}, {"op": "exact_key", "name": "content"}, {"op": "dedup", "params": {"key": "content_key"}},
+            {"op": "text_length", "params": {"field": "html"}}]"#;
+        let b = bound(&format!(
+            r#"{{"version": 1, "input": {{"uris": ["x.warc.gz"]}}, "stages": {stages},
+                "output": {{"uri": "out", "drop_columns": ["html"]}}}}"#
+        ));
+        assert!(names(&b[0].1).contains(&"html"), "{:?}", names(&b[0].1));
+        assert!(!names(b.last().map(|x| &x.1).unwrap()).contains(&"html"));
     }
 }

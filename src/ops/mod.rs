@@ -356,27 +356,30 @@ pub fn run_stage_observed(
                 return Ok((batch, vec![]));
             }
             let keep = BooleanArray::from(verdicts.iter().map(Option::is_none).collect::<Vec<_>>());
-            let dropped_mask = arrow_array::BooleanArray::from(
-                verdicts.iter().map(Option::is_some).collect::<Vec<_>>(),
-            );
-            let dropped = arrow_select::filter::filter_record_batch(&original, &dropped_mask)
-                .map_err(|e| err(e.to_string()))?;
+            // The rejected rows are copied only when their records are kept.
             let records = if keep_records {
+                let dropped_mask = arrow_array::BooleanArray::from(
+                    verdicts.iter().map(Option::is_some).collect::<Vec<_>>(),
+                );
+                let dropped = arrow_select::filter::filter_record_batch(&original, &dropped_mask)
+                    .map_err(|e| err(e.to_string()))?;
                 crate::records::rows_as_json(&dropped)
             } else {
                 vec![]
             };
-            let ids = id_column(&dropped).map_err(err)?;
+            let ids = id_column(&original).map_err(err)?;
+            let mut records = records.into_iter();
             let rejects = verdicts
                 .into_iter()
-                .flatten()
                 .enumerate()
-                .map(|(i, d)| Reject {
-                    id: ids.value(i).to_string(),
-                    reason: d.reason.to_string(),
-                    operator: stage.to_string(),
-                    detail: d.detail,
-                    record: records.get(i).cloned(),
+                .filter_map(|(row, d)| {
+                    d.map(|d| Reject {
+                        id: ids.value(row).to_string(),
+                        reason: d.reason.to_string(),
+                        operator: stage.to_string(),
+                        detail: d.detail,
+                        record: records.next(),
+                    })
                 })
                 .collect();
             let kept = arrow_select::filter::filter_record_batch(&batch, &keep)

@@ -114,20 +114,51 @@ impl WorkerCtx {
 
 /// Binds each phase's stages to its planned input schema and checks the result
 /// against the planned output.
+///
+/// A column the phase does not output (one the planner drops early, see
+/// `coordinator::plan::bind`) leaves the batches right after the last stage that
+/// needs it, so later stages neither filter nor copy it: the page HTML goes after
+/// `html_extract`. Rejected records of later stages are kept without it.
 pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
     let mut out = Vec::new();
     for p in &job.manifest.phases {
+        let planned = |name: &str| p.output_schema.field_with_name(name).ok().cloned();
         let mut schema = Arc::new(p.input_schema.clone());
-        let mut bound = Vec::new();
-        for &i in &p.stages {
+        let mut bound: Vec<BoundStage> = Vec::new();
+        for (k, &i) in p.stages.iter().enumerate() {
             let st = &job.spec.stages[i];
             let histograms = ops::histogram_columns(&st.operator, &schema);
             schema = ops::output_schema(&st.name, &st.operator, &schema)
                 .map_err(|e| format!("stage {}: {e}", st.name))?;
+            let out_schema = schema.clone();
+            let rest: Vec<&crate::spec::StageSpec> = p.stages[k + 1..]
+                .iter()
+                .map(|&j| &job.spec.stages[j])
+                .collect();
+            let mut keep: Vec<usize> = (0..schema.fields().len()).collect();
+            if !rest.is_empty() {
+                for (ci, f) in schema.fields().iter().enumerate() {
+                    if f.name() == crate::records::ID || planned(f.name()).is_some() {
+                        continue;
+                    }
+                    let without: Vec<usize> = keep.iter().copied().filter(|&x| x != ci).collect();
+                    let trial = Arc::new(schema.project(&without).map_err(|e| e.to_string())?);
+                    if binds_without(&rest, trial, &p.output_schema) {
+                        keep = without;
+                    }
+                }
+            }
+            let then_keep = if keep.len() < schema.fields().len() {
+                schema = Arc::new(schema.project(&keep).map_err(|e| e.to_string())?);
+                Some(keep)
+            } else {
+                None
+            };
             bound.push(BoundStage {
                 name: st.name.clone(),
                 op: st.operator.clone(),
-                out_schema: schema.clone(),
+                out_schema,
+                then_keep,
                 histograms,
             });
         }
@@ -147,6 +178,25 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
         out.push(bound);
     }
     Ok(out)
+}
+
+/// Whether `stages` bind to `schema` and still produce every planned column.
+fn binds_without(
+    stages: &[&crate::spec::StageSpec],
+    mut schema: arrow_schema::SchemaRef,
+    planned: &arrow_schema::Schema,
+) -> bool {
+    for st in stages {
+        match ops::output_schema(&st.name, &st.operator, &schema) {
+            Ok(s) => schema = s,
+            Err(_) => return false,
+        }
+    }
+    planned.fields().iter().all(|f| {
+        schema
+            .field_with_name(f.name())
+            .is_ok_and(|g| g.data_type() == f.data_type())
+    })
 }
 
 /// Specs whose operator assets are loaded, by spec hash: workers of one process share

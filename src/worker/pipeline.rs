@@ -23,6 +23,9 @@ pub struct BoundStage {
     pub name: String,
     pub op: Arc<Operator>,
     pub out_schema: SchemaRef,
+    /// The columns (indices into `out_schema`) that go on after this stage, when some
+    /// are no longer needed (see `worker::bind_stages`).
+    pub then_keep: Option<Vec<usize>>,
     /// Columns whose distributions go into the stage's stats.
     pub histograms: Vec<String>,
 }
@@ -213,7 +216,13 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     if !rj.is_empty() && tx.send(Out::Rejects(rj)).is_err() {
                         return Err(PipelineError::Cancelled);
                     }
-                    batch = kept;
+                    batch = match &st.then_keep {
+                        Some(k) => kept.project(k).map_err(|e| ops::OpError {
+                            operator: st.name.clone(),
+                            message: e.to_string(),
+                        })?,
+                        None => kept,
+                    };
                     if batch.num_rows() == 0 {
                         break;
                     }

@@ -350,6 +350,7 @@ async fn execute(
                 name: d.stage.clone(),
                 op: Arc::new(crate::ops::Operator::Filter(Box::new(apply))),
                 out_schema: input_schema.clone(),
+                then_keep: None,
                 histograms: vec![],
             },
         );
