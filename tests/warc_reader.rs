@@ -449,3 +449,75 @@ fn members_cut_inside_their_record_still_make_bounded_batches() {
         b.iter().map(|b| b.num_rows()).collect::<Vec<_>>()
     );
 }
+
+/// One gzip member holding a WARC response record with `html` as its page.
+fn member(i: usize, html: &str) -> Vec<u8> {
+    use std::io::Write;
+    let http = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{html}");
+    let rec = format!(
+        "WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://example.com/{i}\r\nWARC-Date: 2024-01-01T00:00:00Z\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{i:012}>\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: {}\r\n\r\n{http}\r\n\r\n",
+        http.len()
+    );
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(rec.as_bytes()).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn members_larger_than_the_read_window_or_a_record_are_read_or_rejected_in_order() {
+    // Letters from a xorshift generator: ~2.4 MB compressed, past the 1 MiB window
+    // that members are first tried in.
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let noisy: String = (0..3_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (b'a' + (x % 26) as u8) as char
+        })
+        .collect();
+    let mut file = Vec::new();
+    for i in 0..3 {
+        file.extend(member(i, &format!("<p>small page {i}</p>")));
+    }
+    file.extend(member(3, &format!("<p>{noisy}</p>")));
+    assert!(file.len() > 2 << 20);
+    // 12 MB inflated: over max_record_bytes (8 MiB here), left to the streaming reader.
+    file.extend(member(4, &"<p>same words again</p>".repeat(500_000)));
+    for i in 5..8 {
+        file.extend(member(i, &format!("<p>small page {i}</p>")));
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("big-members.warc.gz");
+    std::fs::write(&p, &file).unwrap();
+    let (b, rejects) = read(&p, 0, u64::MAX);
+    let urls: Vec<String> = b
+        .iter()
+        .flat_map(|b| {
+            let c = b.column_by_name("url").unwrap();
+            let c = c.as_any().downcast_ref::<StringArray>().unwrap();
+            (0..c.len())
+                .map(|i| c.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let want: Vec<String> = [0, 1, 2, 3, 5, 6, 7]
+        .iter()
+        .map(|i| format!("http://example.com/{i}"))
+        .collect();
+    assert_eq!(urls, want);
+    let html = b
+        .iter()
+        .find_map(|b| {
+            let c = b.column_by_name("html").unwrap();
+            let c = c.as_any().downcast_ref::<StringArray>().unwrap();
+            (0..c.len())
+                .map(|i| c.value(i))
+                .find(|h| h.len() > 1000)
+                .map(str::to_string)
+        })
+        .unwrap();
+    assert_eq!(html, format!("<p>{noisy}</p>"));
+    let reasons: Vec<&str> = rejects.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons, ["record_too_large"], "{rejects:?}");
+}

@@ -4,6 +4,7 @@
 //! its reason; a corrupt or vanished file becomes one reject for the file; only
 //! storage failures that outlast retries are errors (the attempt is retried).
 pub mod images;
+pub mod inflate;
 pub mod jsonl;
 pub mod laion;
 pub mod parquet;

@@ -939,10 +939,46 @@ pub fn read(
     } else {
         u64::MAX
     };
-    let Some(inner) = open(begin, out)? else {
+    // Members are decompressed whole while they can be; the streaming reader below
+    // takes over at a member that is corrupt, cut short, or larger than a record may
+    // be (a whole file gzipped as one member), with its error handling and resync.
+    let Some(src) = open(begin, out)? else {
         return Ok(missing);
     };
-    let mut r = Counting { inner, pos: begin };
+    let cap = ctx.max_record_bytes.saturating_add(1 << 20).max(8 << 20);
+    let mut whole = Whole {
+        key: &key,
+        slice,
+        ctx,
+        rows: &mut rows,
+        rejects: &mut rejects,
+        stats: &mut stats,
+        out,
+    };
+    let resume = match whole.read(src, begin, end, cap) {
+        Ok(WholeEnd::Done) => {
+            flush(&mut rows, &mut rejects, out);
+            return Ok(stats);
+        }
+        Ok(WholeEnd::StreamFrom(at)) => at,
+        Ok(WholeEnd::ReadFailed(at, e)) => {
+            rejects.push(file_reject(slice, at, "corrupt_input", e.to_string()));
+            stats.rejected += 1;
+            flush(&mut rows, &mut rejects, out);
+            return Ok(stats);
+        }
+        Err(e) if is_stopped(&e) => return Err(ReadError::Cancelled),
+        Err(e) => {
+            return Err(ReadError::Storage {
+                uri: slice.uri.clone(),
+                message: e.to_string(),
+            });
+        }
+    };
+    let Some(inner) = open(resume, out)? else {
+        return Ok(missing);
+    };
+    let mut r = Counting { inner, pos: resume };
     loop {
         if ctx.cancelled() {
             return Err(ReadError::Cancelled);
@@ -1000,6 +1036,123 @@ pub fn read(
     }
     flush(&mut rows, &mut rejects, out);
     Ok(stats)
+}
+
+/// How [`Whole::read`] ended.
+enum WholeEnd {
+    /// The range (or the file) is read.
+    Done,
+    /// The member at this offset needs the streaming reader.
+    StreamFrom(u64),
+    /// The store failed reading at this offset.
+    ReadFailed(u64, std::io::Error),
+}
+
+/// The whole-member path of [`read`]: its row builders and outputs.
+struct Whole<'a> {
+    key: &'a str,
+    slice: &'a InputSlice,
+    ctx: &'a ReadCtx,
+    rows: &'a mut Rows,
+    rejects: &'a mut Vec<Reject>,
+    stats: &'a mut SliceStats,
+    out: &'a mut dyn FnMut(Item) -> bool,
+}
+
+/// Compressed bytes kept ahead of the member being decompressed (members are
+/// ~30 KiB; a larger one grows the window up to `cap`).
+const WINDOW: usize = 1 << 20;
+
+impl Whole<'_> {
+    /// Reads the gzip members from `pos` (a member start) that start before `end`,
+    /// each decompressed whole; members up to `cap` bytes, compressed and inflated.
+    fn read(
+        &mut self,
+        mut src: impl Read,
+        mut pos: u64,
+        end: u64,
+        cap: usize,
+    ) -> std::io::Result<WholeEnd> {
+        let mut inflater = super::inflate::GzipMembers::new();
+        let mut win: Vec<u8> = Vec::with_capacity(2 * WINDOW);
+        let mut start = 0usize;
+        let mut eof = false;
+        let mut inflated = vec![0u8; WINDOW];
+        let mut want = WINDOW;
+        loop {
+            if self.ctx.cancelled() {
+                return Err(std::io::Error::other(Stopped));
+            }
+            if pos >= end {
+                return Ok(WholeEnd::Done);
+            }
+            if !eof && win.len() - start < want {
+                win.drain(..start);
+                start = 0;
+                while !eof && win.len() < want {
+                    let have = win.len();
+                    match (&mut src)
+                        .take((want - have).max(WINDOW) as u64)
+                        .read_to_end(&mut win)
+                    {
+                        Ok(0) => eof = true,
+                        Ok(_) => {}
+                        Err(e) => return Ok(WholeEnd::ReadFailed(pos, e)),
+                    }
+                }
+            }
+            let input = &win[start..];
+            if input.is_empty() {
+                return Ok(WholeEnd::Done);
+            }
+            if !input.starts_with(&GZIP_MAGIC) {
+                return Ok(WholeEnd::StreamFrom(pos));
+            }
+            match inflater.member(input, &mut inflated) {
+                Ok((used, n)) => {
+                    want = WINDOW;
+                    let r = read_records(
+                        &mut &inflated[..n],
+                        pos,
+                        true,
+                        self.key,
+                        self.ctx,
+                        self.rows,
+                        self.rejects,
+                        self.stats,
+                        self.out,
+                    );
+                    match r {
+                        Err(e) if is_stopped(&e) => return Err(e),
+                        Err(e) => {
+                            self.rejects.push(Reject {
+                                id: record_id(self.key, pos),
+                                reason: "corrupt_input".into(),
+                                operator: "reader".into(),
+                                detail: Some(format!(
+                                    "{}: gzip member at byte {pos}: {e}",
+                                    self.slice.uri
+                                )),
+                                record: None,
+                            });
+                            self.stats.rejected += 1;
+                        }
+                        Ok(()) => {}
+                    }
+                    start += used;
+                    pos += used as u64;
+                }
+                Err(super::inflate::InflateError::OutputFull) if inflated.len() < cap => {
+                    inflated.resize((inflated.len() * 2).min(cap), 0);
+                }
+                // Perhaps the member goes on past the window.
+                Err(super::inflate::InflateError::BadData) if !eof && input.len() < cap => {
+                    want = (input.len() * 2).min(cap);
+                }
+                Err(_) => return Ok(WholeEnd::StreamFrom(pos)),
+            }
+        }
+    }
 }
 
 /// Skips forward to the next gzip member that decodes to `WARC/`; false at the end.
