@@ -51,7 +51,7 @@ struct Elem {
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
 const SKIP_TREE: &[&str] = &[
-    "svg", "math", "iframe", "object", "select", "button", "head", "figure",
+    "svg", "math", "iframe", "object", "select", "button", "head", "figure", "rt", "rp",
 ];
 /// Elements that may appear in `<head>` (with what trackers put in its `<noscript>`).
 const IN_HEAD: &[&str] = &[
@@ -937,6 +937,15 @@ mod tests {
             "<body><div><span><a href='/x'>Adjust</span></div><p>{para}</p><p>{para} Two.</p></body>"
         ));
         assert!(t.contains("Two."), "{t}");
+        // Ruby annotations (furigana) are a reading aid, not text: 子(こ)ども reads 子ども.
+        let ja =
+            "<ruby>子<rp>(</rp><rt>こ</rt><rp>)</rp></ruby>どもへの<ruby>虐待<rt>ぎゃくたい</rt>\
+                  </ruby>をなくすための法律ができました。"
+                .repeat(6);
+        let t = ex(&format!(
+            "<body><article><p>{para}</p><p>{ja}</p><p>{para}</p></article></body>"
+        ));
+        assert!(t.contains("子どもへの虐待をなくす"), "{t}");
         // The article in `<noscript>` (the script copy is a template) is read.
         let t = ex(&format!(
             "<body><article><script type='text/template'><p>{para}</p></script>\
