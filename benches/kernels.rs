@@ -23,7 +23,11 @@ fn pages() -> Vec<String> {
                 .read_to_end(&mut raw)
                 .is_ok()
             {
-                out.push(mdf::worker::readers::warc::decode_text(&raw, None, None).text);
+                out.push(
+                    mdf::worker::readers::warc::decode_text(&raw, None, None)
+                        .text
+                        .into_owned(),
+                );
             }
         }
     }

@@ -18,6 +18,7 @@ use crate::records::{Reject, file_key, record_id};
 use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
+use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 
@@ -192,18 +193,19 @@ pub fn arc_header(line: &str) -> Option<WarcHeader> {
 
 /// An HTTP response split into status, headers and the (de-chunked) body.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HttpResponse {
+pub struct HttpResponse<'a> {
     /// The body is shorter than the HTTP Content-Length said.
     pub short: bool,
     pub status: Option<i64>,
     pub content_type: Option<String>,
     pub charset: Option<String>,
-    pub body: Vec<u8>,
+    /// Borrowed from the block unless it was dechunked or decompressed.
+    pub body: Cow<'a, [u8]>,
 }
 
 /// Parses an HTTP response block. Tolerant like browsers: a bad chunked encoding
 /// keeps the raw body.
-pub fn parse_http(block: &[u8]) -> HttpResponse {
+pub fn parse_http(block: &[u8]) -> HttpResponse<'_> {
     let header_end = find(block, b"\r\n\r\n")
         .map(|i| (i, i + 4))
         .or_else(|| find(block, b"\n\n").map(|i| (i, i + 2)));
@@ -213,7 +215,7 @@ pub fn parse_http(block: &[u8]) -> HttpResponse {
             status: None,
             content_type: None,
             charset: None,
-            body: block.to_vec(),
+            body: Cow::Borrowed(block),
         };
     };
     let head = String::from_utf8_lossy(&block[..hend]);
@@ -240,18 +242,21 @@ pub fn parse_http(block: &[u8]) -> HttpResponse {
         }
     }
     let raw = &block[bstart..];
-    let body = if chunked {
-        dechunk(raw).unwrap_or_else(|| raw.to_vec())
-    } else {
-        raw.to_vec()
+    let body = match chunked.then(|| dechunk(raw)).flatten() {
+        Some(b) => Cow::Owned(b),
+        None => Cow::Borrowed(raw),
     };
     let short = !chunked && declared.is_some_and(|d| body.len() < d);
     // Undo Content-Encoding (gzip, deflate) so the body is the document itself.
     let (body, cut) = match encoding.as_deref() {
         Some("gzip" | "x-gzip") => {
-            decode_bounded(flate2::read::MultiGzDecoder::new(&body[..]), body.clone())
+            let (b, cut) = decode_bounded(flate2::read::MultiGzDecoder::new(&body[..]), &body);
+            (Cow::Owned(b), cut)
         }
-        Some("deflate") => decode_bounded(flate2::read::ZlibDecoder::new(&body[..]), body.clone()),
+        Some("deflate") => {
+            let (b, cut) = decode_bounded(flate2::read::ZlibDecoder::new(&body[..]), &body);
+            (Cow::Owned(b), cut)
+        }
         _ => (body, false),
     };
     let charset = content_type.as_deref().and_then(charset_of);
@@ -273,7 +278,7 @@ pub fn parse_http(block: &[u8]) -> HttpResponse {
 
 /// Decompresses at most 64 MiB (a decompression bomb is cut there). On a broken
 /// stream keeps what was decoded and reports it cut; if nothing decodes, keeps `raw`.
-fn decode_bounded(d: impl Read, raw: Vec<u8>) -> (Vec<u8>, bool) {
+fn decode_bounded(d: impl Read, raw: &[u8]) -> (Vec<u8>, bool) {
     const MAX: u64 = 64 << 20;
     let mut out = Vec::new();
     let mut limited = d.take(MAX + 1);
@@ -283,7 +288,7 @@ fn decode_bounded(d: impl Read, raw: Vec<u8>) -> (Vec<u8>, bool) {
             Ok(0) => break,
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) if out.is_empty() => return (raw, false),
+            Err(_) if out.is_empty() => return (raw.to_vec(), false),
             Err(_) => return (out, true),
         }
     }
@@ -305,8 +310,9 @@ pub fn is_text(mime: Option<&str>) -> bool {
 
 /// A body converted to UTF-8.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decoded {
-    pub text: String,
+pub struct Decoded<'a> {
+    /// Borrowed from the body when it is valid UTF-8 already.
+    pub text: Cow<'a, str>,
     /// The WHATWG name of the encoding used.
     pub encoding: &'static str,
     /// Share of characters that did not decode.
@@ -317,7 +323,11 @@ pub struct Decoded {
 /// first 4 KiB, then detection: a body that is valid UTF-8 is UTF-8 (what chardetng
 /// would answer, at a fraction of its cost), otherwise chardetng with the URL's TLD as
 /// a hint.
-pub fn decode_text(body: &[u8], http_charset: Option<&str>, url: Option<&str>) -> Decoded {
+pub fn decode_text<'a>(
+    body: &'a [u8],
+    http_charset: Option<&str>,
+    url: Option<&str>,
+) -> Decoded<'a> {
     use encoding_rs::Encoding;
     let enc = Encoding::for_bom(body)
         .map(|(e, _)| e)
@@ -370,7 +380,7 @@ pub fn decode_text(body: &[u8], http_charset: Option<&str>, url: Option<&str>) -
     };
     Decoded {
         bad_ratio,
-        text: text.into_owned(),
+        text,
         encoding: used.name(),
     }
 }
@@ -687,28 +697,40 @@ fn read_records(
             .get("WARC-Type")
             .is_some_and(|t| t.eq_ignore_ascii_case(wanted_type));
         let wanted = is_response && len <= ctx.max_record_bytes as u64;
-        let mut block = Vec::new();
-        // Read what there is: a stream may end or break inside the block.
-        let mut limited = (&mut counting).take(len);
+        // A block already in the reader's buffer (always, for a gzip member
+        // decompressed whole) is used in place; otherwise it is copied out.
+        let in_place = counting.fill_buf().is_ok_and(|b| b.len() as u64 >= len);
+        let mut owned = Vec::new();
         let mut broken = None;
         let mut got = 0u64;
-        let mut chunk = [0u8; 64 << 10];
-        loop {
-            match limited.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => {
-                    got += n as u64;
-                    if wanted {
-                        block.extend_from_slice(&chunk[..n]);
+        if in_place {
+            got = len;
+        } else {
+            // Read what there is: a stream may end or break inside the block.
+            let mut limited = (&mut counting).take(len);
+            let mut chunk = [0u8; 64 << 10];
+            loop {
+                match limited.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got += n as u64;
+                        if wanted {
+                            owned.extend_from_slice(&chunk[..n]);
+                        }
                     }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    broken = Some(e);
-                    break;
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        broken = Some(e);
+                        break;
+                    }
                 }
             }
         }
+        let block: &[u8] = if in_place {
+            &counting.fill_buf()?[..len as usize]
+        } else {
+            &owned
+        };
         stats.bytes += got;
         let cut = got < len;
         if is_response && !wanted {
@@ -727,7 +749,7 @@ fn read_records(
             let url = h
                 .get("WARC-Target-URI")
                 .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
-            let text = String::from_utf8_lossy(&block);
+            let text = String::from_utf8_lossy(block);
             let bad = text.chars().filter(|&c| c == '\u{FFFD}').count();
             if bad * 10 > text.chars().count().max(1) {
                 stats.rejected += 1;
@@ -743,7 +765,7 @@ fn read_records(
                 rows.push_wet(&id, url, &h, text.trim_end(), cut);
             }
         } else if is_response {
-            let http = parse_http(&block);
+            let http = parse_http(block);
             let url = h
                 .get("WARC-Target-URI")
                 .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
@@ -780,6 +802,9 @@ fn read_records(
                     rows.push(&id, url, &h, &http, text, cut);
                 }
             }
+        }
+        if in_place {
+            counting.consume(len as usize);
         }
         if let Some(e) = broken {
             return Err(e);
@@ -1185,10 +1210,10 @@ mod tests {
         assert_eq!(r.status, Some(200));
         assert_eq!(r.content_type.as_deref(), Some("text/html"));
         assert_eq!(r.charset.as_deref(), Some("iso-8859-1"));
-        assert_eq!(r.body, b"hello world");
+        assert_eq!(&*r.body, b"hello world");
         // Wrong chunk sizes keep the raw body.
         let bad = parse_http(b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\nff\nshort");
-        assert_eq!(bad.body, b"ff\nshort");
+        assert_eq!(&*bad.body, b"ff\nshort");
     }
 
     #[test]
@@ -1229,7 +1254,7 @@ mod tests {
         let sjis = "日本語のテキストです。これは検出のテストです。".repeat(5);
         let (bytes, _, _) = encoding_rs::SHIFT_JIS.encode(&sjis);
         let d = decode_text(&bytes, None, Some("http://example.jp/x"));
-        assert_eq!((d.encoding, d.text.as_str()), ("Shift_JIS", sjis.as_str()));
+        assert_eq!((d.encoding, &*d.text), ("Shift_JIS", sjis.as_str()));
         assert!(is_text(Some("text/html")) && is_text(None) && !is_text(Some("image/png")));
     }
 
