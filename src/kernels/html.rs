@@ -430,8 +430,8 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
     }
     flush(&mut cur, &mut blocks, &stack);
     Ok(Extracted {
-        title,
-        text: {
+        title: title.map(nfc),
+        text: nfc({
             // Too little left: class words or a page-wide `<form>` may have marked
             // the article itself; choose again trusting only tags, roles and
             // hiding (as trafilatura falls back to a baseline extraction).
@@ -446,8 +446,20 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             } else {
                 text
             }
-        },
+        }),
     })
+}
+
+/// Unicode NFC, as text is compared and deduplicated: pages mix precomposed and
+/// decomposed forms ("ä" as a + U+0308 from some editors, Bengali য় as one code point
+/// or two). ASCII and already-NFC text (nearly all) is returned as it is.
+fn nfc(s: String) -> String {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    if s.is_ascii() || is_nfc_quick(s.chars()) == IsNormalized::Yes {
+        s
+    } else {
+        s.nfc().collect()
+    }
 }
 
 fn find_tag_end(b: &[u8], from: usize) -> usize {
@@ -946,6 +958,12 @@ mod tests {
             "<body><article><p>{para}</p><p>{ja}</p><p>{para}</p></article></body>"
         ));
         assert!(t.contains("子どもへの虐待をなくす"), "{t}");
+        // Text comes out in NFC: a decomposed umlaut is one character.
+        let t = ex(&format!(
+            "<body><article><p>{para} {}</p></article></body>",
+            "Gru\u{308}ße."
+        ));
+        assert!(t.contains("Grüße."), "{t}");
         // The article in `<noscript>` (the script copy is a template) is read.
         let t = ex(&format!(
             "<body><article><script type='text/template'><p>{para}</p></script>\
