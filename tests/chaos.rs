@@ -168,6 +168,10 @@ fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
         let lines = docs(300 + (i % (n_files / 2).max(1)) as u64, 60);
         place.put(&rt, &format!("in/{i:03}.jsonl"), lines.join("\n") + "\n");
     }
+    // The injected faults sit above the S3 client's own retries, so a part-file
+    // upload that meets one fails its attempt (several puts an attempt, 3 % + 3 % of
+    // them faulted): the default 3 attempts ran out for one task in a CI run. This
+    // test is about exactly-once output under faults, so tasks get 8 attempts.
     let spec_text = |root: &str, out: &str| {
         format!(
             r#"
@@ -184,7 +188,7 @@ stages:
   - op: dedup
     params: {{key: content_key, partitions: 4}}
 output: {{uri: "{out}"}}
-job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000, max_attempts: 8}}
 "#
         )
     };
