@@ -176,45 +176,42 @@ fn ngrams(chars: &[char], out: &mut Vec<u64>) {
     }
 }
 
-/// Writing systems by Unicode block, for narrowing the candidates.
-const SCRIPTS: &[(u32, u32)] = &[
-    (0x0041, 0x024F), // 0 Latin
-    (0x0370, 0x03FF), // 1 Greek
-    (0x0400, 0x052F), // 2 Cyrillic
-    (0x0530, 0x058F), // 3 Armenian
-    (0x0590, 0x05FF), // 4 Hebrew
-    (0x0600, 0x06FF), // 5 Arabic
-    (0x0900, 0x097F), // 6 Devanagari
-    (0x0980, 0x09FF), // 7 Bengali
-    (0x0A00, 0x0A7F), // 8 Gurmukhi
-    (0x0A80, 0x0AFF), // 9 Gujarati
-    (0x0B00, 0x0B7F), // 10 Oriya
-    (0x0B80, 0x0BFF), // 11 Tamil
-    (0x0C00, 0x0C7F), // 12 Telugu
-    (0x0C80, 0x0CFF), // 13 Kannada
-    (0x0D00, 0x0D7F), // 14 Malayalam
-    (0x0D80, 0x0DFF), // 15 Sinhala
-    (0x0E00, 0x0E7F), // 16 Thai
-    (0x1000, 0x109F), // 17 Myanmar
-    (0x10A0, 0x10FF), // 18 Georgian
-    (0x1100, 0x11FF), // 19 Hangul Jamo
-    (0x1200, 0x139F), // 20 Ethiopic
-    (0x1780, 0x17FF), // 21 Khmer
-    (0x1E00, 0x1EFF), // 22 Latin Extended Additional (Vietnamese)
-    (0x3040, 0x30FF), // 23 Hiragana and Katakana
-    (0x3400, 0x4DBF), // 24 CJK Extension A
-    (0x4E00, 0x9FFF), // 25 CJK
-    (0xAC00, 0xD7AF), // 26 Hangul syllables
-    (0x0750, 0x077F), // 27 Arabic Supplement
-    (0xFB50, 0xFEFF), // 28 Arabic presentation forms
+/// Writing systems by Unicode block, for narrowing the candidates: (first, last,
+/// script number); blocks of one script share its number.
+const SCRIPTS: &[(u32, u32, usize)] = &[
+    (0x0041, 0x024F, 0),      // Latin
+    (0x0370, 0x03FF, 1),      // Greek
+    (0x0400, 0x052F, 2),      // Cyrillic
+    (0x0530, 0x058F, 3),      // Armenian
+    (0x0590, 0x05FF, 4),      // Hebrew
+    (0x0600, 0x06FF, 5),      // Arabic
+    (0x0900, 0x097F, 6),      // Devanagari
+    (0x0980, 0x09FF, 7),      // Bengali
+    (0x0A00, 0x0A7F, 8),      // Gurmukhi
+    (0x0A80, 0x0AFF, 9),      // Gujarati
+    (0x0B00, 0x0B7F, 10),     // Oriya
+    (0x0B80, 0x0BFF, 11),     // Tamil
+    (0x0C00, 0x0C7F, 12),     // Telugu
+    (0x0C80, 0x0CFF, 13),     // Kannada
+    (0x0D00, 0x0D7F, 14),     // Malayalam
+    (0x0D80, 0x0DFF, 15),     // Sinhala
+    (0x0E00, 0x0E7F, 16),     // Thai
+    (0x1000, 0x109F, 17),     // Myanmar
+    (0x10A0, 0x10FF, 18),     // Georgian
+    (0x1100, 0x11FF, HANGUL), // Hangul Jamo
+    (0x1200, 0x139F, 20),     // Ethiopic
+    (0x1780, 0x17FF, 21),     // Khmer
+    (0x1E00, 0x1EFF, 0),      // Latin Extended Additional (Vietnamese)
+    (0x3040, 0x30FF, KANA),   // Hiragana and Katakana
+    (0x3400, 0x4DBF, CJK),    // CJK Extension A
+    (0x4E00, 0x9FFF, CJK),    // CJK
+    (0xAC00, 0xD7AF, HANGUL), // Hangul syllables
+    (0x0750, 0x077F, 5),      // Arabic Supplement
+    (0xFB50, 0xFEFF, 5),      // Arabic presentation forms
 ];
-const LATIN_EXT: usize = 22;
 const KANA: usize = 23;
-const CJK_A: usize = 24;
 const CJK: usize = 25;
-const HANGUL_JAMO: usize = 19;
 const HANGUL: usize = 26;
-const ARABIC: usize = 5;
 
 fn script_of(c: char) -> Option<usize> {
     let c = c as u32;
@@ -223,14 +220,8 @@ fn script_of(c: char) -> Option<usize> {
     }
     SCRIPTS
         .iter()
-        .position(|&(lo, hi)| (lo..=hi).contains(&c))
-        .map(|i| match i {
-            LATIN_EXT => 0,
-            CJK_A => CJK,
-            HANGUL_JAMO => HANGUL,
-            27 | 28 => ARABIC,
-            i => i,
-        })
+        .find(|&&(lo, hi, _)| (lo..=hi).contains(&c))
+        .map(|&(_, _, s)| s)
 }
 
 /// Letters per writing system, and all letters.

@@ -122,7 +122,6 @@ impl WorkerCtx {
 pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
     let mut out = Vec::new();
     for p in &job.manifest.phases {
-        let planned = |name: &str| p.output_schema.field_with_name(name).ok().cloned();
         let mut schema = Arc::new(p.input_schema.clone());
         let mut bound: Vec<BoundStage> = Vec::new();
         for (k, &i) in p.stages.iter().enumerate() {
@@ -138,7 +137,9 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
             let mut keep: Vec<usize> = (0..schema.fields().len()).collect();
             if !rest.is_empty() {
                 for (ci, f) in schema.fields().iter().enumerate() {
-                    if f.name() == crate::records::ID || planned(f.name()).is_some() {
+                    if f.name() == crate::records::ID
+                        || p.output_schema.field_with_name(f.name()).is_ok()
+                    {
                         continue;
                     }
                     let without: Vec<usize> = keep.iter().copied().filter(|&x| x != ci).collect();
@@ -162,18 +163,12 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
                 histograms,
             });
         }
-        for f in p.output_schema.fields() {
-            if schema
-                .field_with_name(f.name())
-                .map(|g| g.data_type() != f.data_type())
-                .unwrap_or(true)
-            {
-                return Err(format!(
-                    "phase {}: planned column {:?} does not match what this mdf computes; was the job planned by another version?",
-                    p.name,
-                    f.name()
-                ));
-            }
+        if let Some(f) = unplanned(&schema, &p.output_schema) {
+            return Err(format!(
+                "phase {}: planned column {:?} does not match what this mdf computes; was the job planned by another version?",
+                p.name,
+                f.name()
+            ));
         }
         out.push(bound);
     }
@@ -192,11 +187,23 @@ fn binds_without(
             Err(_) => return false,
         }
     }
-    planned.fields().iter().all(|f| {
-        schema
-            .field_with_name(f.name())
-            .is_ok_and(|g| g.data_type() == f.data_type())
-    })
+    unplanned(&schema, planned).is_none()
+}
+
+/// The first planned column that `schema` lacks or types differently.
+fn unplanned<'a>(
+    schema: &arrow_schema::Schema,
+    planned: &'a arrow_schema::Schema,
+) -> Option<&'a arrow_schema::Field> {
+    planned
+        .fields()
+        .iter()
+        .find(|f| {
+            schema
+                .field_with_name(f.name())
+                .map_or(true, |g| g.data_type() != f.data_type())
+        })
+        .map(|f| f.as_ref())
 }
 
 /// Specs whose operator assets are loaded, by spec hash: workers of one process share

@@ -1043,13 +1043,7 @@ pub fn read(
             return Err(ReadError::Cancelled);
         }
         if let Err(e) = result {
-            rejects.push(Reject {
-                id: record_id(&key, member),
-                reason: "corrupt_input".into(),
-                operator: "reader".into(),
-                detail: Some(format!("{}: gzip member at byte {member}: {e}", slice.uri)),
-                record: None,
-            });
+            rejects.push(member_reject(slice, member, &e));
             stats.rejected += 1;
             // Resynchronise at the next gzip member that starts a WARC record.
             if !resync(&mut r) {
@@ -1061,6 +1055,16 @@ pub fn read(
     }
     flush(&mut rows, &mut rejects, out);
     Ok(stats)
+}
+
+/// The reject for a gzip member whose records could not be read.
+fn member_reject(slice: &InputSlice, member: u64, e: &std::io::Error) -> Reject {
+    file_reject(
+        slice,
+        member,
+        "corrupt_input",
+        format!("gzip member at byte {member}: {e}"),
+    )
 }
 
 /// How [`Whole::read`] ended.
@@ -1150,16 +1154,7 @@ impl Whole<'_> {
                     match r {
                         Err(e) if is_stopped(&e) => return Err(e),
                         Err(e) => {
-                            self.rejects.push(Reject {
-                                id: record_id(self.key, pos),
-                                reason: "corrupt_input".into(),
-                                operator: "reader".into(),
-                                detail: Some(format!(
-                                    "{}: gzip member at byte {pos}: {e}",
-                                    self.slice.uri
-                                )),
-                                record: None,
-                            });
+                            self.rejects.push(member_reject(self.slice, pos, &e));
                             self.stats.rejected += 1;
                         }
                         Ok(()) => {}
