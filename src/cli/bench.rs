@@ -40,11 +40,15 @@ pub enum Bench {
     /// Main-text extraction quality (snippet precision/recall/F1) and speed on a
     /// labelled set (../shared/data/extraction-dev: evaldata.json + html/*.gz).
     Extract {
-        #[arg(long)]
-        dev: std::path::PathBuf,
+        #[arg(long, required_unless_present = "pages")]
+        dev: Option<std::path::PathBuf>,
         /// Score only the first N pages of the set.
         #[arg(long, default_value_t = usize::MAX)]
         limit: usize,
+        /// Speed only, on unlabelled pages: every `*.html` / `*.htm` file under this
+        /// folder (e.g. Debian's python3.11-doc), fastest of three passes.
+        #[arg(long, conflicts_with = "dev")]
+        pages: Option<std::path::PathBuf>,
     },
     /// URL filter throughput on one core with a real block list loaded.
     UrlFilter {
@@ -106,7 +110,23 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
             rt.block_on(protocol(&dir, tasks, workers, records_per_task))?;
             Ok(ExitCode::SUCCESS)
         }
-        Bench::Extract { dev, limit } => {
+        Bench::Extract {
+            pages: Some(dir), ..
+        } => {
+            let (n, bytes, secs) = extract_speed(&dir)?;
+            println!(
+                "mdf bench extract: {n} pages, {:.1} MB of HTML, one core, fastest of 3",
+                bytes as f64 / 1e6
+            );
+            println!();
+            println!("| measure | value |");
+            println!("|---|---|");
+            println!("| pages/s (extraction only) | {:.0} |", n as f64 / secs);
+            println!("| MB/s of HTML | {:.1} |", bytes as f64 / 1e6 / secs);
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Extract { dev, limit, .. } => {
+            let dev = dev.ok_or_else(|| anyhow::anyhow!("--dev or --pages"))?;
             let r = extract_quality(&dev, limit)?;
             println!(
                 "mdf bench extract: {} pages, {:.1} MB of HTML, one core",
@@ -576,6 +596,57 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
         f1: 2.0 * precision * recall / (precision + recall).max(1e-9),
         secs: secs.max(1e-9),
     })
+}
+
+/// Extraction speed on every HTML file under `dir`: (pages, bytes, seconds of the
+/// fastest of three passes). MDF_BENCH_DUMP=<dir> writes each page's text as
+/// `<n>.txt` (files in path order) to compare two builds.
+fn extract_speed(dir: &std::path::Path) -> anyhow::Result<(usize, usize, f64)> {
+    fn walk(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+        for e in std::fs::read_dir(d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|x| x == "html" || x == "htm") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut paths = Vec::new();
+    walk(dir, &mut paths)?;
+    paths.sort();
+    let docs: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            let raw = std::fs::read(p)?;
+            Ok(crate::worker::readers::warc::decode_text(&raw, None, None)
+                .text
+                .into_owned())
+        })
+        .collect::<std::io::Result<_>>()?;
+    let bytes = docs.iter().map(String::len).sum();
+    let budget = std::time::Duration::from_secs(10);
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for d in &docs {
+            std::hint::black_box(crate::kernels::html::extract(d, budget).ok());
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    if let Some(out) = std::env::var_os("MDF_BENCH_DUMP").map(std::path::PathBuf::from) {
+        std::fs::create_dir_all(&out)?;
+        for (i, d) in docs.iter().enumerate() {
+            let x = crate::kernels::html::extract(d, budget).unwrap_or_default();
+            let title = x.title.unwrap_or_default();
+            std::fs::write(
+                out.join(format!("{i}.txt")),
+                format!("{title}\n\n{}", x.text),
+            )?;
+        }
+    }
+    Ok((docs.len(), bytes, best.max(1e-9)))
 }
 
 /// Peak resident memory of this process (VmHWM), in MB.
