@@ -23,23 +23,85 @@ pub enum ExtractError {
     Timeout,
 }
 
+/// A block of text: its bytes in the page's text arena (`start..end`), the ids of
+/// the open elements when it ended in the path arena (`path`, outermost first).
 #[derive(Debug, Default, Clone)]
 struct Block {
-    text: String,
+    start: usize,
+    end: usize,
     link_chars: usize,
     boiler: bool,
     /// Boilerplate by tag, role or hiding only (see [`Elem::hard`]).
     hard: bool,
     content: bool,
-    /// Ids of the open elements when the block ended, outermost first.
-    path: Vec<u32>,
+    path: std::ops::Range<usize>,
     heading: bool,
     item: bool,
 }
 
+impl Block {
+    fn new(start: usize) -> Block {
+        Block {
+            start,
+            end: start,
+            ..Block::default()
+        }
+    }
+}
+
+/// What [`extract`] builds for [`select`]: the blocks, their text and their paths,
+/// each kept in one buffer (a page has thousands of blocks; one allocation each
+/// was a fifth of the extraction time on documentation pages).
+struct Blocks {
+    list: Vec<Block>,
+    text: String,
+    paths: Vec<u32>,
+}
+
+impl Blocks {
+    fn text(&self, b: &Block) -> &str {
+        &self.text[b.start..b.end]
+    }
+
+    fn path(&self, b: &Block) -> &[u32] {
+        &self.paths[b.path.clone()]
+    }
+}
+
+/// A lower-case tag name as one value: up to 16 bytes packed, a longer name
+/// hashed with bit 127 set (packed ASCII never sets it). Names are ASCII letters,
+/// digits, `-` and `:` (no NUL), so packing is one to one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Tag(u128);
+
+impl Tag {
+    const fn of(name: &[u8]) -> Tag {
+        let mut v = 0u128;
+        let mut i = 0;
+        if name.len() <= 16 {
+            while i < name.len() {
+                v |= (name[i].to_ascii_lowercase() as u128) << (8 * i);
+                i += 1;
+            }
+            return Tag(v);
+        }
+        // FNV-1a, 128-bit.
+        v = 0x6c62272e07bb014262b821756295c58d;
+        while i < name.len() {
+            v ^= name[i].to_ascii_lowercase() as u128;
+            v = v.wrapping_mul(0x0000000001000000000000000000013B);
+            i += 1;
+        }
+        Tag(v | 1 << 127)
+    }
+}
+
+const TAG_A: Tag = Tag::of(b"a");
+const TAG_HEAD: Tag = Tag::of(b"head");
+
 #[derive(Debug, Clone)]
 struct Elem {
-    tag: String,
+    tag: Tag,
     id: u32,
     boiler: bool,
     /// Boilerplate by tag, role or hiding (`nav`, `role=navigation`,
@@ -163,9 +225,10 @@ const K_SKIP_RAW: u8 = 2;
 const K_VOID: u8 = 4;
 const K_BOILER: u8 = 8;
 const K_SKIP_TREE: u8 = 16;
+const K_IN_HEAD: u8 = 32;
 
-/// Each known tag's kinds: one hash lookup per tag instead of a scan of five lists.
-static TAG_KINDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
+/// Each known tag's kinds: one hash lookup per tag instead of a scan of six lists.
+static TAG_KINDS: LazyLock<FastMap<Tag, u8>> = LazyLock::new(|| {
     let mut m = FastMap::default();
     for (list, bit) in [
         (BLOCK_TAGS, K_BLOCK),
@@ -173,16 +236,17 @@ static TAG_KINDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
         (VOID, K_VOID),
         (BOILER_TAGS, K_BOILER),
         (SKIP_TREE, K_SKIP_TREE),
+        (IN_HEAD, K_IN_HEAD),
     ] {
         for t in list {
-            *m.entry(*t).or_insert(0) |= bit;
+            *m.entry(Tag::of(t.as_bytes())).or_insert(0) |= bit;
         }
     }
     m
 });
 
-fn tag_kind(name: &str) -> u8 {
-    TAG_KINDS.get(name).copied().unwrap_or(0)
+fn tag_kind(tag: Tag) -> u8 {
+    TAG_KINDS.get(&tag).copied().unwrap_or(0)
 }
 
 // Class and id word kinds.
@@ -242,14 +306,21 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
     let start = Instant::now();
     let b = html.as_bytes();
     let mut stack: Vec<Elem> = Vec::new();
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut cur = Block::default();
+    let mut blocks = Blocks {
+        list: Vec::new(),
+        text: String::with_capacity(html.len() / 4),
+        paths: Vec::new(),
+    };
+    let mut cur = Block::new(0);
     let mut title: Option<String> = None;
     let mut in_link = 0usize;
     let mut next_id = 0u32;
     let mut skip_depth: Option<usize> = None;
     let mut pos = 0usize;
     let mut steps = 0u32;
+    // Scratch reused from tag to tag: the lower-cased name and attributes, and what
+    // `Attrs::parse` needs.
+    let (mut name, mut lower_attrs, mut scratch) = (String::new(), String::new(), String::new());
     let flags = |stack: &[Elem]| {
         let last = stack.last();
         (
@@ -263,12 +334,10 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if steps.is_multiple_of(4096) && start.elapsed() > budget {
             return Err(ExtractError::Timeout);
         }
-        let lt = memchr::memchr(b'<', &b[pos..])
-            .map(|i| pos + i)
-            .unwrap_or(b.len());
+        let lt = find1(b'<', &b[pos..]).map(|i| pos + i).unwrap_or(b.len());
         if lt > pos && skip_depth.is_none() {
             let f = flags(&stack);
-            push_text(&mut cur, &html[pos..lt], in_link > 0, f);
+            push_text(&mut cur, &mut blocks.text, &html[pos..lt], in_link > 0, f);
         }
         if lt >= b.len() {
             break;
@@ -297,16 +366,20 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             // A lone '<' in text.
             if skip_depth.is_none() {
                 let f = flags(&stack);
-                push_text(&mut cur, "<", in_link > 0, f);
+                push_text(&mut cur, &mut blocks.text, "<", in_link > 0, f);
             }
             pos = lt + 1;
             continue;
         }
         let tag_end = find_tag_end(b, name_end);
-        let name = html[name_start..name_end].to_ascii_lowercase();
+        name.clear();
+        name.push_str(&html[name_start..name_end]);
+        name.make_ascii_lowercase();
+        let name = name.as_str();
+        let tag = Tag::of(name.as_bytes());
         let attrs = &html[name_end..tag_end.saturating_sub(1).max(name_end)];
         pos = tag_end;
-        let kind = tag_kind(&name);
+        let kind = tag_kind(tag);
         let is_block = kind & K_BLOCK != 0;
         if closing {
             if is_block {
@@ -314,7 +387,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             }
             // Closing an element closes the links left open inside it: an
             // unclosed `<a>` must not make the rest of the page link text.
-            if let Some(i) = stack.iter().rposition(|e| e.tag == name) {
+            if let Some(i) = stack.iter().rposition(|e| e.tag == tag) {
                 close_from(&mut stack, i, &mut in_link);
                 if skip_depth.is_some_and(|d| d > stack.len()) {
                     skip_depth = None;
@@ -325,8 +398,8 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         // A body element inside `<head>` means the head was never closed: close
         // it there, as HTML parsers do, instead of skipping the whole page.
         if let Some(d) = skip_depth
-            && stack.get(d - 1).is_some_and(|e| e.tag == "head")
-            && !IN_HEAD.contains(&name.as_str())
+            && stack.get(d - 1).is_some_and(|e| e.tag == TAG_HEAD)
+            && kind & K_IN_HEAD == 0
         {
             close_from(&mut stack, d - 1, &mut in_link);
             skip_depth = None;
@@ -335,8 +408,10 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         // swallow the page up to the next one.
         if kind & K_SKIP_RAW != 0 && !b[..tag_end].ends_with(b"/>") {
             // Raw text up to the matching end tag.
-            let close = format!("</{name}");
-            let end = find_ci(&b[pos..], close.as_bytes())
+            scratch.clear();
+            scratch.push_str("</");
+            scratch.push_str(name);
+            let end = find_ci(&b[pos..], scratch.as_bytes())
                 .map(|i| pos + i)
                 .unwrap_or(b.len());
             if name == "title" && title.is_none() {
@@ -356,19 +431,21 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if kind & K_VOID != 0 || b[..tag_end].ends_with(b"/>") {
             continue;
         }
-        if name == "a" {
+        if tag == TAG_A {
             in_link += 1;
         }
-        let lower_attrs = attrs.to_ascii_lowercase();
+        lower_attrs.clear();
+        lower_attrs.push_str(attrs);
+        lower_attrs.make_ascii_lowercase();
         let (parent_boiler, parent_hard, parent_content) = flags(&stack);
         let mut hard = parent_hard || kind & K_BOILER != 0;
         let mut boiler = parent_boiler || hard;
         let mut content = parent_content || name == "article" || name == "main";
         // Page-level containers carry site-wide classes ("has-navigation"): their
         // class words say nothing about the content inside.
-        let container = matches!(name.as_str(), "html" | "body" | "main" | "article");
+        let container = matches!(name, "html" | "body" | "main" | "article");
         // Class and id are read together: `id="social-scroll" class="row body"` is content.
-        let a = Attrs::parse(&lower_attrs);
+        let a = Attrs::parse(&lower_attrs, &mut scratch);
         let words = class_kinds(&[a.class, a.id]);
         let has_content_word = words & W_CONTENT != 0;
         if !container
@@ -402,14 +479,14 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             boiler = true;
             hard = true;
         }
-        if cur.text.is_empty() {
+        if cur.start == blocks.text.len() {
             cur.heading =
                 name.len() == 2 && name.starts_with('h') && name.as_bytes()[1].is_ascii_digit();
             cur.item = name == "li" || name == "td" || name == "dd";
         }
         next_id += 1;
         stack.push(Elem {
-            tag: name.clone(),
+            tag,
             id: next_id,
             boiler,
             hard,
@@ -425,7 +502,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             skip_depth = skip_depth
                 .and_then(|d| d.checked_sub(1024))
                 .filter(|&d| d > 0);
-            in_link = stack.iter().filter(|e| e.tag == "a").count();
+            in_link = stack.iter().filter(|e| e.tag == TAG_A).count();
         }
     }
     flush(&mut cur, &mut blocks, &stack);
@@ -462,6 +539,32 @@ fn nfc(s: String) -> String {
     }
 }
 
+/// Bytes looked at one by one before a search calls `memchr`: in tag-dense pages
+/// most searches end within a few bytes, where the call costs more than the scan.
+const SHORT: usize = 32;
+
+/// `memchr::memchr`, scanning the first [`SHORT`] bytes inline.
+#[inline(always)]
+fn find1(n: u8, hay: &[u8]) -> Option<usize> {
+    let head = &hay[..hay.len().min(SHORT)];
+    match head.iter().position(|&c| c == n) {
+        Some(i) => Some(i),
+        None if hay.len() > SHORT => memchr::memchr(n, &hay[SHORT..]).map(|i| i + SHORT),
+        None => None,
+    }
+}
+
+/// `memchr::memchr3`, scanning the first [`SHORT`] bytes inline.
+#[inline(always)]
+fn find3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
+    let head = &hay[..hay.len().min(SHORT)];
+    match head.iter().position(|&x| x == a || x == b || x == c) {
+        Some(i) => Some(i),
+        None if hay.len() > SHORT => memchr::memchr3(a, b, c, &hay[SHORT..]).map(|i| i + SHORT),
+        None => None,
+    }
+}
+
 fn find_tag_end(b: &[u8], from: usize) -> usize {
     // As an HTML tokenizer does: a quote opens a quoted value only right after `=`
     // (whitespace between allowed); a stray apostrophe elsewhere is just a character.
@@ -473,7 +576,7 @@ fn find_tag_end(b: &[u8], from: usize) -> usize {
             .unwrap_or(b.len())
     };
     let mut i = from;
-    while let Some(j) = memchr::memchr3(b'>', b'"', b'\'', &b[i..]) {
+    while let Some(j) = find3(b'>', b'"', b'\'', &b[i..]) {
         let at = i + j;
         if at - from > RUNAWAY {
             return runaway(); // a runaway attribute value: give up on quoting
@@ -491,7 +594,7 @@ fn find_tag_end(b: &[u8], from: usize) -> usize {
             i = at + 1;
             continue;
         }
-        match memchr::memchr(c, &b[at + 1..]) {
+        match find1(c, &b[at + 1..]) {
             Some(k) if at + 1 + k - from <= RUNAWAY => i = at + 1 + k + 1,
             Some(_) => return runaway(),
             None if b.len() - from > RUNAWAY => return runaway(),
@@ -529,7 +632,8 @@ struct Attrs<'a> {
 }
 
 impl<'a> Attrs<'a> {
-    fn parse(s: &'a str) -> Attrs<'a> {
+    /// `scratch`: a buffer for the work (kept by the caller between tags).
+    fn parse(s: &'a str, scratch: &mut String) -> Attrs<'a> {
         let mut a = Attrs::default();
         let mut seen_style = false;
         let b = s.as_bytes();
@@ -554,7 +658,7 @@ impl<'a> Attrs<'a> {
                 }
                 if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
                     let q = b[i];
-                    let end = memchr::memchr(q, &b[i + 1..]).map_or(b.len(), |e| i + 1 + e);
+                    let end = find1(q, &b[i + 1..]).map_or(b.len(), |e| i + 1 + e);
                     value = &s[i + 1..end];
                     i = end + 1;
                 } else {
@@ -576,8 +680,9 @@ impl<'a> Attrs<'a> {
                 "aria-hidden" => &mut a.aria_hidden,
                 "style" if !seen_style => {
                     seen_style = true;
-                    let compact = value.split_whitespace().collect::<String>();
-                    a.hidden_style = compact.contains("display:none");
+                    scratch.clear();
+                    scratch.extend(value.split_whitespace());
+                    a.hidden_style = scratch.contains("display:none");
                     continue;
                 }
                 _ => continue,
@@ -596,11 +701,19 @@ const INVISIBLE: [char; 4] = ['\u{ad}', '\u{200b}', '\u{2060}', '\u{feff}'];
 
 /// Closes the open elements from `stack[i]` on, and the links among them.
 fn close_from(stack: &mut Vec<Elem>, i: usize, in_link: &mut usize) {
-    *in_link -= stack[i..].iter().filter(|e| e.tag == "a").count();
+    *in_link -= stack[i..].iter().filter(|e| e.tag == TAG_A).count();
     stack.truncate(i);
 }
 
-fn push_text(cur: &mut Block, raw: &str, link: bool, (boiler, hard, content): (bool, bool, bool)) {
+/// Appends a text node to the current block (whose text is the tail of `text`,
+/// from `cur.start`).
+fn push_text(
+    cur: &mut Block,
+    text: &mut String,
+    raw: &str,
+    link: bool,
+    (boiler, hard, content): (bool, bool, bool),
+) {
     // Whitespace between tags (most text nodes) needs no decoding.
     let blank = raw.bytes().all(|c| c.is_ascii_whitespace());
     let t = if blank {
@@ -609,38 +722,54 @@ fn push_text(cur: &mut Block, raw: &str, link: bool, (boiler, hard, content): (b
         decode_entities(raw)
     };
     if t.trim().is_empty() {
-        if !cur.text.is_empty() && !cur.text.ends_with(' ') {
-            cur.text.push(' ');
+        if text.len() > cur.start && !text.ends_with(' ') {
+            text.push(' ');
         }
         return;
     }
     // Invisible format characters (soft hyphens, zero-width spaces, BOMs, word
     // joiners) are layout hints, not text: "Mag&shy;da&shy;le&shy;ner" is one word.
-    let t = if t.contains(INVISIBLE) {
+    let t = if has_invisible(&t) {
         std::borrow::Cow::Owned(t.replace(INVISIBLE, ""))
     } else {
         t
     };
-    let before = cur.text.len();
-    collapse_into(&mut cur.text, &t);
+    let before = text.len();
+    collapse_into(text, &t);
     if link {
-        cur.link_chars += cur.text[before..].trim().chars().count();
+        cur.link_chars += text[before..].trim().chars().count();
     }
     cur.boiler |= boiler;
     cur.hard |= hard;
     cur.content |= content;
 }
 
-fn flush(cur: &mut Block, blocks: &mut Vec<Block>, stack: &[Elem]) {
-    let end = cur.text.trim_end().len();
-    cur.text.truncate(end);
-    let lead = cur.text.len() - cur.text.trim_start().len();
-    cur.text.drain(..lead);
-    if !cur.text.is_empty() {
-        cur.path = stack.iter().map(|e| e.id).collect();
-        blocks.push(std::mem::take(cur));
+/// Whether `s` holds an [`INVISIBLE`] character: only their UTF-8 lead bytes are
+/// looked at, so ASCII and most scripts pass with one vector scan.
+fn has_invisible(s: &str) -> bool {
+    let b = s.as_bytes();
+    memchr::memchr3_iter(0xC2, 0xE2, 0xEF, b).any(|i| {
+        s.get(i..)
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| INVISIBLE.contains(&c))
+    })
+}
+
+/// Ends the current block: its text trimmed, kept (with the path of open elements)
+/// if any is left; the next block starts at the end of the text.
+fn flush(cur: &mut Block, blocks: &mut Blocks, stack: &[Elem]) {
+    let text = &mut blocks.text;
+    let end = cur.start + text[cur.start..].trim_end().len();
+    text.truncate(end);
+    cur.start = end - text[cur.start..].trim_start().len();
+    if cur.start < end {
+        cur.end = end;
+        let p = blocks.paths.len();
+        blocks.paths.extend(stack.iter().map(|e| e.id));
+        cur.path = p..blocks.paths.len();
+        blocks.list.push(std::mem::replace(cur, Block::new(end)));
     } else {
-        *cur = Block::default();
+        *cur = Block::new(end);
     }
 }
 
@@ -658,8 +787,10 @@ const OUTSIDE_MIN: usize = 100;
 
 /// Chooses the main-content blocks and joins them with newlines; `relaxed` trusts
 /// only tag, role and hiding boilerplate (see [`FALLBACK_BELOW`]).
-fn select(blocks: &[Block], relaxed: bool) -> String {
-    let chars = |b: &Block| b.text.chars().count();
+fn select(all_blocks: &Blocks, relaxed: bool) -> String {
+    let blocks = &all_blocks.list[..];
+    let text = |b: &Block| all_blocks.text(b);
+    let chars = |b: &Block| text(b).chars().count();
     let boiler = |b: &Block| if relaxed { b.hard } else { b.boiler };
     // Classify: good (long, few links), short (neutral), bad. In a content region
     // (blocks under content markup), only its blocks are candidates.
@@ -696,9 +827,9 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
     let (mut in_region, mut all) = (0usize, 0usize);
     for (b, c) in blocks.iter().zip(&class) {
         if *c == C::Good {
-            all += b.text.len();
+            all += text(b).len();
             if b.content {
-                in_region += b.text.len();
+                in_region += text(b).len();
             }
         }
     }
@@ -712,9 +843,9 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
     let mut good = 0usize;
     for (b, c) in blocks.iter().zip(&class) {
         if *c == C::Good {
-            let n = b.text.len();
+            let n = text(b).len();
             good += n;
-            for (depth, id) in b.path.iter().enumerate() {
+            for (depth, id) in all_blocks.path(b).iter().enumerate() {
                 let e = under.entry(*id).or_insert((depth, 0));
                 e.1 += n;
             }
@@ -725,10 +856,10 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
         .filter(|(_, (_, n))| *n as f64 >= MAIN_SHARE * good as f64)
         .max_by_key(|(_, (d, _))| *d)
         .map(|(id, _)| *id);
-    let inside = |b: &Block| main.is_none_or(|m| b.path.contains(&m));
+    let inside = |b: &Block| main.is_none_or(|m| all_blocks.path(b).contains(&m));
     let mut out = String::new();
     for (i, b) in blocks.iter().enumerate() {
-        let long_good = class[i] == C::Good && b.text.len() >= OUTSIDE_MIN;
+        let long_good = class[i] == C::Good && text(b).len() >= OUTSIDE_MIN;
         if !(inside(b) || long_good) {
             continue;
         }
@@ -754,7 +885,7 @@ fn select(blocks: &[Block], relaxed: bool) -> String {
             if !out.is_empty() {
                 out.push('\n');
             }
-            out.push_str(&b.text);
+            out.push_str(text(b));
         }
     }
     out
@@ -764,21 +895,44 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Appends `s` with whitespace runs collapsed to one space, keeping a leading or
-/// trailing space if there is one; words are copied as whole slices.
+/// Appends `s` with each whitespace run (as `char::is_whitespace`) collapsed to one
+/// space, a leading or trailing one kept; words are copied as whole slices.
 fn collapse_into(out: &mut String, s: &str) {
-    let mut space = false;
-    for (i, part) in s.split(char::is_whitespace).enumerate() {
-        if i > 0 {
-            space = true;
+    let b = s.as_bytes();
+    let (mut i, mut word, mut space) = (0usize, 0usize, false);
+    while i < b.len() {
+        let c = b[i];
+        let ws = match c {
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => 1,
+            // The lead bytes of the other White_Space characters (U+0085, U+00A0,
+            // U+1680, U+2000–U+205F, U+3000).
+            0xC2 | 0xE1 | 0xE2 | 0xE3 => s[i..]
+                .chars()
+                .next()
+                .filter(|c| c.is_whitespace())
+                .map_or(0, char::len_utf8),
+            _ => 0,
+        };
+        if ws == 0 {
+            i += 1;
+            continue;
         }
-        if !part.is_empty() {
+        if word < i {
             if space {
                 out.push(' ');
-                space = false;
             }
-            out.push_str(part);
+            out.push_str(&s[word..i]);
         }
+        space = true;
+        i += ws;
+        word = i;
+    }
+    if word < b.len() {
+        if space {
+            out.push(' ');
+        }
+        out.push_str(&s[word..]);
+        space = false;
     }
     if space {
         out.push(' ');
@@ -787,6 +941,10 @@ fn collapse_into(out: &mut String, s: &str) {
 
 /// Decodes numeric character references and the common named entities.
 pub fn decode_entities(s: &str) -> std::borrow::Cow<'_, str> {
+    enum Entity {
+        Char(char),
+        Str(&'static str),
+    }
     if !s.contains('&') {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -804,14 +962,17 @@ pub fn decode_entities(s: &str) -> std::borrow::Cow<'_, str> {
                 } else {
                     num.parse().ok()
                 };
-                v.and_then(char::from_u32).map(|c| (c.to_string(), e))
+                v.and_then(char::from_u32).map(|c| (Entity::Char(c), e))
             } else {
-                named(name).map(|c| (c.to_string(), e))
+                named(name).map(|c| (Entity::Str(c), e))
             }
         });
         match decoded {
             Some((c, e)) => {
-                out.push_str(&c);
+                match c {
+                    Entity::Char(c) => out.push(c),
+                    Entity::Str(c) => out.push_str(c),
+                }
                 rest = &tail[e + 1..];
             }
             None => {
@@ -1039,8 +1200,10 @@ mod tests {
 
     #[test]
     fn attributes_are_read_in_one_pass() {
+        let mut scratch = String::new();
         let a = Attrs::parse(
             r#" class="main content" id=post-1 data-id="x" role = 'main' style="color:red; display : none" aria-hidden=true"#,
+            &mut scratch,
         );
         assert_eq!(a.class, "main content");
         assert_eq!(a.id, "post-1", "data-id must not be taken for id");
@@ -1048,10 +1211,74 @@ mod tests {
         assert_eq!(a.aria_hidden, "true");
         assert!(a.hidden_style);
         // The first occurrence wins; valueless attributes and stray characters pass.
-        let a = Attrs::parse(r#"hidden class=a class=b / = x"#);
+        let a = Attrs::parse(r#"hidden class=a class=b / = x"#, &mut scratch);
         assert_eq!(a.class, "a");
         assert!(!a.hidden_style);
-        assert_eq!(Attrs::parse(r#"class="unterminated"#).class, "unterminated");
+        let a = Attrs::parse(r#"class="unterminated"#, &mut scratch);
+        assert_eq!(a.class, "unterminated");
+    }
+
+    #[test]
+    fn whitespace_runs_collapse_as_char_is_whitespace_splits() {
+        // The definition: every maximal run of `char::is_whitespace` becomes one space.
+        let reference = |s: &str| {
+            let mut out = String::new();
+            let mut space = false;
+            for (i, part) in s.split(char::is_whitespace).enumerate() {
+                space |= i > 0;
+                if !part.is_empty() {
+                    if space {
+                        out.push(' ');
+                        space = false;
+                    }
+                    out.push_str(part);
+                }
+            }
+            if space {
+                out.push(' ');
+            }
+            out
+        };
+        let pieces = [
+            "a", "b c", " ", "\t\n", "\u{a0}", "\u{85}", "\u{1680}", "\u{2009}", "\u{202f}",
+            "\u{3000}", "\u{2028}", "é", "\u{2019}", "\u{3001}", "\u{1681}", "\u{2060}", "\x0b",
+            "\u{c0}", "",
+        ];
+        // Every string of up to three pieces, so runs meet words and each other.
+        let mut n = 0;
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let s = format!("{a}{b}{c}");
+                    let mut out = String::from("x");
+                    collapse_into(&mut out, &s);
+                    assert_eq!(out, format!("x{}", reference(&s)), "{s:?}");
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, pieces.len().pow(3));
+    }
+
+    #[test]
+    fn tags_compare_by_lower_case_name_long_ones_too() {
+        assert_eq!(Tag::of(b"DIV"), Tag::of(b"div"));
+        assert_ne!(Tag::of(b"div"), Tag::of(b"dvi"));
+        let long = b"my-very-long-custom-element";
+        assert_eq!(Tag::of(long), Tag::of(b"MY-VERY-LONG-CUSTOM-ELEMENT"));
+        assert_ne!(Tag::of(long), Tag::of(b"my-very-long-custom-elemenx"));
+        assert_ne!(Tag::of(b"0123456789abcdef"), Tag::of(b"0123456789abcdef0"));
+        assert_eq!(tag_kind(Tag::of(b"BlockQuote")), K_BLOCK);
+        assert_eq!(tag_kind(Tag::of(b"custom-element")), 0);
+    }
+
+    #[test]
+    fn invisible_characters_are_found_among_other_multibyte_text() {
+        assert!(!has_invisible("plain ascii"));
+        assert!(!has_invisible("\u{a0}\u{2019}\u{201c}\u{ef00}ünïcödé"));
+        for c in INVISIBLE {
+            assert!(has_invisible(&format!("\u{2019}ab{c}cd")), "{c:?}");
+        }
     }
 
     #[test]
