@@ -48,34 +48,91 @@ fn is_punct(c: char) -> bool {
         )
 }
 
-/// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
-/// leading and trailing punctuation split off as tokens of their own.
-pub fn words(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    for tok in text.split_whitespace() {
-        let start = tok
-            .char_indices()
+/// Maximal runs of non-whitespace, as `str::split_whitespace` gives them
+/// (whitespace: `char::is_whitespace`), found byte by byte: only the lead bytes of
+/// the non-ASCII White_Space characters (U+0085, U+00A0, U+1680, U+2000–U+205F,
+/// U+3000) are decoded.
+struct Tokens<'a> {
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        let (text, b) = (self.text, self.text.as_bytes());
+        let mut start = self.i;
+        let mut i = self.i;
+        while i < b.len() {
+            let ws = match b[i] {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => 1,
+                0xC2 | 0xE1 | 0xE2 | 0xE3 => text[i..]
+                    .chars()
+                    .next()
+                    .filter(|c| c.is_whitespace())
+                    .map_or(0, char::len_utf8),
+                _ => 0,
+            };
+            if ws == 0 {
+                i += 1;
+                continue;
+            }
+            if start < i {
+                self.i = i + ws;
+                return Some(&text[start..i]);
+            }
+            i += ws;
+            start = i;
+        }
+        self.i = b.len();
+        (start < b.len()).then(|| &text[start..])
+    }
+}
+
+fn tokens(text: &str) -> Tokens<'_> {
+    Tokens { text, i: 0 }
+}
+
+/// A token's word pieces: leading punctuation, the word, trailing punctuation (each
+/// `None` when absent). A token of punctuation only is one leading piece; the middle
+/// piece, when present, starts and ends with a non-punctuation character.
+#[inline]
+fn pieces(tok: &str) -> [Option<&str>; 3] {
+    let b = tok.as_bytes();
+    // An ASCII first (last) byte is the whole first (last) character.
+    let start = if b[0] < 0x80 && !b[0].is_ascii_punctuation() {
+        Some(0)
+    } else {
+        tok.char_indices()
             .find(|&(_, c)| !is_punct(c))
-            .map(|(i, _)| i);
-        let Some(start) = start else {
-            out.push(tok);
-            continue;
-        };
-        let end = tok
-            .char_indices()
+            .map(|(i, _)| i)
+    };
+    let Some(start) = start else {
+        return [Some(tok), None, None];
+    };
+    let last = b[b.len() - 1];
+    let end = if last < 0x80 && !last.is_ascii_punctuation() {
+        tok.len()
+    } else {
+        tok.char_indices()
             .rev()
             .find(|&(_, c)| !is_punct(c))
             .map(|(i, c)| i + c.len_utf8())
-            .unwrap_or(tok.len());
-        if start > 0 {
-            out.push(&tok[..start]);
-        }
-        out.push(&tok[start..end]);
-        if end < tok.len() {
-            out.push(&tok[end..]);
-        }
-    }
-    out
+            .unwrap_or(tok.len())
+    };
+    [
+        (start > 0).then(|| &tok[..start]),
+        Some(&tok[start..end]),
+        (end < tok.len()).then(|| &tok[end..]),
+    ]
+}
+
+/// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
+/// leading and trailing punctuation split off as tokens of their own.
+pub fn words(text: &str) -> Vec<&str> {
+    tokens(text).flat_map(pieces).flatten().collect()
 }
 
 /// Gopher quality thresholds (defaults as published).
@@ -112,21 +169,56 @@ impl Default for GopherQuality {
     }
 }
 
+/// The Gopher quality rules in their published order; one pass over the words
+/// gathers what the word rules need.
 pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
-    let words = words(text);
-    let n_words = words.len().max(1) as f64;
-    let non_symbol: Vec<&&str> = words
-        .iter()
-        .filter(|w| w.chars().any(|c| !is_punct(c)))
-        .collect();
-    let n = non_symbol.len();
+    // Words, words with a non-punctuation character (by construction the middle
+    // piece of a token, see `pieces`) and their characters, words with a letter,
+    // and which stop words occur.
+    let (mut n_words, mut n, mut chars, mut alpha) = (0usize, 0usize, 0usize, 0usize);
+    let stops: Vec<&str> = q.stop_words.iter().map(String::as_str).collect();
+    let mut stop_first = [false; 256];
+    for s in &stops {
+        if let Some(&c) = s.as_bytes().first() {
+            stop_first[c as usize] = true;
+        }
+    }
+    let mut stop_seen = vec![false; stops.len()];
+    let mut stops_found = 0usize;
+    let want_stops = q.min_stop_words.unwrap_or(0);
+    for tok in tokens(text) {
+        let [lead, core, trail] = pieces(tok);
+        n_words += usize::from(lead.is_some()) + usize::from(trail.is_some());
+        for w in [lead, trail].into_iter().flatten().chain(core) {
+            if stops_found < want_stops && stop_first[w.as_bytes()[0] as usize] {
+                for (i, s) in stops.iter().enumerate() {
+                    if !stop_seen[i] && *s == w {
+                        stop_seen[i] = true;
+                        stops_found += 1;
+                    }
+                }
+            }
+        }
+        if let Some(w) = core {
+            n_words += 1;
+            n += 1;
+            if w.is_ascii() {
+                chars += w.len();
+                alpha += usize::from(w.bytes().any(|c| c.is_ascii_alphabetic()));
+            } else {
+                chars += w.chars().count();
+                alpha += usize::from(w.chars().any(char::is_alphabetic));
+            }
+        }
+    }
+    let n_words_f = n_words.max(1) as f64;
     if q.min_doc_words.is_some_and(|m| n < m) {
         return Some("gopher_short_doc");
     }
     if q.max_doc_words.is_some_and(|m| n > m) {
         return Some("gopher_long_doc");
     }
-    let avg = non_symbol.iter().map(|w| w.chars().count()).sum::<usize>() as f64 / n.max(1) as f64;
+    let avg = chars as f64 / n.max(1) as f64;
     if q.min_avg_word_length.is_some_and(|m| avg < m) {
         return Some("gopher_below_avg_threshold");
     }
@@ -134,57 +226,41 @@ pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
         return Some("gopher_above_avg_threshold");
     }
     if let Some(m) = q.max_symbol_word_ratio {
-        if count_byte(text, b'#') as f64 / n_words > m {
+        if count_byte(text, b'#') as f64 / n_words_f > m {
             return Some("gopher_too_many_hashes");
         }
-        if (count_str(text, "...") + count_str(text, "…")) as f64 / n_words > m {
+        if (count_str(text, "...") + count_str(text, "…")) as f64 / n_words_f > m {
             return Some("gopher_too_many_ellipsis");
         }
     }
-    let lines: Vec<&str> = text.lines().collect();
-    let n_lines = lines.len().max(1) as f64;
-    if let Some(m) = q.max_bullet_lines_ratio {
-        let bullets = lines.iter().filter(|l| {
+    if q.max_bullet_lines_ratio.is_some() || q.max_ellipsis_lines_ratio.is_some() {
+        let (mut lines, mut bullets, mut ellipsis) = (0usize, 0usize, 0usize);
+        for l in text.lines() {
+            lines += 1;
             let t = l.trim_start();
-            t.starts_with('•') || t.starts_with('-')
-        });
-        if bullets.count() as f64 / n_lines > m {
+            bullets += usize::from(t.starts_with('•') || t.starts_with('-'));
+            let t = l.trim_end();
+            ellipsis += usize::from(t.ends_with("...") || t.ends_with('…'));
+        }
+        let n_lines = lines.max(1) as f64;
+        if q.max_bullet_lines_ratio
+            .is_some_and(|m| bullets as f64 / n_lines > m)
+        {
             return Some("gopher_too_many_bullets");
         }
-    }
-    if let Some(m) = q.max_ellipsis_lines_ratio {
-        let ell = lines.iter().filter(|l| {
-            let t = l.trim_end();
-            t.ends_with("...") || t.ends_with('…')
-        });
-        if ell.count() as f64 / n_lines > m {
+        if q.max_ellipsis_lines_ratio
+            .is_some_and(|m| ellipsis as f64 / n_lines > m)
+        {
             return Some("gopher_too_many_end_ellipsis");
         }
     }
-    if let Some(m) = q.max_non_alpha_words_ratio
-        && (words
-            .iter()
-            .filter(|w| w.chars().any(char::is_alphabetic))
-            .count() as f64
-            / n_words)
-            < m
+    if q.max_non_alpha_words_ratio
+        .is_some_and(|m| (alpha as f64 / n_words_f) < m)
     {
         return Some("gopher_below_alpha_threshold");
     }
-    if let Some(m) = q.min_stop_words {
-        // Distinct stop words present; stops looking once there are enough.
-        let mut found = 0;
-        for s in &q.stop_words {
-            if found >= m {
-                break;
-            }
-            if words.iter().any(|w| w == s) {
-                found += 1;
-            }
-        }
-        if found < m {
-            return Some("gopher_enough_stop_words");
-        }
+    if q.min_stop_words.is_some_and(|m| stops_found < m) {
+        return Some("gopher_enough_stop_words");
     }
     None
 }
@@ -678,6 +754,202 @@ pub fn c4_quality(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The tokenizer and Gopher quality rules as first written (a vector of words,
+    // one pass per rule): the fused versions must agree with them.
+    /// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
+    /// leading and trailing punctuation split off as tokens of their own.
+    fn reference_words(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        for tok in text.split_whitespace() {
+            let start = tok
+                .char_indices()
+                .find(|&(_, c)| !is_punct(c))
+                .map(|(i, _)| i);
+            let Some(start) = start else {
+                out.push(tok);
+                continue;
+            };
+            let end = tok
+                .char_indices()
+                .rev()
+                .find(|&(_, c)| !is_punct(c))
+                .map(|(i, c)| i + c.len_utf8())
+                .unwrap_or(tok.len());
+            if start > 0 {
+                out.push(&tok[..start]);
+            }
+            out.push(&tok[start..end]);
+            if end < tok.len() {
+                out.push(&tok[end..]);
+            }
+        }
+        out
+    }
+
+    fn reference_gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
+        let words = reference_words(text);
+        let n_words = words.len().max(1) as f64;
+        let non_symbol: Vec<&&str> = words
+            .iter()
+            .filter(|w| w.chars().any(|c| !is_punct(c)))
+            .collect();
+        let n = non_symbol.len();
+        if q.min_doc_words.is_some_and(|m| n < m) {
+            return Some("gopher_short_doc");
+        }
+        if q.max_doc_words.is_some_and(|m| n > m) {
+            return Some("gopher_long_doc");
+        }
+        let avg =
+            non_symbol.iter().map(|w| w.chars().count()).sum::<usize>() as f64 / n.max(1) as f64;
+        if q.min_avg_word_length.is_some_and(|m| avg < m) {
+            return Some("gopher_below_avg_threshold");
+        }
+        if q.max_avg_word_length.is_some_and(|m| avg > m) {
+            return Some("gopher_above_avg_threshold");
+        }
+        if let Some(m) = q.max_symbol_word_ratio {
+            if count_byte(text, b'#') as f64 / n_words > m {
+                return Some("gopher_too_many_hashes");
+            }
+            if (count_str(text, "...") + count_str(text, "…")) as f64 / n_words > m {
+                return Some("gopher_too_many_ellipsis");
+            }
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let n_lines = lines.len().max(1) as f64;
+        if let Some(m) = q.max_bullet_lines_ratio {
+            let bullets = lines.iter().filter(|l| {
+                let t = l.trim_start();
+                t.starts_with('•') || t.starts_with('-')
+            });
+            if bullets.count() as f64 / n_lines > m {
+                return Some("gopher_too_many_bullets");
+            }
+        }
+        if let Some(m) = q.max_ellipsis_lines_ratio {
+            let ell = lines.iter().filter(|l| {
+                let t = l.trim_end();
+                t.ends_with("...") || t.ends_with('…')
+            });
+            if ell.count() as f64 / n_lines > m {
+                return Some("gopher_too_many_end_ellipsis");
+            }
+        }
+        if let Some(m) = q.max_non_alpha_words_ratio
+            && (words
+                .iter()
+                .filter(|w| w.chars().any(char::is_alphabetic))
+                .count() as f64
+                / n_words)
+                < m
+        {
+            return Some("gopher_below_alpha_threshold");
+        }
+        if let Some(m) = q.min_stop_words {
+            // Distinct stop words present; stops looking once there are enough.
+            let mut found = 0;
+            for s in &q.stop_words {
+                if found >= m {
+                    break;
+                }
+                if words.iter().any(|w| w == s) {
+                    found += 1;
+                }
+            }
+            if found < m {
+                return Some("gopher_enough_stop_words");
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn fused_gopher_quality_agrees_with_the_rule_by_rule_reference() {
+        // Pieces that exercise every rule: punctuation around and inside words,
+        // Unicode whitespace and punctuation, bullets, ellipses, hashes, digits.
+        let pieces = [
+            "the",
+            "be",
+            "to",
+            "of",
+            "and",
+            "that",
+            "have",
+            "with",
+            "river",
+            "x",
+            "—",
+            "“quoted”",
+            "(paren)",
+            "...",
+            "…",
+            "#tag",
+            "##",
+            "- item",
+            "• item",
+            "123",
+            "naïve",
+            "word.",
+            "¿qué?",
+            "日本語",
+            "\u{a0}",
+            "\u{3000}",
+            "\n",
+            "\n\n",
+            " ",
+            "a-b",
+            "'",
+            "extraordinarily",
+            ".,;",
+            "Ünïcödé",
+            "end...",
+            "\t",
+        ];
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % m as u64) as usize
+        };
+        let variants = [
+            GopherQuality::default(),
+            GopherQuality {
+                min_doc_words: Some(5),
+                min_stop_words: Some(3),
+                ..GopherQuality::default()
+            },
+            GopherQuality {
+                min_doc_words: None,
+                max_symbol_word_ratio: None,
+                max_bullet_lines_ratio: Some(0.2),
+                max_ellipsis_lines_ratio: Some(0.1),
+                max_non_alpha_words_ratio: Some(0.95),
+                ..GopherQuality::default()
+            },
+        ];
+        let mut fired = std::collections::BTreeSet::new();
+        for _ in 0..3000 {
+            let len = next(160);
+            let mut t = String::new();
+            for _ in 0..len {
+                t.push_str(pieces[next(pieces.len())]);
+                if next(3) > 0 {
+                    t.push(' ');
+                }
+            }
+            assert_eq!(words(&t), reference_words(&t), "{t:?}");
+            for q in &variants {
+                let got = gopher_quality(&t, q);
+                assert_eq!(got, reference_gopher_quality(&t, q), "{t:?}");
+                fired.insert(got);
+            }
+        }
+        // The texts reached most outcomes, so the comparison covered them.
+        assert!(fired.len() >= 9, "{fired:?}");
+    }
 
     /// Varied English-like prose: `n` sentences of twelve pseudo-random words.
     fn prose(n: usize) -> String {
