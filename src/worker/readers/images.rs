@@ -5,7 +5,8 @@
 use super::{Item, ReadCtx, ReadError, SliceStats, file_reject};
 use crate::protocol::records::InputSlice;
 use crate::records::{Reject, file_key, record_id};
-use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+use arrow_array::builder::BinaryBuilder;
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, SchemaRef};
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
@@ -37,7 +38,8 @@ struct Rows {
     schema: SchemaRef,
     ids: Vec<String>,
     text: Vec<(String, Vec<Option<String>>)>,
-    images: Vec<Vec<u8>>,
+    /// The files as read (a GET's body is kept, not copied).
+    images: Vec<bytes::Bytes>,
     bytes: usize,
 }
 
@@ -58,7 +60,7 @@ impl Rows {
         }
     }
 
-    fn push(&mut self, id: String, fields: &[(&str, Option<String>)], image: Vec<u8>) {
+    fn push(&mut self, id: String, fields: &[(&str, Option<String>)], image: bytes::Bytes) {
         self.ids.push(id);
         for (name, col) in &mut self.text {
             let v = fields
@@ -82,8 +84,14 @@ impl Rows {
             let a: ArrayRef = if f.name() == crate::records::ID {
                 Arc::new(StringArray::from(std::mem::take(&mut self.ids)))
             } else if f.data_type() == &DataType::Binary {
+                // One copy into a buffer of the exact size (no regrowth).
                 let imgs = std::mem::take(&mut self.images);
-                Arc::new(BinaryArray::from_iter_values(imgs.iter()))
+                let total = imgs.iter().map(|b| b.len()).sum();
+                let mut col = BinaryBuilder::with_capacity(imgs.len(), total);
+                for b in &imgs {
+                    col.append_value(b);
+                }
+                Arc::new(col.finish())
             } else if let Some((_, v)) = self.text.iter_mut().find(|(name, _)| name == f.name()) {
                 Arc::new(StringArray::from(std::mem::take(v)))
             } else {
@@ -158,7 +166,7 @@ pub fn read_folder(
             Ok(Some(b)) => {
                 st.records += 1;
                 st.bytes += b.len() as u64;
-                rows.push(id, &[("path", Some(s.uri.clone()))], b.to_vec());
+                rows.push(id, &[("path", Some(s.uri.clone()))], b);
             }
             Ok(None) => {
                 st.rejected += 1;
@@ -263,7 +271,7 @@ pub fn read_webdataset(
                 ("caption", s.caption),
                 ("json", s.json),
             ],
-            image,
+            image.into(),
         );
         None
     };
