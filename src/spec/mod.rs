@@ -744,7 +744,11 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     caps.finish();
     let max_unconsumed_tasks = o.opt_u64("max_unconsumed_tasks");
     let batch_rows = o.u64_in("batch_rows", 8192, 1, 1 << 22) as usize;
-    let batch_bytes = o.opt_bytes("batch_bytes").unwrap_or(32 << 20).max(1) as usize;
+    // 8 MiB: a batch's buffers (the page column, grown by doubling) then stay under
+    // glibc's mmap threshold (at most 32 MiB), so freed batches are reused from the
+    // heap; at 32 MiB every batch was fresh mmapped memory, and its page faults were
+    // a tenth of the text pipeline's CPU (docs/PERFORMANCE.md).
+    let batch_bytes = o.opt_bytes("batch_bytes").unwrap_or(8 << 20).max(1) as usize;
     let channel_batches = o.u64_in("channel_batches", 4, 1, 1024) as usize;
     let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
     o.finish();
