@@ -98,6 +98,16 @@ impl Tag {
 
 const TAG_A: Tag = Tag::of(b"a");
 const TAG_HEAD: Tag = Tag::of(b"head");
+const TAG_TITLE: Tag = Tag::of(b"title");
+const TAG_ARTICLE: Tag = Tag::of(b"article");
+const TAG_MAIN: Tag = Tag::of(b"main");
+const TAG_HTML: Tag = Tag::of(b"html");
+const TAG_BODY: Tag = Tag::of(b"body");
+const TAG_FORM: Tag = Tag::of(b"form");
+const TAG_HEADER: Tag = Tag::of(b"header");
+const TAG_LI: Tag = Tag::of(b"li");
+const TAG_TD: Tag = Tag::of(b"td");
+const TAG_DD: Tag = Tag::of(b"dd");
 
 #[derive(Debug, Clone)]
 struct Elem {
@@ -414,7 +424,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             let end = find_ci(&b[pos..], scratch.as_bytes())
                 .map(|i| pos + i)
                 .unwrap_or(b.len());
-            if name == "title" && title.is_none() {
+            if tag == TAG_TITLE && title.is_none() {
                 let t = collapse(&decode_entities(&html[pos..end]));
                 if !t.is_empty() {
                     title = Some(t);
@@ -440,10 +450,11 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         let (parent_boiler, parent_hard, parent_content) = flags(&stack);
         let mut hard = parent_hard || kind & K_BOILER != 0;
         let mut boiler = parent_boiler || hard;
-        let mut content = parent_content || name == "article" || name == "main";
+        let article_or_main = tag == TAG_ARTICLE || tag == TAG_MAIN;
+        let mut content = parent_content || article_or_main;
         // Page-level containers carry site-wide classes ("has-navigation"): their
         // class words say nothing about the content inside.
-        let container = matches!(name, "html" | "body" | "main" | "article");
+        let container = article_or_main || tag == TAG_HTML || tag == TAG_BODY;
         // Class and id are read together: `id="social-scroll" class="row body"` is content.
         let a = Attrs::parse(&lower_attrs, &mut scratch);
         let words = class_kinds(&[a.class, a.id]);
@@ -452,7 +463,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             && !has_content_word
             && (words & W_BOILER != 0
                 || (words & W_WEAK_BOILER != 0 && !parent_content)
-                || name == "form")
+                || tag == TAG_FORM)
         {
             boiler = true;
         }
@@ -462,7 +473,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 boiler = false;
             }
         }
-        if name == "article" || name == "main" {
+        if article_or_main {
             boiler = false;
             hard = false;
         }
@@ -474,7 +485,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if matches!(a.role, "navigation" | "banner" | "contentinfo")
             || a.aria_hidden == "true"
             || a.hidden_style
-            || (name == "header" && !parent_content)
+            || (tag == TAG_HEADER && !parent_content)
         {
             boiler = true;
             hard = true;
@@ -482,7 +493,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if cur.start == blocks.text.len() {
             cur.heading =
                 name.len() == 2 && name.starts_with('h') && name.as_bytes()[1].is_ascii_digit();
-            cur.item = name == "li" || name == "td" || name == "dd";
+            cur.item = tag == TAG_LI || tag == TAG_TD || tag == TAG_DD;
         }
         next_id += 1;
         stack.push(Elem {
