@@ -22,9 +22,14 @@ pub struct Quality {
     pub compression_artifacts: f64,
 }
 
-/// `block` is the block-grid period in pixels of `img` (8 at full scale, 8 / scale
-/// for a JPEG decoded at reduced scale; below 2 the measure is 0).
-pub fn quality(img: &RgbImage, luma: &[u8], block: u32) -> Quality {
+super::avx2_dispatch! {
+    /// `block` is the block-grid period in pixels of `img` (8 at full scale, 8 / scale
+    /// for a JPEG decoded at reduced scale; below 2 the measure is 0).
+    pub fn quality(img: &RgbImage, luma: &[u8], block: u32) -> Quality => quality_any
+}
+
+#[inline(always)]
+fn quality_any(img: &RgbImage, luma: &[u8], block: u32) -> Quality {
     let (w, h) = (img.width() as usize, img.height() as usize);
     let n = (w * h).max(1) as f64;
     // Integer sums throughout (exact, and 3× faster than f64 accumulation).
@@ -186,5 +191,21 @@ mod tests {
             "{}",
             qb.compression_artifacts
         );
+    }
+
+    #[test]
+    fn the_baseline_and_avx2_builds_agree() {
+        // `quality` and `luma` run the AVX2 build on a machine that has it; the
+        // baseline one (`*_any`) must give the same values, bit for bit.
+        let mut next = crate::kernels::xorshift(7);
+        for (w, h) in [(1, 1), (3, 3), (17, 5), (64, 48), (1031, 3), (5, 1500)] {
+            let img = RgbImage::from_fn(w, h, |_, _| {
+                let v = next();
+                image::Rgb([v as u8, (v >> 8) as u8, (v >> 16) as u8])
+            });
+            let l = luma(&img);
+            assert_eq!(l, crate::kernels::imagehash::luma_any(&img));
+            assert_eq!(quality(&img, &l, 4), quality_any(&img, &l, 4), "{w}x{h}");
+        }
     }
 }

@@ -10,8 +10,13 @@
 //! prints what `str(imagehash.phash(img))` prints.
 use image::RgbImage;
 
-/// Pillow's `convert("L")`: ITU-R 601-2 luma in 16-bit fixed point.
-pub fn luma(img: &RgbImage) -> Vec<u8> {
+super::avx2_dispatch! {
+    /// Pillow's `convert("L")`: ITU-R 601-2 luma in 16-bit fixed point.
+    pub fn luma(img: &RgbImage) -> Vec<u8> => luma_any
+}
+
+#[inline(always)]
+pub(crate) fn luma_any(img: &RgbImage) -> Vec<u8> {
     let raw = img.as_raw();
     let mut out = vec![0u8; raw.len() / 3];
     for (o, p) in out.iter_mut().zip(raw.chunks_exact(3)) {

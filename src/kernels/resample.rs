@@ -143,11 +143,23 @@ pub fn resize(
     resize_crop(px, ch, (w, h), (ow, oh), f, (0, 0, ow, oh))
 }
 
-/// The rectangle `(x, y, width, height)` of [`resize`]'s result, computing only the
-/// pixels it needs (a centre crop skips the columns and rows it drops). Sums are
-/// 32-bit as in Pillow (they cannot overflow: |weights| sum to < 2 in 22-bit fixed
-/// point); the vertical pass runs a row at a time so it vectorises.
-pub fn resize_crop(
+super::avx2_dispatch! {
+    /// The rectangle `(x, y, width, height)` of [`resize`]'s result, computing only the
+    /// pixels it needs (a centre crop skips the columns and rows it drops). Sums are
+    /// 32-bit as in Pillow (they cannot overflow: |weights| sum to < 2 in 22-bit fixed
+    /// point); the vertical pass runs a row at a time so it vectorises.
+    pub fn resize_crop(
+        px: &[u8],
+        ch: usize,
+        size: (usize, usize),
+        out_size: (usize, usize),
+        f: Filter,
+        crop: (usize, usize, usize, usize),
+    ) -> Vec<u8> => resize_crop_any
+}
+
+#[inline(always)]
+fn resize_crop_any(
     px: &[u8],
     ch: usize,
     (w, h): (usize, usize),
@@ -210,7 +222,7 @@ pub fn resize_crop(
 }
 
 /// One row's horizontal pass for `C` interleaved channels.
-#[inline]
+#[inline(always)]
 fn horizontal_row<const C: usize>(row: &[u8], out: &mut [u8], cx: &[(usize, Vec<i32>)], half: i32) {
     for ((xmin, k), o) in cx.iter().zip(out.chunks_exact_mut(C)) {
         let src = &row[xmin * C..(xmin + k.len()) * C];
@@ -226,6 +238,7 @@ fn horizontal_row<const C: usize>(row: &[u8], out: &mut [u8], cx: &[(usize, Vec<
     }
 }
 
+#[inline(always)]
 fn horizontal_any(row: &[u8], out: &mut [u8], cx: &[(usize, Vec<i32>)], half: i32, ch: usize) {
     for ((xmin, k), o) in cx.iter().zip(out.chunks_exact_mut(ch)) {
         for (c, o) in o.iter_mut().enumerate() {
@@ -339,6 +352,13 @@ mod tests {
                 full,
                 resize_reference(&px, ch, w, h, ow, oh, f),
                 "{w}x{h} -> {ow}x{oh} c{ch} {f:?}"
+            );
+            // The baseline build of the code, which `resize` skips on an AVX2 machine.
+            let all = (0, 0, ow, oh);
+            assert_eq!(
+                full,
+                resize_crop_any(&px, ch, (w, h), (ow, oh), f, all),
+                "baseline {w}x{h} -> {ow}x{oh} c{ch} {f:?}"
             );
             let (x0, y0) = (next() as usize % ow, next() as usize % oh);
             let (cw, crh) = (
