@@ -118,6 +118,21 @@ fn quality_any(img: &RgbImage, luma: &[u8], block: u32) -> Quality {
     }
 }
 
+/// Σ |a[i] − b[i]|, in runs short enough for 32-bit sums (which vectorise).
+#[inline(always)]
+fn sad(a: &[u8], b: &[u8]) -> u64 {
+    a.chunks(1 << 16)
+        .zip(b.chunks(1 << 16))
+        .map(|(a, b)| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| x.abs_diff(*y) as u32)
+                .sum::<u32>() as u64
+        })
+        .sum()
+}
+
+#[inline(always)]
 fn blockiness(luma: &[u8], w: usize, h: usize, block: usize) -> f64 {
     if block < 2 || w < 2 * block || h < 2 * block {
         return 0.0;
@@ -126,7 +141,7 @@ fn blockiness(luma: &[u8], w: usize, h: usize, block: usize) -> f64 {
     for y in 0..h {
         let row = &luma[y * w..(y + 1) * w];
         // All steps, then the ones across the grid (no division per pixel).
-        let all: u64 = row.windows(2).map(|p| p[1].abs_diff(p[0]) as u64).sum();
+        let all = sad(&row[1..], &row[..w - 1]);
         let grid: u64 = (block..w)
             .step_by(block)
             .map(|x| row[x].abs_diff(row[x - 1]) as u64)
@@ -138,8 +153,7 @@ fn blockiness(luma: &[u8], w: usize, h: usize, block: usize) -> f64 {
         ni += (w - 1) as u64 - n_grid;
     }
     for y in 1..h {
-        let (a, b) = (&luma[(y - 1) * w..y * w], &luma[y * w..(y + 1) * w]);
-        let d: u64 = a.iter().zip(b).map(|(x, y)| x.abs_diff(*y) as u64).sum();
+        let d = sad(&luma[(y - 1) * w..y * w], &luma[y * w..(y + 1) * w]);
         if y % block == 0 {
             edge += d;
             ne += w as u64;
