@@ -531,11 +531,16 @@ struct Rows {
     truncated: BooleanBuilder,
     n: usize,
     bytes: usize,
+    /// Bytes reserved for a batch's pages up front: a batch is cut once its pages
+    /// reach `batch_bytes`, so it rarely outgrows this, and is not copied as it grows.
+    page_capacity: usize,
 }
 
 impl Rows {
-    fn new(schema: SchemaRef, wet: bool) -> Self {
+    fn new(schema: SchemaRef, wet: bool, batch_bytes: usize) -> Self {
+        let page_capacity = batch_bytes.saturating_add(1 << 20);
         Rows {
+            page_capacity,
             wet,
             langs: StringBuilder::new(),
             schema,
@@ -546,7 +551,7 @@ impl Rows {
             status: Int64Builder::new(),
             ctype: StringBuilder::new(),
             charset: StringBuilder::new(),
-            html: StringBuilder::new(),
+            html: StringBuilder::with_capacity(1024, page_capacity),
             truncated: BooleanBuilder::new(),
             n: 0,
             bytes: 0,
@@ -588,6 +593,12 @@ impl Rows {
         self.bytes += text.len();
     }
 
+    /// The batch's pages, the builder left with room for the next batch's.
+    fn take_pages(&mut self) -> ArrayRef {
+        let next = StringBuilder::with_capacity(1024, self.page_capacity);
+        Arc::new(std::mem::replace(&mut self.html, next).finish())
+    }
+
     fn finish(&mut self) -> RecordBatch {
         if self.wet {
             let cols: Vec<ArrayRef> = vec![
@@ -595,7 +606,7 @@ impl Rows {
                 Arc::new(self.url.finish()),
                 Arc::new(self.date.finish()),
                 Arc::new(self.rid.finish()),
-                Arc::new(self.html.finish()),
+                self.take_pages(),
                 Arc::new(self.langs.finish()),
                 Arc::new(self.truncated.finish()),
             ];
@@ -611,7 +622,7 @@ impl Rows {
             Arc::new(self.status.finish()),
             Arc::new(self.ctype.finish()),
             Arc::new(self.charset.finish()),
-            Arc::new(self.html.finish()),
+            self.take_pages(),
             Arc::new(self.truncated.finish()),
         ];
         self.n = 0;
@@ -877,7 +888,8 @@ pub fn read(
     let key = file_key(&slice.uri);
     let gz = Compression::of(&slice.uri) == Compression::Gzip;
     let mut stats = SliceStats::default();
-    let mut rows = Rows::new(schema.clone(), slice.format == crate::spec::Format::Wet);
+    let wet = slice.format == crate::spec::Format::Wet;
+    let mut rows = Rows::new(schema.clone(), wet, ctx.batch_bytes);
     let mut rejects: Vec<Reject> = Vec::new();
     // Opens the file from `from`; a vanished file becomes one reject and `None`.
     let open = |from: u64, out: &mut dyn FnMut(Item) -> bool| match super::jsonl::open_range(
