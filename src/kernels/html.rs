@@ -912,18 +912,7 @@ fn collapse_into(out: &mut String, s: &str) {
     let b = s.as_bytes();
     let (mut i, mut word, mut space) = (0usize, 0usize, false);
     while i < b.len() {
-        let c = b[i];
-        let ws = match c {
-            b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => 1,
-            // The lead bytes of the other White_Space characters (U+0085, U+00A0,
-            // U+1680, U+2000–U+205F, U+3000).
-            0xC2 | 0xE1 | 0xE2 | 0xE3 => s[i..]
-                .chars()
-                .next()
-                .filter(|c| c.is_whitespace())
-                .map_or(0, char::len_utf8),
-            _ => 0,
-        };
+        let ws = super::text::whitespace_at(s, i);
         if ws == 0 {
             i += 1;
             continue;

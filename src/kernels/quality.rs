@@ -48,10 +48,8 @@ fn is_punct(c: char) -> bool {
         )
 }
 
-/// Maximal runs of non-whitespace, as `str::split_whitespace` gives them
-/// (whitespace: `char::is_whitespace`), found byte by byte: only the lead bytes of
-/// the non-ASCII White_Space characters (U+0085, U+00A0, U+1680, U+2000–U+205F,
-/// U+3000) are decoded.
+/// Maximal runs of non-whitespace, as `str::split_whitespace` gives them, found
+/// byte by byte ([`super::text::whitespace_at`]).
 struct Tokens<'a> {
     text: &'a str,
     i: usize,
@@ -66,15 +64,7 @@ impl<'a> Iterator for Tokens<'a> {
         let mut start = self.i;
         let mut i = self.i;
         while i < b.len() {
-            let ws = match b[i] {
-                b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => 1,
-                0xC2 | 0xE1 | 0xE2 | 0xE3 => text[i..]
-                    .chars()
-                    .next()
-                    .filter(|c| c.is_whitespace())
-                    .map_or(0, char::len_utf8),
-                _ => 0,
-            };
+            let ws = super::text::whitespace_at(text, i);
             if ws == 0 {
                 i += 1;
                 continue;

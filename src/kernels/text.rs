@@ -1,6 +1,23 @@
 //! Text kernels: lengths and normalised content hashes.
 use rayon::prelude::*;
 
+/// The byte length of the whitespace character (`char::is_whitespace`) starting at
+/// byte `i` of `s`, or 0 if none starts there. Only the lead bytes of the non-ASCII
+/// White_Space characters (U+0085, U+00A0, U+1680, U+2000–U+205F, U+3000) are
+/// decoded, so byte-wise scans for whitespace stay byte-wise.
+#[inline(always)]
+pub fn whitespace_at(s: &str, i: usize) -> usize {
+    match s.as_bytes()[i] {
+        b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => 1,
+        0xC2 | 0xE1 | 0xE2 | 0xE3 => s[i..]
+            .chars()
+            .next()
+            .filter(|c| c.is_whitespace())
+            .map_or(0, char::len_utf8),
+        _ => 0,
+    }
+}
+
 /// Below this many rows a batch is processed on the calling thread.
 const PAR_MIN: usize = 4096;
 
