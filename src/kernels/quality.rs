@@ -122,7 +122,13 @@ fn pieces(tok: &str) -> [Option<&str>; 3] {
 /// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
 /// leading and trailing punctuation split off as tokens of their own.
 pub fn words(text: &str) -> Vec<&str> {
-    tokens(text).flat_map(pieces).flatten().collect()
+    let mut out = Vec::new();
+    for tok in tokens(text) {
+        for w in pieces(tok).into_iter().flatten() {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// Gopher quality thresholds (defaults as published).
