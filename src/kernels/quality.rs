@@ -172,14 +172,13 @@ pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
     // piece of a token, see `pieces`) and their characters, words with a letter,
     // and which stop words occur.
     let (mut n_words, mut n, mut chars, mut alpha) = (0usize, 0usize, 0usize, 0usize);
-    let stops: Vec<&str> = q.stop_words.iter().map(String::as_str).collect();
     let mut stop_first = [false; 256];
-    for s in &stops {
+    for s in &q.stop_words {
         if let Some(&c) = s.as_bytes().first() {
             stop_first[c as usize] = true;
         }
     }
-    let mut stop_seen = vec![false; stops.len()];
+    let mut stop_seen = vec![false; q.stop_words.len()];
     let mut stops_found = 0usize;
     let want_stops = q.min_stop_words.unwrap_or(0);
     for tok in tokens(text) {
@@ -187,8 +186,8 @@ pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
         n_words += usize::from(lead.is_some()) + usize::from(trail.is_some());
         for w in [lead, trail].into_iter().flatten().chain(core) {
             if stops_found < want_stops && stop_first[w.as_bytes()[0] as usize] {
-                for (i, s) in stops.iter().enumerate() {
-                    if !stop_seen[i] && *s == w {
+                for (i, s) in q.stop_words.iter().enumerate() {
+                    if !stop_seen[i] && s == w {
                         stop_seen[i] = true;
                         stops_found += 1;
                     }
