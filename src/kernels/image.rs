@@ -175,19 +175,35 @@ fn check_pixels(w: u32, h: u32, limits: &Limits) -> Result<(), DecodeError> {
 /// The header alone: format, size and mode, without decoding pixels.
 pub fn probe(bytes: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
     check_size(bytes, limits)?;
+    // Most of the web: a JPEG whose headers the reduced-scale decoder reads (a
+    // fraction of what building zune-jpeg's decoder costs); the rest goes to `image`.
     guarded(|| {
-        let (r, f) = reader(bytes)?;
-        let d = r
-            .into_decoder()
-            .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
-        let (w, h) = d.dimensions();
-        check_pixels(w, h, limits)?;
-        Ok(Header {
-            format: format_name(f),
-            width: w,
-            height: h,
-            mode: mode_name(d.original_color_type()),
-        })
+        if let Some(j) = crate::kernels::jpeg::Jpeg::parse(bytes) {
+            check_pixels(j.width, j.height, limits)?;
+            return Ok(Header {
+                format: "JPEG",
+                width: j.width,
+                height: j.height,
+                mode: jpeg_mode(&j),
+            });
+        }
+        probe_general(bytes, limits)
+    })
+}
+
+/// [`probe`] by `image`'s decoders, any format.
+fn probe_general(bytes: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
+    let (r, f) = reader(bytes)?;
+    let d = r
+        .into_decoder()
+        .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
+    let (w, h) = d.dimensions();
+    check_pixels(w, h, limits)?;
+    Ok(Header {
+        format: format_name(f),
+        width: w,
+        height: h,
+        mode: mode_name(d.original_color_type()),
     })
 }
 
@@ -264,6 +280,12 @@ fn orientation_of(chunk: &[u8]) -> image::metadata::Orientation {
         .unwrap_or(image::metadata::Orientation::NoTransforms)
 }
 
+/// The mode `image` reports for a JPEG [`crate::kernels::jpeg`] reads: grey or colour
+/// (YCbCr and Adobe RGB alike).
+fn jpeg_mode(j: &crate::kernels::jpeg::Jpeg) -> &'static str {
+    if j.components() == 1 { "L" } else { "RGB" }
+}
+
 /// The DCT scale (1, 2, 4 or 8) that keeps the shorter side ≥ `min_side`.
 fn dct_scale(w: u32, h: u32, min_side: u32) -> u32 {
     let short = w.min(h);
@@ -292,8 +314,7 @@ fn jpeg_scaled(
             return Ok(None);
         }
         if let Some((ow, oh, px)) = j.decode(scale) {
-            let mode = if j.components() == 1 { "L" } else { "RGB" };
-            return Ok(upright(w, h, mode, ow, oh, px, j.exif, scale));
+            return Ok(upright(w, h, jpeg_mode(&j), ow, oh, px, j.exif, scale));
         }
     }
     let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
@@ -400,6 +421,59 @@ mod tests {
             i.pixels().map(|p| p[0] as f64).sum::<f64>() / (i.width() * i.height()) as f64
         };
         assert!((mean(&full.rgb) - mean(&small.rgb)).abs() < 3.0);
+    }
+
+    /// The JPEG header fast path says what `image` says, on every real JPEG in the
+    /// shared data (Pillow's test suite: odd subsamplings, EXIF, CMYK, truncations;
+    /// camera photos) and on generated ones.
+    #[test]
+    fn the_jpeg_probe_agrees_with_image_on_real_files() {
+        let mut files: Vec<Vec<u8>> = vec![jpeg(640, 480), jpeg(1, 1), jpeg(33, 17)];
+        for dir in ["pillow-tests", "photos"] {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/data/images")
+                .join(dir);
+            let mut stack = vec![root];
+            while let Some(d) = stack.pop() {
+                let Ok(rd) = std::fs::read_dir(&d) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else if let Ok(b) = std::fs::read(&p)
+                        && b.starts_with(&[0xFF, 0xD8])
+                    {
+                        files.push(b);
+                    }
+                }
+            }
+        }
+        let tight = Limits {
+            max_pixels: 10_000,
+            ..Limits::default()
+        };
+        let mut fast = 0;
+        for b in &files {
+            if crate::kernels::jpeg::Jpeg::parse(b).is_none() {
+                continue;
+            }
+            fast += 1;
+            for l in [&Limits::default(), &tight] {
+                let (a, e) = (probe(b, l), probe_general(b, l));
+                match (&a, &e) {
+                    (Ok(a), Ok(e)) => assert_eq!(
+                        (a.format, a.width, a.height, a.mode),
+                        (e.format, e.width, e.height, e.mode)
+                    ),
+                    (Err(a), Err(e)) => assert_eq!(a.reason, e.reason),
+                    _ => panic!("fast {a:?} vs image {e:?}"),
+                }
+            }
+        }
+        assert!(fast >= 3, "{fast}");
+        eprintln!("{fast} of {} JPEGs probed by the fast path", files.len());
     }
 
     #[test]
