@@ -168,6 +168,12 @@ impl Registry {
         }
     }
 
+    /// Whether opened stores are wrapped (fault injection): their calls may need a
+    /// tokio runtime even where the plain store's do not.
+    pub fn is_wrapped(&self) -> bool {
+        self.inner.wrap.is_some()
+    }
+
     /// The counting store for `uri` and the path inside it.
     pub fn open(&self, uri: &Uri) -> Result<Arc<dyn ObjectStore>, StoreError> {
         let base = {

@@ -153,12 +153,30 @@ pub fn read_folder(
             (s, r)
         }
     };
+    // Local files are read on this thread, one after another: object_store's local
+    // store reads inline outside a runtime, where inside one every GET is two hand-offs
+    // to tokio's blocking pool (open, then read), which cost more than the read itself
+    // on a small file. Each worker has its own reader thread, so a machine still has as
+    // many reads in flight as workers. Fault injection (tests) may sleep in a GET, so
+    // it keeps the runtime.
+    let inline = !ctx.registry.is_wrapped()
+        && slices
+            .iter()
+            .all(|s| crate::store::Uri::parse(&s.uri).is_ok_and(|u| u.store == "file"));
+    let mut inline_slices = slices.iter();
     let mut stream = futures::stream::iter(slices.iter().map(fetch)).buffered(concurrency.max(1));
     loop {
         if ctx.cancelled() {
             return Err(ReadError::Cancelled);
         }
-        let Some((s, got)) = ctx.handle.block_on(stream.next()) else {
+        let next = if inline {
+            inline_slices
+                .next()
+                .map(|s| futures::executor::block_on(fetch(s)))
+        } else {
+            ctx.handle.block_on(stream.next())
+        };
+        let Some((s, got)) = next else {
             break;
         };
         let id = record_id(&file_key(&s.uri), 0);
