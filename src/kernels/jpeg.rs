@@ -655,38 +655,15 @@ impl<'a> Jpeg<'a> {
                 )
             })
             .collect();
-        let width_max = sizes.iter().map(|s| s.0).max()?;
-        let mut lines = vec![vec![0u8; width_max * hmax]; 3];
-        for (y, row) in out.chunks_exact_mut(ow * 3).enumerate() {
-            for ci in 0..3 {
-                let c = &self.comps[ci];
-                upsample(
-                    (c.h as usize, c.v as usize),
-                    (hmax, vmax),
-                    (ow, oh),
-                    &planes[ci],
-                    sizes[ci],
-                    strides[ci],
-                    y,
-                    &mut lines[ci],
-                )?;
-            }
-            if self.rgb {
-                for (x, o) in row.chunks_exact_mut(3).enumerate() {
-                    o.copy_from_slice(&[lines[0][x], lines[1][x], lines[2][x]]);
-                }
-            } else {
-                let simd = simd_pixels(ow);
-                let (a, b) = row.split_at_mut(simd * 3);
-                let [ly, lb, lr] = [&lines[0][..ow], &lines[1][..ow], &lines[2][..ow]];
-                for (x, o) in a.chunks_exact_mut(3).enumerate() {
-                    o.copy_from_slice(&ycbcr_to_rgb_16(ly[x], lb[x], lr[x]));
-                }
-                for (x, o) in (simd..).zip(b.chunks_exact_mut(3)) {
-                    o.copy_from_slice(&ycbcr_to_rgb(ly[x], lb[x], lr[x]));
-                }
-            }
-        }
+        let comps: Vec<Plane> = (0..3)
+            .map(|ci| Plane {
+                factors: (self.comps[ci].h as usize, self.comps[ci].v as usize),
+                px: &planes[ci],
+                size: sizes[ci],
+                stride: strides[ci],
+            })
+            .collect();
+        colour(&comps, (hmax, vmax), (ow, oh), self.rgb, &mut out)?;
         Some((ow as u32, oh as u32, out))
     }
 }
@@ -891,19 +868,103 @@ fn idct(ds: usize, c: &[i16; 16], q: &[u16; 64], stride: usize, out: &mut [u8]) 
     }
 }
 
-/// One output row of a component, upsampled as jpeg-decoder's upsamplers do
-/// (fancy triangle filters for 2×, nearest for other integer ratios).
-#[allow(clippy::too_many_arguments)]
-fn upsample(
-    (h, v): (usize, usize),
+/// A decoded component at the reduced scale: its sampling factors, pixels, size in
+/// pixels and row stride.
+struct Plane<'a> {
+    factors: (usize, usize),
+    px: &'a [u8],
+    size: (usize, usize),
+    stride: usize,
+}
+
+super::avx2_dispatch! {
+    /// Upsamples the three components of a colour image and converts them to RGB
+    /// rows of `ow` pixels: jpeg-decoder's upsampling and colour conversion, in loops
+    /// that vectorise (AVX2 where the CPU has it: the same integer arithmetic).
+    fn colour(
+        comps: &[Plane],
+        max: (usize, usize),
+        out_size: (usize, usize),
+        rgb: bool,
+        out: &mut [u8],
+    ) -> Option<()> => colour_any
+}
+
+#[inline(always)]
+fn colour_any(
+    comps: &[Plane],
     (hmax, vmax): (usize, usize),
     (ow, oh): (usize, usize),
-    plane: &[u8],
-    (iw, ih): (usize, usize),
-    stride: usize,
-    row: usize,
+    rgb: bool,
     out: &mut [u8],
 ) -> Option<()> {
+    let width_max = comps.iter().map(|c| c.size.0).max()?;
+    let mut lines = vec![vec![0u8; width_max * hmax]; 3];
+    let mut t = vec![0u16; width_max];
+    let simd = simd_pixels(ow);
+    for (y, row) in out.chunks_exact_mut(ow * 3).enumerate().take(oh) {
+        for (c, line) in comps.iter().zip(lines.iter_mut()) {
+            upsample(c, (hmax, vmax), (ow, oh), y, line, &mut t)?;
+        }
+        let [ly, lb, lr] = [&lines[0][..ow], &lines[1][..ow], &lines[2][..ow]];
+        if rgb {
+            for (o, ((&r, &g), &b)) in row.chunks_exact_mut(3).zip(ly.iter().zip(lb).zip(lr)) {
+                o[0] = r;
+                o[1] = g;
+                o[2] = b;
+            }
+            continue;
+        }
+        let (a, b) = row.split_at_mut(simd * 3);
+        for (o, ((&y, &cb), &cr)) in a.chunks_exact_mut(3).zip(ly.iter().zip(lb).zip(lr)) {
+            let p = ycbcr_to_rgb_16(y, cb, cr);
+            o[0] = p[0];
+            o[1] = p[1];
+            o[2] = p[2];
+        }
+        for (o, ((&y, &cb), &cr)) in b
+            .chunks_exact_mut(3)
+            .zip(ly[simd..].iter().zip(&lb[simd..]).zip(&lr[simd..]))
+        {
+            o.copy_from_slice(&ycbcr_to_rgb(y, cb, cr));
+        }
+    }
+    Some(())
+}
+
+/// jpeg-decoder's fancy 2× horizontal upsampling of `v` (as row sums `t` with
+/// `shift` 4 and `round` 8 after a vertical 3:1 blend, or plain pixels with 2 and
+/// 2): each output is ¾ of its input and ¼ of the neighbour on its side; the two
+/// ends copy (`end`). `out` holds `2 × v.len()` values.
+#[inline(always)]
+fn fancy_h2<T: Copy + Into<u16>>(v: &[T], out: &mut [u8], shift: u32, end: impl Fn(u16) -> u8) {
+    let n = v.len();
+    out[0] = end(v[0].into());
+    out[2 * n - 1] = end(v[n - 1].into());
+    let round = 1u16 << (shift - 1);
+    for (o, (&a, &b)) in out[1..2 * n - 1]
+        .chunks_exact_mut(2)
+        .zip(v.iter().zip(&v[1..]))
+    {
+        let (a, b): (u16, u16) = (a.into(), b.into());
+        o[0] = ((3 * a + b + round) >> shift) as u8;
+        o[1] = ((3 * b + a + round) >> shift) as u8;
+    }
+}
+
+/// One output row of a component, upsampled as jpeg-decoder's upsamplers do
+/// (fancy triangle filters for 2×, nearest for other integer ratios). `t`: scratch
+/// of the component's width.
+#[inline(always)]
+fn upsample(
+    c: &Plane,
+    (hmax, vmax): (usize, usize),
+    (ow, oh): (usize, usize),
+    row: usize,
+    out: &mut [u8],
+    t: &mut [u16],
+) -> Option<()> {
+    let ((h, v), plane, (iw, ih), stride) = (c.factors, c.px, c.size, c.stride);
     let h1 = h == hmax || ow == 1;
     let v1 = v == vmax || oh == 1;
     let h2 = h * 2 == hmax;
@@ -918,47 +979,35 @@ fn upsample(
     if h1 && v1 {
         out[..ow].copy_from_slice(&plane[row * stride..][..ow]);
     } else if h2 && v1 {
-        let input = &plane[row * stride..];
+        let input = &plane[row * stride..][..iw];
         if iw == 1 {
             out[0] = input[0];
             out[1] = input[0];
             return Some(());
         }
-        out[0] = input[0];
-        out[1] = ((input[0] as u32 * 3 + input[1] as u32 + 2) >> 2) as u8;
-        for i in 1..iw - 1 {
-            let sample = 3 * input[i] as u32 + 2;
-            out[i * 2] = ((sample + input[i - 1] as u32) >> 2) as u8;
-            out[i * 2 + 1] = ((sample + input[i + 1] as u32) >> 2) as u8;
-        }
-        out[(iw - 1) * 2] = ((input[iw - 1] as u32 * 3 + input[iw - 2] as u32 + 2) >> 2) as u8;
-        out[(iw - 1) * 2 + 1] = input[iw - 1];
+        fancy_h2(input, out, 2, |x| x as u8);
     } else if h1 && v2 {
         let (near, far) = near_far();
         let n = &plane[near * stride..][..ow];
         let f = &plane[far * stride..][..ow];
-        for i in 0..ow {
-            out[i] = ((3 * n[i] as u32 + f[i] as u32 + 2) >> 2) as u8;
+        for ((o, &n), &f) in out[..ow].iter_mut().zip(n).zip(f) {
+            *o = ((3 * n as u16 + f as u16 + 2) >> 2) as u8;
         }
     } else if h2 && v2 {
         let (near, far) = near_far();
-        let n = &plane[near * stride..];
-        let f = &plane[far * stride..];
+        let n = &plane[near * stride..][..iw];
+        let f = &plane[far * stride..][..iw];
+        let t = &mut t[..iw];
+        for ((t, &n), &f) in t.iter_mut().zip(n).zip(f) {
+            *t = 3 * n as u16 + f as u16;
+        }
         if iw == 1 {
-            let value = ((3 * n[0] as u32 + f[0] as u32 + 2) >> 2) as u8;
+            let value = ((t[0] + 2) >> 2) as u8;
             out[0] = value;
             out[1] = value;
             return Some(());
         }
-        let mut t1 = 3 * n[0] as u32 + f[0] as u32;
-        out[0] = ((t1 + 2) >> 2) as u8;
-        for i in 1..iw {
-            let t0 = t1;
-            t1 = 3 * n[i] as u32 + f[i] as u32;
-            out[i * 2 - 1] = ((3 * t0 + t1 + 8) >> 4) as u8;
-            out[i * 2] = ((3 * t1 + t0 + 8) >> 4) as u8;
-        }
-        out[iw * 2 - 1] = ((t1 + 2) >> 2) as u8;
+        fancy_h2(t, out, 4, |x| ((x + 2) >> 2) as u8);
     } else {
         if hmax % h != 0 || vmax % v != 0 {
             return None;
