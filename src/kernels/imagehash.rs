@@ -26,19 +26,6 @@ pub(crate) fn luma_any(img: &RgbImage) -> Vec<u8> {
     out
 }
 
-/// Pillow's `resize((ow, oh), LANCZOS)` of an 8-bit single-channel image, bit for bit.
-pub fn resize(px: &[u8], w: usize, h: usize, ow: usize, oh: usize) -> Vec<u8> {
-    crate::kernels::resample::resize(
-        px,
-        1,
-        w,
-        h,
-        ow,
-        oh,
-        crate::kernels::resample::Filter::Lanczos,
-    )
-}
-
 fn pack(bits: impl Iterator<Item = bool>) -> u64 {
     bits.fold(0u64, |acc, b| (acc << 1) | b as u64)
 }
@@ -103,8 +90,11 @@ pub fn phash_of_gray32(g: &[u8]) -> (u64, bool) {
 
 /// Hashes of an RGB image (any size ≥ 1×1).
 pub fn hashes(img: &RgbImage) -> Hashes {
+    use crate::kernels::resample::{Filter, resize_grey_columns, transpose};
     let (w, h) = (img.width() as usize, img.height() as usize);
-    let g = luma(img);
+    // Column by column: the three resizes' horizontal passes vectorise down columns.
+    let g = transpose(&luma(img), w, h);
+    let resize = |g: &[u8], w, h, ow, oh| resize_grey_columns(g, (w, h), (ow, oh), Filter::Lanczos);
     let g32 = resize(&g, w, h, 32, 32);
     let mean32 = g32.iter().map(|&v| v as f64).sum::<f64>() / 1024.0;
     let var32 = g32
@@ -132,6 +122,11 @@ pub fn hashes(img: &RgbImage) -> Hashes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn resize(px: &[u8], w: usize, h: usize, ow: usize, oh: usize) -> Vec<u8> {
+        use crate::kernels::resample::{Filter, resize};
+        resize(px, 1, w, h, ow, oh, Filter::Lanczos)
+    }
 
     #[test]
     fn identity_resize_and_constant_images() {
