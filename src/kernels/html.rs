@@ -910,33 +910,32 @@ fn collapse(s: &str) -> String {
 /// space, a leading or trailing one kept; words are copied as whole slices.
 fn collapse_into(out: &mut String, s: &str) {
     let b = s.as_bytes();
-    let (mut i, mut word, mut space) = (0usize, 0usize, false);
+    // Text between runs is copied whole: a single space between two other bytes is
+    // already collapsed, so most text is copied a line at a time, not a word.
+    let (mut i, mut from) = (0usize, 0usize);
     while i < b.len() {
-        let ws = super::text::whitespace_at(s, i);
+        use super::text::{PLAIN, SPACE, WS_CLASS};
+        let ws = match WS_CLASS[b[i] as usize] {
+            PLAIN => 0,
+            SPACE if b.get(i + 1).is_some_and(|&c| WS_CLASS[c as usize] == PLAIN) => 0,
+            _ => super::text::whitespace_at(s, i),
+        };
         if ws == 0 {
             i += 1;
             continue;
         }
-        if word < i {
-            if space {
-                out.push(' ');
-            }
-            out.push_str(&s[word..i]);
-        }
-        space = true;
+        out.push_str(&s[from..i]);
         i += ws;
-        word = i;
-    }
-    if word < b.len() {
-        if space {
-            out.push(' ');
+        while i < b.len() {
+            match super::text::whitespace_at(s, i) {
+                0 => break,
+                n => i += n,
+            }
         }
-        out.push_str(&s[word..]);
-        space = false;
-    }
-    if space {
         out.push(' ');
+        from = i;
     }
+    out.push_str(&s[from..]);
 }
 
 /// Decodes numeric character references and the common named entities.

@@ -18,6 +18,25 @@ pub fn whitespace_at(s: &str, i: usize) -> usize {
     }
 }
 
+/// Byte classes for scanners that skip what cannot be whitespace: [`PLAIN`] bytes
+/// never start a White_Space character, [`SPACE`] is b' ', and the rest (other
+/// ASCII whitespace, the lead bytes above) go to [`whitespace_at`].
+pub const WS_CLASS: [u8; 256] = {
+    let mut t = [PLAIN; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = match i as u8 {
+            b' ' => SPACE,
+            b'\t' | b'\n' | b'\r' | 0x0B | 0x0C | 0xC2 | 0xE1 | 0xE2 | 0xE3 => 2,
+            _ => PLAIN,
+        };
+        i += 1;
+    }
+    t
+};
+pub const PLAIN: u8 = 0;
+pub const SPACE: u8 = 1;
+
 /// Below this many rows a batch is processed on the calling thread.
 const PAR_MIN: usize = 4096;
 
@@ -107,6 +126,25 @@ fn hash_normalised(s: &str, norm: Normalise) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every White_Space character is seen by `whitespace_at` and starts with a byte
+    /// `WS_CLASS` does not call plain; no other character is.
+    #[test]
+    fn whitespace_bytes_and_classes_cover_every_white_space_char() {
+        let mut seen = 0;
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let s = c.to_string();
+            let at = whitespace_at(&s, 0);
+            assert_eq!(at > 0, c.is_whitespace(), "{c:?}");
+            if c.is_whitespace() {
+                seen += 1;
+                assert_eq!(at, s.len(), "{c:?}");
+                assert_ne!(WS_CLASS[s.as_bytes()[0] as usize], PLAIN, "{c:?}");
+            }
+        }
+        assert_eq!(seen, 25);
+        assert_eq!(WS_CLASS[b' ' as usize], SPACE);
+    }
 
     #[test]
     fn lengths_count_chars_not_bytes() {
