@@ -251,17 +251,31 @@ pub fn rows_as_json(batch: &RecordBatch) -> Vec<String> {
     } else {
         batch
     };
+    // What arrow-json's line-delimited writer writes, a row at a time into its own
+    // string (writing the batch as one buffer and splitting it again grew the buffer,
+    // made a lossy UTF-8 pass and copied every line).
+    let n = batch.num_rows();
+    let array = arrow_array::StructArray::from(batch.clone());
+    let field = Arc::new(Field::new_struct(
+        "",
+        batch.schema().fields().clone(),
+        false,
+    ));
+    let options = arrow_json::writer::EncoderOptions::default();
+    let Ok(mut encoder) = arrow_json::writer::make_encoder(&field, &array, &options) else {
+        return vec![String::new(); n];
+    };
     let mut buf = Vec::new();
-    {
-        let mut w = arrow_json::LineDelimitedWriter::new(&mut buf);
-        if w.write(batch).is_err() || w.finish().is_err() {
-            return vec![String::new(); batch.num_rows()];
-        }
-    }
-    let text = String::from_utf8_lossy(&buf);
-    let mut out: Vec<String> = text.lines().map(str::to_string).collect();
-    out.resize(batch.num_rows(), String::new());
-    out
+    (0..n)
+        .map(|i| {
+            buf.clear();
+            encoder.encode(i, &mut buf);
+            match std::str::from_utf8(&buf) {
+                Ok(s) => s.to_owned(),
+                Err(_) => String::from_utf8_lossy(&buf).into_owned(),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -272,6 +286,83 @@ mod tests {
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    /// Rows as JSON are the lines arrow-json's line-delimited writer writes: escapes,
+    /// nulls left out, numbers, lists, timestamps; binary columns dropped.
+    #[test]
+    fn rows_as_json_are_the_line_delimited_writers_lines() {
+        use arrow_array::builder::{ListBuilder, TimestampMillisecondBuilder};
+        use arrow_array::{BinaryArray, BooleanArray, Float32Array};
+        let mut list = ListBuilder::new(Int64Builder::new());
+        let mut ts = TimestampMillisecondBuilder::new();
+        for i in 0..4i64 {
+            list.values().append_value(i);
+            list.values().append_value(-i);
+            list.append(i != 2);
+            ts.append_option((i != 1).then_some(1_700_000_000_000 + i));
+        }
+        let text = [
+            Some("plain"),
+            Some("quote \" back\\ nl\n cr\r tab\t \u{1} é 𝄞 </script>"),
+            None,
+            Some(""),
+        ];
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "text",
+                Arc::new(StringArray::from(text.to_vec())) as ArrayRef,
+            ),
+            (
+                "n",
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    None,
+                    Some(-7),
+                    Some(i64::MAX),
+                ])),
+            ),
+            (
+                "score",
+                Arc::new(Float32Array::from(vec![
+                    Some(0.65),
+                    Some(1e-7),
+                    None,
+                    Some(3.0),
+                ])),
+            ),
+            (
+                "ok",
+                Arc::new(BooleanArray::from(vec![
+                    Some(true),
+                    None,
+                    Some(false),
+                    Some(true),
+                ])),
+            ),
+            ("grams", Arc::new(list.finish())),
+            ("at", Arc::new(ts.finish())),
+            ("image", Arc::new(BinaryArray::from(vec![&b"\xff"[..]; 4]))),
+        ])
+        .unwrap();
+        let got = rows_as_json(&batch);
+        let mut buf = Vec::new();
+        let mut w = arrow_json::LineDelimitedWriter::new(&mut buf);
+        w.write(&batch.project(&[0, 1, 2, 3, 4, 5]).unwrap())
+            .unwrap();
+        w.finish().unwrap();
+        let want: Vec<String> = String::from_utf8(buf)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(got, want);
+        assert!(
+            got[1].contains("\\n") && !got[1].contains("image"),
+            "{}",
+            got[1]
+        );
+        assert!(!got[2].contains("text"), "{}", got[2]);
     }
 
     #[test]
