@@ -952,7 +952,9 @@ pub fn decode_entities(s: &str) -> std::borrow::Cow<'_, str> {
     while let Some(i) = rest.find('&') {
         out.push_str(&rest[..i]);
         let tail = &rest[i + 1..];
-        let end = tail.find(';').filter(|&e| e <= 10);
+        // A reference is at most 10 bytes before its `;`: look no further (a text
+        // of `&`s without one must not be scanned to its end for each of them).
+        let end = tail.bytes().take(11).position(|c| c == b';');
         let decoded = end.and_then(|e| {
             let name = &tail[..e];
             if let Some(num) = name.strip_prefix('#') {
@@ -1299,6 +1301,13 @@ mod tests {
             decode_entities("a &amp; b &#233;&#x41; &nope; &"),
             "a & b éA &nope; &"
         );
+        // A reference's name is at most 10 bytes before its `;`.
+        assert_eq!(
+            decode_entities("&#000000065;&#0000000065;"),
+            "A&#0000000065;"
+        );
+        let ands = "&".repeat(50_000) + "amp;";
+        assert_eq!(decode_entities(&ands), "&".repeat(50_000));
         let nasty = "<div>".repeat(200_000) + &"x ".repeat(100_000);
         assert_eq!(
             extract(&nasty, Duration::from_nanos(1)),
