@@ -12,6 +12,8 @@
 //! returns `None` so the caller decodes with the general decoder: this module never
 //! decides an image is broken, it only declines.
 
+use std::rc::Rc;
+
 /// Zigzag index → natural (row-major) index.
 const UNZIGZAG: [u8; 64] = [
     0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
@@ -321,8 +323,8 @@ pub struct Jpeg<'a> {
     comps: Vec<Component>,
     /// Per scan component (frame order is checked equal): DC and AC table.
     tables: Vec<(usize, usize)>,
-    dc: [Option<Huffman>; 4],
-    ac: [Option<Huffman>; 4],
+    dc: [Option<Rc<Huffman>>; 4],
+    ac: [Option<Rc<Huffman>>; 4],
     qt: [[u16; 64]; 4],
     restart: u32,
     rgb: bool,
@@ -343,8 +345,8 @@ impl<'a> Jpeg<'a> {
             return None;
         }
         let mut i = 2;
-        let mut dc: [Option<Huffman>; 4] = Default::default();
-        let mut ac: [Option<Huffman>; 4] = Default::default();
+        let mut dc: [Option<Rc<Huffman>>; 4] = Default::default();
+        let mut ac: [Option<Rc<Huffman>>; 4] = Default::default();
         let mut qt = [[0u16; 64]; 4];
         let mut qdef = [false; 4];
         let mut frame: Option<(u32, u32, Vec<Component>, bool)> = None;
@@ -423,7 +425,7 @@ impl<'a> Jpeg<'a> {
                         if id > 3 || class > 1 || total == 0 || total > 256 || baseline && id > 1 {
                             return None;
                         }
-                        let t = Some(Huffman::new(&counts, values)?);
+                        let t = Some(huffman(&counts, values)?);
                         if class == 0 {
                             dc[id] = t;
                         } else {
@@ -609,7 +611,8 @@ impl<'a> Jpeg<'a> {
                 }
                 for (ci, c) in self.comps.iter().enumerate() {
                     let (td, ta) = self.tables[ci];
-                    let (dct, act) = (self.dc[td].as_ref()?, self.ac[ta].as_ref()?);
+                    let (dct, act): (&Huffman, &Huffman) =
+                        (self.dc[td].as_ref()?, self.ac[ta].as_ref()?);
                     let q = &self.qt[c.tq];
                     let multi = &mut multi[ta];
                     for v in 0..c.v as usize {
@@ -666,6 +669,31 @@ impl<'a> Jpeg<'a> {
         colour(&comps, (hmax, vmax), (ow, oh), self.rgb, &mut out)?;
         Some((ow as u32, oh as u32, out))
     }
+}
+
+thread_local! {
+    /// Huffman tables this thread has built, newest last: most JPEGs carry the
+    /// standard tables, and a file's headers are read twice (probe, then decode).
+    static TABLES: std::cell::RefCell<Vec<Rc<Huffman>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`Huffman::new`] through [`TABLES`] (at most 16 kept), matched on the whole
+/// definition, so a hit is exactly the table building would give.
+fn huffman(counts: &[u8; 16], values: &[u8]) -> Option<Rc<Huffman>> {
+    TABLES.with(|t| {
+        let mut t = t.borrow_mut();
+        let same = |h: &&Rc<Huffman>| h.key[..16] == counts[..] && h.key[16..] == *values;
+        if let Some(h) = t.iter().rev().find(same) {
+            return Some(h.clone());
+        }
+        let h = Rc::new(Huffman::new(counts, values)?);
+        if t.len() >= 16 {
+            t.remove(0);
+        }
+        t.push(h.clone());
+        Some(h)
+    })
 }
 
 thread_local! {
@@ -1066,4 +1094,26 @@ fn ycbcr_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
         c(y - f(0.34414) * cb - f(0.71414) * cr),
         c(y + f(1.77200) * cb),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-thread table cache returns a table only for its whole definition:
+    /// the same counts with other symbols are another table.
+    #[test]
+    fn huffman_tables_are_shared_only_for_the_same_definition() {
+        let mut counts = [0u8; 16];
+        counts[1] = 3; // three 2-bit codes: 00, 01, 10
+        let a = huffman(&counts, &[1, 2, 3]).unwrap();
+        let b = huffman(&counts, &[1, 2, 4]).unwrap();
+        assert!(Rc::ptr_eq(&a, &huffman(&counts, &[1, 2, 3]).unwrap()));
+        assert!(!Rc::ptr_eq(&a, &b));
+        assert_eq!(a.lut[0b10 << (LUT_BITS - 2)], (2, 3));
+        assert_eq!(b.lut[0b10 << (LUT_BITS - 2)], (2, 4));
+        // Over-subscribed: refused, and not cached.
+        counts[0] = 3;
+        assert!(huffman(&counts, &[1, 2, 3, 4, 5, 6]).is_none());
+    }
 }
