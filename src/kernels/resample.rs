@@ -177,11 +177,7 @@ fn resize_crop_any(
     let cy = cy_all.as_ref().map(|c| &c[y0..y0 + crh]);
     // The input rows the vertical pass reads (all of the crop's when there is none).
     let (r0, r1) = match &cy {
-        Some(cy) if !cy.is_empty() => (
-            cy.iter().map(|(m, _)| *m).min().unwrap_or(0),
-            cy.iter().map(|(m, k)| m + k.len()).max().unwrap_or(0),
-        ),
-        Some(_) => (0, 0),
+        Some(cy) => lines_read(cy),
         None => (y0, y0 + crh),
     };
     let stride = cw * ch;
@@ -207,18 +203,40 @@ fn resize_crop_any(
     let mut out = vec![0u8; crh * stride];
     let mut acc = vec![0i32; stride];
     for ((ymin, k), dst) in cy.iter().zip(out.chunks_exact_mut(stride.max(1))) {
-        acc.fill(half);
-        for (i, &kk) in k.iter().enumerate() {
-            let at = (ymin - r0 + i) * stride;
-            for (a, &s) in acc.iter_mut().zip(&hor[at..at + stride]) {
-                *a += s as i32 * kk;
-            }
-        }
-        for (d, &a) in dst.iter_mut().zip(&acc) {
-            *d = clip8(a);
-        }
+        let line = |i: usize| &hor[(ymin - r0 + i) * stride..][..stride];
+        weighted_lines(k, line, half, &mut acc, dst);
     }
     out
+}
+
+/// The input lines `[first, end)` a pass with coefficients `c` reads.
+fn lines_read(c: &[(usize, Vec<i32>)]) -> (usize, usize) {
+    (
+        c.iter().map(|(m, _)| *m).min().unwrap_or(0),
+        c.iter().map(|(m, k)| m + k.len()).max().unwrap_or(0),
+    )
+}
+
+/// One output line as the weighted sum of whole input lines, `line(i)` for weight
+/// `k[i]`, each as long as `dst`: 32-bit sums from `half`, rounded to 8 bits. A line
+/// at a time, so the sums vectorise along it.
+#[inline(always)]
+fn weighted_lines<'a>(
+    k: &[i32],
+    line: impl Fn(usize) -> &'a [u8],
+    half: i32,
+    acc: &mut [i32],
+    dst: &mut [u8],
+) {
+    acc.fill(half);
+    for (i, &kk) in k.iter().enumerate() {
+        for (a, &s) in acc.iter_mut().zip(line(i)) {
+            *a += s as i32 * kk;
+        }
+    }
+    for (d, &a) in dst.iter_mut().zip(acc.iter()) {
+        *d = clip8(a);
+    }
 }
 
 /// `src` (`w`×`h`, one byte per pixel, row-major) transposed: `out[x * h + y]`.
@@ -269,10 +287,7 @@ fn resize_grey_columns_any(
     let cy = (oh != h).then(|| coeffs_cached(h, oh, f));
     // The input rows the vertical pass reads.
     let (r0, r1) = match &cy {
-        Some(cy) => (
-            cy.iter().map(|(m, _)| *m).min().unwrap_or(0),
-            cy.iter().map(|(m, k)| m + k.len()).max().unwrap_or(0),
-        ),
+        Some(cy) => lines_read(cy),
         None => (0, h),
     };
     let rows = r1 - r0;
@@ -282,16 +297,8 @@ fn resize_grey_columns_any(
         let cx = coeffs_cached(w, ow, f);
         let mut acc = vec![0i32; rows];
         for ((xmin, k), dst) in cx.iter().zip(hor.chunks_exact_mut(rows.max(1))) {
-            acc.fill(half);
-            for (i, &kk) in k.iter().enumerate() {
-                let col = &t[(xmin + i) * h + r0..][..rows];
-                for (a, &s) in acc.iter_mut().zip(col) {
-                    *a += s as i32 * kk;
-                }
-            }
-            for (d, &a) in dst.iter_mut().zip(&acc) {
-                *d = clip8(a);
-            }
+            let column = |i: usize| &t[(xmin + i) * h + r0..][..rows];
+            weighted_lines(k, column, half, &mut acc, dst);
         }
     } else {
         for (x, dst) in hor.chunks_exact_mut(rows.max(1)).enumerate() {
