@@ -8,26 +8,26 @@ use rayon::prelude::*;
 #[inline(always)]
 pub fn whitespace_at(s: &str, i: usize) -> usize {
     match s.as_bytes()[i] {
-        b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => 1,
-        0xC2 | 0xE1 | 0xE2 | 0xE3 => s[i..]
+        b if WS_CLASS[b as usize] == PLAIN => 0,
+        b if b.is_ascii() => 1,
+        _ => s[i..]
             .chars()
             .next()
             .filter(|c| c.is_whitespace())
             .map_or(0, char::len_utf8),
-        _ => 0,
     }
 }
 
 /// Byte classes for scanners that skip what cannot be whitespace: [`PLAIN`] bytes
-/// never start a White_Space character, [`SPACE`] is b' ', and the rest (other
-/// ASCII whitespace, the lead bytes above) go to [`whitespace_at`].
+/// never start a White_Space character, [`SPACE`] is b' ', and the rest ([`OTHER`]:
+/// the other ASCII whitespace, and the lead bytes above) go to [`whitespace_at`].
 pub const WS_CLASS: [u8; 256] = {
     let mut t = [PLAIN; 256];
     let mut i = 0;
     while i < 256 {
         t[i] = match i as u8 {
             b' ' => SPACE,
-            b'\t' | b'\n' | b'\r' | 0x0B | 0x0C | 0xC2 | 0xE1 | 0xE2 | 0xE3 => 2,
+            b'\t' | b'\n' | b'\r' | 0x0B | 0x0C | 0xC2 | 0xE1 | 0xE2 | 0xE3 => OTHER,
             _ => PLAIN,
         };
         i += 1;
@@ -36,6 +36,7 @@ pub const WS_CLASS: [u8; 256] = {
 };
 pub const PLAIN: u8 = 0;
 pub const SPACE: u8 = 1;
+pub const OTHER: u8 = 2;
 
 /// Below this many rows a batch is processed on the calling thread.
 const PAR_MIN: usize = 4096;
