@@ -10,8 +10,8 @@ fn main() -> std::process::ExitCode {
 /// for as much again. glibc's default serves such sizes by mmap, and raises its
 /// threshold only after a free, trimming the heap top above twice that: every batch
 /// got fresh pages, zeroed by the kernel on first touch (74k page faults on a 651 MB
-/// WARC, 88–173k on 10,000 images; 5–10 % of the run in a VM). Fixed thresholds keep
-/// freed batches for the next: 44–57k faults, the working set. Memory above them is
+/// WARC, 88–180k on 10,000 images; 5–10 % of the run in a VM). Fixed thresholds keep
+/// freed batches for the next: 41–53k faults, the working set. Memory above them is
 /// still returned: allocations of 32 MiB or more are mapped, and a free heap top over
 /// 64 MiB per arena (two arenas) is trimmed. `MALLOC_MMAP_THRESHOLD_` or
 /// `MALLOC_TRIM_THRESHOLD_` set by the user wins (docs/PERFORMANCE.md).
