@@ -550,30 +550,68 @@ fn nfc(s: String) -> String {
     }
 }
 
-/// Bytes looked at one by one before a search calls `memchr`: in tag-dense pages
-/// most searches end within a few bytes, where the call costs more than the scan.
-const SHORT: usize = 32;
+/// Bytes scanned inline, 16 at a time, before a search calls `memchr`: in tag-dense
+/// pages most searches end within a few bytes, where the call costs more than the scan.
+const SHORT: usize = 64;
 
-/// `memchr::memchr`, scanning the first [`SHORT`] bytes inline.
+/// The first byte of `hay` that is one of `needles`: [`SHORT`] bytes inline, then
+/// `long` on the rest.
 #[inline(always)]
-fn find1(n: u8, hay: &[u8]) -> Option<usize> {
-    let head = &hay[..hay.len().min(SHORT)];
-    match head.iter().position(|&c| c == n) {
-        Some(i) => Some(i),
-        None if hay.len() > SHORT => memchr::memchr(n, &hay[SHORT..]).map(|i| i + SHORT),
-        None => None,
+fn find_any<const K: usize>(
+    needles: [u8; K],
+    hay: &[u8],
+    long: impl FnOnce(&[u8]) -> Option<usize>,
+) -> Option<usize> {
+    let mut i = 0;
+    while i + 16 <= hay.len() {
+        if i >= SHORT {
+            return long(&hay[i..]).map(|j| i + j);
+        }
+        let m = eq_mask(hay[i..i + 16].try_into().expect("16 bytes"), needles);
+        if m != 0 {
+            return Some(i + m.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
+    hay[i..]
+        .iter()
+        .position(|c| needles.contains(c))
+        .map(|j| i + j)
+}
+
+/// Bit `i` set where `chunk[i]` is one of `needles`: one SSE2 compare per needle.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn eq_mask<const K: usize>(chunk: &[u8; 16], needles: [u8; K]) -> u32 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is enabled (the cfg above), and `chunk` is 16 readable bytes (an
+    // unaligned load).
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let mut m = _mm_setzero_si128();
+        for n in needles {
+            m = _mm_or_si128(m, _mm_cmpeq_epi8(v, _mm_set1_epi8(n as i8)));
+        }
+        _mm_movemask_epi8(m) as u32
     }
 }
 
-/// `memchr::memchr3`, scanning the first [`SHORT`] bytes inline.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn eq_mask<const K: usize>(chunk: &[u8; 16], needles: [u8; K]) -> u32 {
+    (0..16).fold(0, |m, i| m | u32::from(needles.contains(&chunk[i])) << i)
+}
+
+/// `memchr::memchr`, the first [`SHORT`] bytes inline.
+#[inline(always)]
+fn find1(n: u8, hay: &[u8]) -> Option<usize> {
+    find_any([n], hay, |h| memchr::memchr(n, h))
+}
+
+/// `memchr::memchr3`, the first [`SHORT`] bytes inline.
 #[inline(always)]
 fn find3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
-    let head = &hay[..hay.len().min(SHORT)];
-    match head.iter().position(|&x| x == a || x == b || x == c) {
-        Some(i) => Some(i),
-        None if hay.len() > SHORT => memchr::memchr3(a, b, c, &hay[SHORT..]).map(|i| i + SHORT),
-        None => None,
-    }
+    find_any([a, b, c], hay, |h| memchr::memchr3(a, b, c, h))
 }
 
 fn find_tag_end(b: &[u8], from: usize) -> usize {
@@ -1279,6 +1317,36 @@ mod tests {
         assert!(!has_invisible("\u{a0}\u{2019}\u{201c}\u{ef00}ünïcödé"));
         for c in INVISIBLE {
             assert!(has_invisible(&format!("\u{2019}ab{c}cd")), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn inline_searches_find_what_memchr_finds() {
+        // Haystacks of every length around the 16-byte chunks and the inline head,
+        // with needles at every position (and none).
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for len in 0..200usize {
+            for _ in 0..20 {
+                let mut hay: Vec<u8> = (0..len).map(|_| b'a' + (next() % 20) as u8).collect();
+                for _ in 0..(next() % 3) {
+                    if len > 0 {
+                        let at = (next() as usize) % len;
+                        hay[at] = [b'<', b'>', b'"', b'\''][(next() % 4) as usize];
+                    }
+                }
+                assert_eq!(find1(b'<', &hay), memchr::memchr(b'<', &hay), "{hay:?}");
+                assert_eq!(
+                    find3(b'>', b'"', b'\'', &hay),
+                    memchr::memchr3(b'>', b'"', b'\'', &hay),
+                    "{hay:?}"
+                );
+            }
         }
     }
 
