@@ -763,45 +763,21 @@ fn push_text(
     link: bool,
     (boiler, hard, content): (bool, bool, bool),
 ) {
-    // Whitespace between tags (most text nodes) needs no decoding.
-    let blank = raw.bytes().all(|c| c.is_ascii_whitespace());
-    let t = if blank {
-        std::borrow::Cow::Borrowed("")
-    } else {
-        decode_entities(raw)
-    };
-    if t.trim().is_empty() {
+    let before = text.len();
+    if !push_decoded(text, raw) {
+        // Only whitespace: at most one space between the block's words.
+        text.truncate(before);
         if text.len() > cur.start && !text.ends_with(' ') {
             text.push(' ');
         }
         return;
     }
-    // Invisible format characters (soft hyphens, zero-width spaces, BOMs, word
-    // joiners) are layout hints, not text: "Mag&shy;da&shy;le&shy;ner" is one word.
-    let t = if has_invisible(&t) {
-        std::borrow::Cow::Owned(t.replace(INVISIBLE, ""))
-    } else {
-        t
-    };
-    let before = text.len();
-    collapse_into(text, &t);
     if link {
         cur.link_chars += text[before..].trim().chars().count();
     }
     cur.boiler |= boiler;
     cur.hard |= hard;
     cur.content |= content;
-}
-
-/// Whether `s` holds an [`INVISIBLE`] character: only their UTF-8 lead bytes are
-/// looked at, so ASCII and most scripts pass with one vector scan.
-fn has_invisible(s: &str) -> bool {
-    let b = s.as_bytes();
-    memchr::memchr3_iter(0xC2, 0xE2, 0xEF, b).any(|i| {
-        s.get(i..)
-            .and_then(|r| r.chars().next())
-            .is_some_and(|c| INVISIBLE.contains(&c))
-    })
 }
 
 /// Ends the current block: its text trimmed, kept (with the path of open elements)
@@ -944,44 +920,144 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Appends `s` with each whitespace run (as `char::is_whitespace`) collapsed to one
-/// space, a leading or trailing one kept; words are copied as whole slices.
-fn collapse_into(out: &mut String, s: &str) {
-    let b = s.as_bytes();
-    // Text between runs is copied whole: a single space between two other bytes is
-    // already collapsed, so most text is copied a line at a time, not a word.
-    let (mut i, mut from) = (0usize, 0usize);
-    while i < b.len() {
-        use super::text::{PLAIN, SPACE, WS_CLASS};
-        let ws = match WS_CLASS[b[i] as usize] {
-            PLAIN => 0,
-            SPACE if b.get(i + 1).is_some_and(|&c| WS_CLASS[c as usize] == PLAIN) => 0,
-            _ => super::text::whitespace_at(s, i),
-        };
-        if ws == 0 {
-            i += 1;
-            continue;
+/// Byte classes of [`push_decoded`]: [`PLAIN`](super::text::PLAIN) bytes start no
+/// whitespace, entity or [`INVISIBLE`] character (`WS_CLASS` with `&` and 0xEF, the
+/// lead byte of U+FEFF, added; the other invisible characters start with lead bytes
+/// of whitespace).
+const NODE_CLASS: [u8; 256] = {
+    use super::text::{OTHER, WS_CLASS};
+    let mut t = WS_CLASS;
+    t[b'&' as usize] = OTHER;
+    t[0xEF] = OTHER;
+    t
+};
+
+/// Appends a text node to `out` as `decode_entities`, then removing the [`INVISIBLE`]
+/// characters, then collapsing each whitespace run (as `char::is_whitespace`) to one
+/// space (a leading or trailing one kept) would, in one pass: text between the
+/// irregular bytes is copied whole (a single space between two other bytes is
+/// already collapsed). Returns whether any decoded character is not whitespace.
+fn push_decoded(out: &mut String, raw: &str) -> bool {
+    use super::text::{PLAIN, SPACE};
+    struct Sink<'a> {
+        out: &'a mut String,
+        /// A whitespace run is open: one space is owed before the next text.
+        space: bool,
+        text: bool,
+    }
+    impl Sink<'_> {
+        fn run(&mut self, run: &str) {
+            if self.space {
+                // A run starts with a space only where it may: it is that space.
+                if !run.starts_with(' ') {
+                    self.out.push(' ');
+                }
+                self.space = false;
+            }
+            self.out.push_str(run);
+            self.text = true;
         }
-        out.push_str(&s[from..i]);
-        i += ws;
-        while i < b.len() {
-            match super::text::whitespace_at(s, i) {
-                0 => break,
-                n => i += n,
+        fn char(&mut self, c: char) {
+            if INVISIBLE.contains(&c) {
+                self.text = true;
+            } else if c.is_whitespace() {
+                self.space = true;
+            } else {
+                if self.space {
+                    self.out.push(' ');
+                    self.space = false;
+                }
+                self.out.push(c);
+                self.text = true;
             }
         }
-        out.push(' ');
+    }
+    let b = raw.as_bytes();
+    let mut sink = Sink {
+        out,
+        space: false,
+        text: false,
+    };
+    let (mut i, mut from) = (0usize, 0usize);
+    while i < b.len() {
+        match NODE_CLASS[b[i] as usize] {
+            PLAIN => {
+                i += 1;
+                continue;
+            }
+            SPACE
+                if b.get(i + 1)
+                    .is_some_and(|&c| NODE_CLASS[c as usize] == PLAIN) =>
+            {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if from < i {
+            sink.run(&raw[from..i]);
+        }
+        if b[i] == b'&' {
+            match entity_at(raw, i) {
+                Some((Entity::Char(c), len)) => {
+                    sink.char(c);
+                    i += len;
+                }
+                Some((Entity::Str(t), len)) => {
+                    t.chars().for_each(|c| sink.char(c));
+                    i += len;
+                }
+                // A bare '&' is text: it starts the next run.
+                None => {
+                    from = i;
+                    i += 1;
+                    continue;
+                }
+            }
+        } else {
+            let c = raw[i..].chars().next().expect("a char boundary");
+            sink.char(c);
+            i += c.len_utf8();
+        }
         from = i;
     }
-    out.push_str(&s[from..]);
+    if from < b.len() {
+        sink.run(&raw[from..]);
+    }
+    if sink.space {
+        sink.out.push(' ');
+    }
+    sink.text
+}
+
+enum Entity {
+    Char(char),
+    Str(&'static str),
+}
+
+/// The character reference starting with the `&` at `s[i]`, and its length in bytes.
+#[inline]
+fn entity_at(s: &str, i: usize) -> Option<(Entity, usize)> {
+    let tail = &s[i + 1..];
+    // A reference is at most 10 bytes before its `;`: look no further (a text of
+    // `&`s without one must not be scanned to its end for each of them).
+    let e = tail.bytes().take(11).position(|c| c == b';')?;
+    let name = &tail[..e];
+    let entity = if let Some(num) = name.strip_prefix('#') {
+        let v = if let Some(h) = num.strip_prefix(['x', 'X']) {
+            u32::from_str_radix(h, 16).ok()
+        } else {
+            num.parse().ok()
+        };
+        Entity::Char(v.and_then(char::from_u32)?)
+    } else {
+        Entity::Str(named(name)?)
+    };
+    Some((entity, e + 2))
 }
 
 /// Decodes numeric character references and the common named entities.
 pub fn decode_entities(s: &str) -> std::borrow::Cow<'_, str> {
-    enum Entity {
-        Char(char),
-        Str(&'static str),
-    }
     if !s.contains('&') {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -989,34 +1065,17 @@ pub fn decode_entities(s: &str) -> std::borrow::Cow<'_, str> {
     let mut rest = s;
     while let Some(i) = rest.find('&') {
         out.push_str(&rest[..i]);
-        let tail = &rest[i + 1..];
-        // A reference is at most 10 bytes before its `;`: look no further (a text
-        // of `&`s without one must not be scanned to its end for each of them).
-        let end = tail.bytes().take(11).position(|c| c == b';');
-        let decoded = end.and_then(|e| {
-            let name = &tail[..e];
-            if let Some(num) = name.strip_prefix('#') {
-                let v = if let Some(h) = num.strip_prefix(['x', 'X']) {
-                    u32::from_str_radix(h, 16).ok()
-                } else {
-                    num.parse().ok()
-                };
-                v.and_then(char::from_u32).map(|c| (Entity::Char(c), e))
-            } else {
-                named(name).map(|c| (Entity::Str(c), e))
-            }
-        });
-        match decoded {
-            Some((c, e)) => {
+        match entity_at(rest, i) {
+            Some((c, len)) => {
                 match c {
                     Entity::Char(c) => out.push(c),
                     Entity::Str(c) => out.push_str(c),
                 }
-                rest = &tail[e + 1..];
+                rest = &rest[i + len..];
             }
             None => {
                 out.push('&');
-                rest = tail;
+                rest = &rest[i + 1..];
             }
         }
     }
@@ -1258,12 +1317,14 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_runs_collapse_as_char_is_whitespace_splits() {
-        // The definition: every maximal run of `char::is_whitespace` becomes one space.
+    fn text_nodes_decode_drop_invisibles_and_collapse_in_one_pass() {
+        // The definition, step by step: entities decoded, invisible characters
+        // removed, every maximal run of `char::is_whitespace` one space.
         let reference = |s: &str| {
+            let t = decode_entities(s).replace(INVISIBLE, "");
             let mut out = String::new();
             let mut space = false;
-            for (i, part) in s.split(char::is_whitespace).enumerate() {
+            for (i, part) in t.split(char::is_whitespace).enumerate() {
                 space |= i > 0;
                 if !part.is_empty() {
                     if space {
@@ -1276,22 +1337,26 @@ mod tests {
             if space {
                 out.push(' ');
             }
-            out
+            let text = !decode_entities(s).chars().all(char::is_whitespace);
+            (out, text)
         };
         let pieces = [
             "a", "b c", " ", "\t\n", "\u{a0}", "\u{85}", "\u{1680}", "\u{2009}", "\u{202f}",
             "\u{3000}", "\u{2028}", "é", "\u{2019}", "\u{3001}", "\u{1681}", "\u{2060}", "\x0b",
-            "\u{c0}", "",
+            "\u{c0}", "", "\u{ad}", "\u{200b}", "\u{feff}", "\u{ef00}", "&amp;", "&nbsp;", "&shy;",
+            "&#32;", "&#x2060;", "&", "&lt;b", "&nope;", "&amp", "&#10;x",
         ];
-        // Every string of up to three pieces, so runs meet words and each other.
+        // Every string of up to three pieces, so runs, entities and invisible
+        // characters meet words and each other.
         let mut n = 0;
         for a in pieces {
             for b in pieces {
                 for c in pieces {
                     let s = format!("{a}{b}{c}");
                     let mut out = String::from("x");
-                    collapse_into(&mut out, &s);
-                    assert_eq!(out, format!("x{}", reference(&s)), "{s:?}");
+                    let text = push_decoded(&mut out, &s);
+                    let (want, want_text) = reference(&s);
+                    assert_eq!((out, text), (format!("x{want}"), want_text), "{s:?}");
                     n += 1;
                 }
             }
@@ -1309,15 +1374,6 @@ mod tests {
         assert_ne!(Tag::of(b"0123456789abcdef"), Tag::of(b"0123456789abcdef0"));
         assert_eq!(tag_kind(Tag::of(b"BlockQuote")), K_BLOCK);
         assert_eq!(tag_kind(Tag::of(b"custom-element")), 0);
-    }
-
-    #[test]
-    fn invisible_characters_are_found_among_other_multibyte_text() {
-        assert!(!has_invisible("plain ascii"));
-        assert!(!has_invisible("\u{a0}\u{2019}\u{201c}\u{ef00}ünïcödé"));
-        for c in INVISIBLE {
-            assert!(has_invisible(&format!("\u{2019}ab{c}cd")), "{c:?}");
-        }
     }
 
     #[test]
