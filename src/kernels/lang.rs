@@ -201,7 +201,23 @@ pub fn identify(text: &str) -> Option<(&'static str, f64)> {
     }
     let mut score = vec![0f32; m.classes.len()];
     let mut n = 0usize;
+    // Per language among the candidates (in order of first appearance), its best
+    // class's score; each candidate's place in it found once, not per chunk.
     let mut best: Vec<(&'static str, f64)> = Vec::new();
+    let places: Vec<(usize, usize)> = candidates
+        .iter()
+        .map(|&c| {
+            let lang = m.classes[c].lang;
+            let at = best
+                .iter()
+                .position(|(l, _)| *l == lang)
+                .unwrap_or_else(|| {
+                    best.push((lang, f64::NEG_INFINITY));
+                    best.len() - 1
+                });
+            (c, at)
+        })
+        .collect();
     for chunk in grams.chunks(CHUNK) {
         for g in chunk {
             if let Some((a, b)) = m.lookup(*g) {
@@ -215,13 +231,11 @@ pub fn identify(text: &str) -> Option<(&'static str, f64)> {
         }
         n += chunk.len();
         // Per language, its best class.
-        best.clear();
-        for &c in &candidates {
+        best.iter_mut().for_each(|b| b.1 = f64::NEG_INFINITY);
+        for &(c, at) in &places {
             let s = score[c] as f64 + n as f64 * m.classes[c].unseen as f64;
-            match best.iter_mut().find(|(l, _)| *l == m.classes[c].lang) {
-                Some(b) if b.1 >= s => {}
-                Some(b) => b.1 = s,
-                None => best.push((m.classes[c].lang, s)),
+            if s > best[at].1 {
+                best[at].1 = s;
             }
         }
         // A document's language is usually plain after its first few hundred
