@@ -37,6 +37,8 @@ struct Block {
     path: std::ops::Range<usize>,
     heading: bool,
     item: bool,
+    /// A `<br>` was seen: the next text starts a new line of this block.
+    newline: bool,
 }
 
 impl Block {
@@ -136,6 +138,7 @@ const TAG_HEADER: Tag = Tag::of(b"header");
 const TAG_LI: Tag = Tag::of(b"li");
 const TAG_TD: Tag = Tag::of(b"td");
 const TAG_DD: Tag = Tag::of(b"dd");
+const TAG_BR: Tag = Tag::of(b"br");
 
 #[derive(Debug, Clone)]
 struct Elem {
@@ -296,6 +299,14 @@ const W_BOILER: u8 = 2;
 /// `elementor-widget-container` > the article's paragraphs).
 const W_WEAK_BOILER: u8 = 4;
 const WEAK_BOILER_WORDS: &[&str] = &["widget"];
+/// Boilerplate whose own content a content word in the same token names
+/// ("sidebar-content", "comment-body", "author-box--content"): the token stays
+/// boilerplate.
+const W_OWNS_CONTENT: u8 = 8;
+const OWNS_CONTENT_WORDS: &[&str] = &[
+    "sidebar", "comment", "comments", "related", "footer", "author", "bio", "newsletter",
+    "cookie", "cookies", "share", "sharing", "social",
+];
 
 static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
     let mut m = FastMap::default();
@@ -307,6 +318,9 @@ static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
     }
     for w in CONTENT_WORDS {
         *m.entry(*w).or_insert(0) |= W_CONTENT;
+    }
+    for w in OWNS_CONTENT_WORDS {
+        *m.entry(*w).or_insert(0) |= W_OWNS_CONTENT;
     }
     m
 });
@@ -325,7 +339,7 @@ fn class_kinds(values: &[&str]) -> u8 {
                 contents += u32::from(kind & W_CONTENT != 0);
                 t |= kind;
             }
-            if t & W_WEAK_BOILER != 0 && contents < 2 {
+            if (t & W_WEAK_BOILER != 0 && contents < 2) || t & W_OWNS_CONTENT != 0 {
                 t &= !W_CONTENT;
             }
             k |= t;
@@ -459,6 +473,12 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 .unwrap_or(b.len());
             continue;
         }
+        if tag == TAG_BR {
+            // A line break, not a block: lines of a poem, an address or a list
+            // written with `<br>` are one block, judged by their length together.
+            cur.newline = true;
+            continue;
+        }
         if is_block {
             flush(&mut cur, &mut blocks, &stack);
         }
@@ -539,7 +559,6 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
     }
     flush(&mut cur, &mut blocks, &stack);
     Ok(Extracted {
-        title: title.map(nfc),
         text: nfc({
             // Too little left: class words or a page-wide `<form>` may have marked
             // the article itself; choose again trusting only tags, roles and
@@ -556,6 +575,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 text
             }
         }),
+        title: title.map(nfc),
     })
 }
 
@@ -808,14 +828,25 @@ fn push_text(
     link: bool,
     (boiler, hard, content): (bool, bool, bool),
 ) {
-    let before = text.len();
+    let mut before = text.len();
+    let newline = cur.newline && text.len() > cur.start;
+    if newline {
+        // A line broken by `<br>`: its trailing space goes, a newline comes.
+        text.truncate(cur.start + text[cur.start..].trim_end().len());
+        text.push('\n');
+        before = text.len();
+    }
     if !push_decoded(text, raw) {
         // Only whitespace: at most one space between the block's words.
         text.truncate(before);
-        if text.len() > cur.start && !text.ends_with(' ') {
+        if text.len() > cur.start && !text.ends_with([' ', '\n']) {
             text.push(' ');
         }
         return;
+    }
+    cur.newline = false;
+    if newline && text[before..].starts_with(' ') {
+        text.remove(before);
     }
     if link {
         cur.link_chars += text[before..].trim().chars().count();
