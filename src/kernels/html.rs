@@ -247,7 +247,12 @@ const BOILER_WORDS: &[&str] = &[
     "bio",
     "subscription",
     "paywall",
-];
+    "recommendations",
+    "recirc",
+    "affiliate",
+    "postmetadata",
+    "meta",
+]; 
 const CONTENT_WORDS: &[&str] = &[
     "article",
     "content",
