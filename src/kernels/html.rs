@@ -150,6 +150,8 @@ struct Elem {
     /// "sidebar") are undone by a descendant with a content class ("post-body").
     hard: bool,
     content: bool,
+    /// Inside `nav`, `footer`, `aside`, `menu` or `dialog`.
+    in_box: bool,
 }
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
@@ -519,7 +521,10 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 boiler = false;
             }
         }
-        if article_or_main {
+        // An article resets boilerplate around it ("has-sidebar", a page-wide
+        // `<header>`), not a `<footer>`'s or `<aside>`'s: an article there is a teaser.
+        let in_box = stack.last().is_some_and(|e| e.in_box);
+        if article_or_main && !in_box {
             boiler = false;
             hard = false;
         }
@@ -544,6 +549,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         next_id += 1;
         stack.push(Elem {
             tag,
+            in_box: in_box || kind & K_BOILER != 0,
             id: next_id,
             boiler,
             hard,
