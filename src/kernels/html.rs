@@ -58,6 +58,9 @@ struct Blocks {
     list: Vec<Block>,
     text: String,
     paths: Vec<u32>,
+    /// Ids of the elements that mark an article: `<article>`, `<main>`,
+    /// `role=main`, `itemprop=articleBody`.
+    articles: Vec<u32>,
 }
 
 impl Blocks {
@@ -369,6 +372,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         list: Vec::new(),
         text: String::with_capacity(html.len() / 4),
         paths: Vec::new(),
+        articles: Vec::new(),
     };
     let mut cur = Block::new(0);
     let mut title: Option<String> = None;
@@ -547,6 +551,9 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             cur.item = tag == TAG_LI || tag == TAG_TD || tag == TAG_DD;
         }
         next_id += 1;
+        if article_or_main || a.itemprop.contains("articlebody") || a.role == "main" {
+            blocks.articles.push(next_id);
+        }
         stack.push(Elem {
             tag,
             in_box: in_box || kind & K_BOILER != 0,
@@ -969,9 +976,23 @@ fn select(all_blocks: &Blocks, relaxed: bool) -> String {
         .max_by_key(|(_, (d, _))| *d)
         .map(|(id, _)| *id);
     let inside = |b: &Block| main.is_none_or(|m| all_blocks.path(b).contains(&m));
+    // The article around the main container: its good blocks before that
+    // container are kept (a lead in the article's header, a summary box).
+    let article = main.and_then(|m| {
+        let b = blocks.iter().find(|b| all_blocks.path(b).contains(&m))?;
+        let path = all_blocks.path(b);
+        let upto = path.iter().position(|id| *id == m)?;
+        path[..=upto]
+            .iter()
+            .rev()
+            .find(|id| all_blocks.articles.binary_search(id).is_ok())
+            .copied()
+    });
+    let first_inside = blocks.iter().position(inside).unwrap_or(0);
+    let in_article = |b: &Block| article.is_some_and(|a| all_blocks.path(b).contains(&a));
     let mut out = String::new();
     for (i, b) in blocks.iter().enumerate() {
-        let long_good = class[i] == C::Good && text(b).len() >= OUTSIDE_MIN;
+        let long_good = class[i] == C::Good && (text(b).len() >= OUTSIDE_MIN || (i < first_inside && in_article(b)));
         if !(inside(b) || long_good) {
             continue;
         }
