@@ -159,7 +159,8 @@ struct Elem {
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
 const SKIP_TREE: &[&str] = &[
-    "svg", "math", "iframe", "object", "select", "button", "head", "figure", "rt", "rp",
+    "svg", "math", "iframe", "object", "select", "button", "head", "figure", "figcaption", "rt",
+    "rp",
 ];
 /// Elements that may appear in `<head>` (with what trackers put in its `<noscript>`).
 const IN_HEAD: &[&str] = &[
