@@ -159,7 +159,7 @@ struct Elem {
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
 const SKIP_TREE: &[&str] = &[
-    "svg", "math", "iframe", "object", "select", "button", "head", "figure", "figcaption", "rt",
+    "svg", "math", "iframe", "object", "select", "button", "head", "figure", "figcaption", "label", "rt",
     "rp",
 ];
 /// Elements that may appear in `<head>` (with what trackers put in its `<noscript>`).
@@ -256,6 +256,8 @@ const BOILER_WORDS: &[&str] = &[
     "recommendations",
     "recirc",
     "affiliate",
+    "legend",
+    "notice",
     "postmetadata",
     "meta",
 ]; 
