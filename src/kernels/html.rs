@@ -339,11 +339,13 @@ static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
 });
 
 /// The union of the kinds of the words in class and id values.
-/// Within one class token that names a widget, a single content word is the
-/// widget's own ("widget-content", "widget_text" in a sidebar); it takes two to name
-/// the post's content ("elementor-widget-theme-post-content").
+/// On an element that names a widget, a single content word is the widget's own
+/// ("widget-content", `class="widget widget_text" id="text-6"` in a sidebar); it
+/// takes two to name the post's content ("elementor-widget-theme-post-content").
+/// In a token that names a sidebar, comments or the like, content words name that
+/// box's content ("sidebar-content", "comment-body").
 fn class_kinds(values: &[&str]) -> u8 {
-    let mut k = 0;
+    let (mut k, mut post_widget) = (0u8, false);
     for v in values {
         for token in v.split_ascii_whitespace() {
             let (mut t, mut contents) = (0u8, 0u32);
@@ -352,11 +354,15 @@ fn class_kinds(values: &[&str]) -> u8 {
                 contents += u32::from(kind & W_CONTENT != 0);
                 t |= kind;
             }
-            if (t & W_WEAK_BOILER != 0 && contents < 2) || t & W_OWNS_CONTENT != 0 {
+            if t & W_OWNS_CONTENT != 0 {
                 t &= !W_CONTENT;
             }
+            post_widget |= t & W_WEAK_BOILER != 0 && contents >= 2;
             k |= t;
         }
+    }
+    if k & W_WEAK_BOILER != 0 && !post_widget {
+        k &= !W_CONTENT;
     }
     k
 }
