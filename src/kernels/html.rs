@@ -159,7 +159,17 @@ struct Elem {
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
 const SKIP_TREE: &[&str] = &[
-    "svg", "math", "iframe", "object", "select", "button", "head", "figure", "figcaption", "label", "rt",
+    "svg",
+    "math",
+    "iframe",
+    "object",
+    "select",
+    "button",
+    "head",
+    "figure",
+    "figcaption",
+    "label",
+    "rt",
     "rp",
 ];
 /// Elements that may appear in `<head>` (with what trackers put in its `<noscript>`).
@@ -260,7 +270,7 @@ const BOILER_WORDS: &[&str] = &[
     "notice",
     "postmetadata",
     "meta",
-]; 
+];
 const CONTENT_WORDS: &[&str] = &[
     "article",
     "content",
@@ -317,8 +327,19 @@ const WEAK_BOILER_WORDS: &[&str] = &["widget"];
 /// boilerplate.
 const W_OWNS_CONTENT: u8 = 8;
 const OWNS_CONTENT_WORDS: &[&str] = &[
-    "sidebar", "comment", "comments", "related", "footer", "author", "bio", "newsletter",
-    "cookie", "cookies", "share", "sharing", "social",
+    "sidebar",
+    "comment",
+    "comments",
+    "related",
+    "footer",
+    "author",
+    "bio",
+    "newsletter",
+    "cookie",
+    "cookies",
+    "share",
+    "sharing",
+    "social",
 ];
 
 static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
@@ -1001,7 +1022,8 @@ fn select(all_blocks: &Blocks, relaxed: bool) -> String {
     let in_article = |b: &Block| article.is_some_and(|a| all_blocks.path(b).contains(&a));
     let mut out = String::new();
     for (i, b) in blocks.iter().enumerate() {
-        let long_good = class[i] == C::Good && (text(b).len() >= OUTSIDE_MIN || (i < first_inside && in_article(b)));
+        let long_good = class[i] == C::Good
+            && (text(b).len() >= OUTSIDE_MIN || (i < first_inside && in_article(b)));
         if !(inside(b) || long_good) {
             continue;
         }
