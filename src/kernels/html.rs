@@ -1435,6 +1435,69 @@ mod tests {
         assert!(!t.contains("(bio)"), "{t}");
     }
 
+    /// The rules that brought the development set past trafilatura (session 11),
+    /// each on the smallest page that needs it.
+    #[test]
+    fn lines_captions_widgets_teasers_and_leads() {
+        let para = "This paragraph is the article: long enough, with no links in it, to be \
+                    taken as main content by any reasonable extractor.";
+        let ex = |html: &str| extract(html, Duration::from_secs(1)).unwrap().text;
+        let five = format!("<p>{para}</p>").repeat(5);
+        // `<br>` breaks a line, not a block: short lines of a lyric are judged
+        // together, and come out one per line without stray spaces.
+        let t = ex(&format!(
+            "<body><div class='post'>{five}<p>Go on, then <br> just go<br/>\n  Repeat chorus\
+             <br><br>and smile at the end of the road</p></div></body>"
+        ));
+        assert!(
+            t.contains("Go on, then\njust go\nRepeat chorus\nand smile at the end"),
+            "{t:?}"
+        );
+        // Figure captions and form labels are not text.
+        let t = ex(&format!(
+            "<body><article>{five}<figure><img src='x'><figcaption>A photo of the river \
+             (credit: agency)</figcaption></figure><p>{para}</p><form><label>I accept the \
+             privacy policy of this website and its newsletter</label></form></article></body>"
+        ));
+        assert!(
+            t.contains(para) && !t.contains("credit") && !t.contains("I accept"),
+            "{t}"
+        );
+        // A content word in the same token as "sidebar" names the sidebar's content.
+        let t = ex(&format!(
+            "<body><div class='main'>{five}<div class='sidebar'><div class='sidebar-content'>\
+             <p>{para} (sidebar)</p></div></div></div></body>"
+        ));
+        assert!(t.contains(para) && !t.contains("(sidebar)"), "{t}");
+        // A widget's id ("text-6", as WordPress numbers them) does not make it content.
+        let t = ex(&format!(
+            "<body><div class='content'>{five}<div class='sidebar'>\
+             <div id='text-6' class='widget widget_text'><p>{para} (widget)</p></div></div>\
+             </div></body>"
+        ));
+        assert!(t.contains(para) && !t.contains("(widget)"), "{t}");
+        // An `<article>` in an `<aside>` is a teaser; one in a page-wide `<header>`
+        // is the page.
+        let t = ex(&format!(
+            "<body><article>{five}</article><aside><article><p>{para} (teaser)</p>\
+             </article></aside></body>"
+        ));
+        assert!(t.contains(para) && !t.contains("(teaser)"), "{t}");
+        let t = ex(&format!(
+            "<body><header id='branding'><article>{five}</article></header></body>"
+        ));
+        assert!(t.contains(para), "{t}");
+        // The article's lead before its body is kept, short as it is; a short
+        // paragraph outside the article is not.
+        let t = ex(&format!(
+            "<body><p>Our newsletter: the best stories each week.</p><article><header>\
+             <div class='summary'>Banks worldwide finance projects that harm the climate.</div>\
+             </header><div class='body'>{five}</div></article></body>"
+        ));
+        assert!(t.starts_with("Banks worldwide"), "{t}");
+        assert!(!t.contains("newsletter"), "{t}");
+    }
+
     #[test]
     fn attributes_are_read_in_one_pass() {
         let (mut lower, mut scratch) = (String::new(), String::new());
