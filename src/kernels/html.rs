@@ -549,6 +549,11 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         {
             boiler = true;
         }
+        // A link's own class words ("tags-link", "share-link") do not make the
+        // paragraph around it boilerplate.
+        if tag == TAG_A && !parent_boiler {
+            boiler = hard;
+        }
         if has_content_word {
             content = true;
             if words & W_BOILER == 0 && !hard {
