@@ -326,6 +326,10 @@ const WEAK_BOILER_WORDS: &[&str] = &["widget"];
 /// ("sidebar-content", "comment-body", "author-box--content"): the token stays
 /// boilerplate.
 const W_OWNS_CONTENT: u8 = 8;
+/// A content class that names the post, not any box's inside: a specific content
+/// word ("post", "entry", "article"), or two generic ones in one token.
+const W_STRONG_CONTENT: u8 = 16;
+const GENERIC_CONTENT_WORDS: &[&str] = &["content", "text", "main", "body"];
 const OWNS_CONTENT_WORDS: &[&str] = &[
     "sidebar",
     "comment",
@@ -352,6 +356,9 @@ static CLASS_WORDS: LazyLock<FastMap<&'static str, u8>> = LazyLock::new(|| {
     }
     for w in CONTENT_WORDS {
         *m.entry(*w).or_insert(0) |= W_CONTENT;
+        if !GENERIC_CONTENT_WORDS.contains(w) {
+            *m.entry(*w).or_insert(0) |= W_STRONG_CONTENT;
+        }
     }
     for w in OWNS_CONTENT_WORDS {
         *m.entry(*w).or_insert(0) |= W_OWNS_CONTENT;
@@ -375,15 +382,18 @@ fn class_kinds(values: &[&str]) -> u8 {
                 contents += u32::from(kind & W_CONTENT != 0);
                 t |= kind;
             }
+            if contents >= 2 {
+                t |= W_STRONG_CONTENT;
+            }
             if t & W_OWNS_CONTENT != 0 {
-                t &= !W_CONTENT;
+                t &= !(W_CONTENT | W_STRONG_CONTENT);
             }
             post_widget |= t & W_WEAK_BOILER != 0 && contents >= 2;
             k |= t;
         }
     }
     if k & W_WEAK_BOILER != 0 && !post_widget {
-        k &= !W_CONTENT;
+        k &= !(W_CONTENT | W_STRONG_CONTENT);
     }
     k
 }
@@ -556,7 +566,10 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         }
         if has_content_word {
             content = true;
-            if words & W_BOILER == 0 && !hard {
+            // Only a specific content class ("post-body", "entry-content") undoes
+            // boilerplate around it: a caption's or a teaser's inner `content` div
+            // does not.
+            if words & W_BOILER == 0 && words & W_STRONG_CONTENT != 0 && !hard {
                 boiler = false;
             }
         }
