@@ -142,6 +142,7 @@ const TAG_LI: Tag = Tag::of(b"li");
 const TAG_TD: Tag = Tag::of(b"td");
 const TAG_DD: Tag = Tag::of(b"dd");
 const TAG_BR: Tag = Tag::of(b"br");
+const TAG_PRE: Tag = Tag::of(b"pre");
 
 #[derive(Debug, Clone)]
 struct Elem {
@@ -155,6 +156,8 @@ struct Elem {
     content: bool,
     /// Inside `nav`, `footer`, `aside`, `menu` or `dialog`.
     in_box: bool,
+    /// Inside `<pre>`: whitespace is kept (code, poems, ASCII tables).
+    pre: bool,
 }
 
 const SKIP_RAW: &[&str] = &["script", "style", "template", "textarea", "title"];
@@ -430,6 +433,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             last.is_some_and(|e| e.boiler),
             last.is_some_and(|e| e.hard),
             last.is_some_and(|e| e.content),
+            last.is_some_and(|e| e.pre),
         )
     };
     while pos < b.len() {
@@ -539,7 +543,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if tag == TAG_A {
             in_link += 1;
         }
-        let (parent_boiler, parent_hard, parent_content) = flags(&stack);
+        let (parent_boiler, parent_hard, parent_content, _) = flags(&stack);
         let mut hard = parent_hard || kind & K_BOILER != 0;
         let mut boiler = parent_boiler || hard;
         let article_or_main = tag == TAG_ARTICLE || tag == TAG_MAIN;
@@ -605,6 +609,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         stack.push(Elem {
             tag,
             in_box: in_box || kind & K_BOILER != 0,
+            pre: stack.last().is_some_and(|e| e.pre) || tag == TAG_PRE,
             id: next_id,
             boiler,
             hard,
@@ -892,8 +897,12 @@ fn push_text(
     text: &mut String,
     raw: &str,
     link: bool,
-    (boiler, hard, content): (bool, bool, bool),
+    (boiler, hard, content, pre): (bool, bool, bool, bool),
 ) {
+    if pre {
+        push_preformatted(cur, text, raw, link, (boiler, hard, content));
+        return;
+    }
     let mut before = text.len();
     let newline = cur.newline && text.len() > cur.start;
     if newline {
@@ -913,6 +922,37 @@ fn push_text(
     cur.newline = false;
     if newline && text[before..].starts_with(' ') {
         text.remove(before);
+    }
+    if link {
+        cur.link_chars += text[before..].trim().chars().count();
+    }
+    cur.boiler |= boiler;
+    cur.hard |= hard;
+    cur.content |= content;
+}
+
+/// [`push_text`] inside `<pre>`: entities decoded and invisible characters
+/// dropped, but every space, tab and line break kept (`\r\n` as `\n`).
+fn push_preformatted(
+    cur: &mut Block,
+    text: &mut String,
+    raw: &str,
+    link: bool,
+    (boiler, hard, content): (bool, bool, bool),
+) {
+    if cur.newline && text.len() > cur.start {
+        text.push('\n');
+    }
+    cur.newline = false;
+    let before = text.len();
+    text.extend(
+        decode_entities(raw)
+            .chars()
+            .filter(|c| *c != '\r' && !INVISIBLE.contains(c))
+            .map(|c| if c == '\u{a0}' { ' ' } else { c }),
+    );
+    if text[before..].trim().is_empty() {
+        return;
     }
     if link {
         cur.link_chars += text[before..].trim().chars().count();
@@ -1469,6 +1509,15 @@ mod tests {
         ));
         assert!(
             t.contains("Go on, then\njust go\nRepeat chorus\nand smile at the end"),
+            "{t:?}"
+        );
+        // Code keeps its lines and indentation; entities are decoded in it.
+        let t = ex(&format!(
+            "<body><article>{five}<pre><code>for x in xs:\r\n    <b>if</b> x &lt; 0:\n\
+             \n        print(x)</code></pre><p>{para}</p></article></body>"
+        ));
+        assert!(
+            t.contains("\nfor x in xs:\n    if x < 0:\n\n        print(x)\n"),
             "{t:?}"
         );
         // Figure captions and form labels are not text.
