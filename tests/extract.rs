@@ -1,5 +1,6 @@
 //! Main-text extraction quality on real pages (../shared/data/extraction-dev, the
-//! trafilatura evaluation set, 990 pages): a regression floor. Speed is measured with
+//! trafilatura evaluation set, 990 pages): a regression floor just under trafilatura's
+//! own 0.926 on the same pages (mdf: 0.930). Speed is measured with
 //! `mdf bench extract` (docs/PERFORMANCE.md).
 #[test]
 fn snippet_f1_on_real_pages() {
@@ -9,7 +10,7 @@ fn snippet_f1_on_real_pages() {
     let r = mdf::cli::bench::extract_quality(&dev, usize::MAX).unwrap();
     assert_eq!(r.pages, 990);
     assert!(
-        r.f1 >= 0.88,
+        r.f1 >= 0.925,
         "F1 {:.3} (precision {:.3}, recall {:.3})",
         r.f1,
         r.precision,
