@@ -59,7 +59,7 @@ struct Blocks {
     text: String,
     paths: Vec<u32>,
     /// Ids of the elements that mark an article: `<article>`, `<main>`,
-    /// `role=main`, `itemprop=articleBody`.
+    /// `role=main`, `itemprop=articleBody` (in document order, so sorted).
     articles: Vec<u32>,
 }
 
@@ -551,7 +551,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if tag == TAG_A {
             in_link += 1;
         }
-        let (parent_boiler, parent_hard, parent_content, _) = flags(&stack);
+        let (parent_boiler, parent_hard, parent_content, parent_pre) = flags(&stack);
         let mut hard = parent_hard || kind & K_BOILER != 0;
         let mut boiler = parent_boiler || hard;
         let article_or_main = tag == TAG_ARTICLE || tag == TAG_MAIN;
@@ -617,7 +617,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         stack.push(Elem {
             tag,
             in_box: in_box || kind & K_BOILER != 0,
-            pre: stack.last().is_some_and(|e| e.pre) || tag == TAG_PRE,
+            pre: parent_pre || tag == TAG_PRE,
             id: next_id,
             boiler,
             hard,
@@ -931,8 +931,14 @@ fn push_text(
     if newline && text[before..].starts_with(' ') {
         text.remove(before);
     }
+    note_node(cur, &text[before..], link, (boiler, hard, content));
+}
+
+/// What a text node (`node`, as appended) tells its block: link text, and the
+/// boilerplate and content marks of the element it sits in.
+fn note_node(cur: &mut Block, node: &str, link: bool, (boiler, hard, content): (bool, bool, bool)) {
     if link {
-        cur.link_chars += text[before..].trim().chars().count();
+        cur.link_chars += node.trim().chars().count();
     }
     cur.boiler |= boiler;
     cur.hard |= hard;
@@ -946,7 +952,7 @@ fn push_preformatted(
     text: &mut String,
     raw: &str,
     link: bool,
-    (boiler, hard, content): (bool, bool, bool),
+    flags: (bool, bool, bool),
 ) {
     if cur.newline && text.len() > cur.start {
         text.push('\n');
@@ -959,15 +965,9 @@ fn push_preformatted(
             .filter(|c| *c != '\r' && !INVISIBLE.contains(c))
             .map(|c| if c == '\u{a0}' { ' ' } else { c }),
     );
-    if text[before..].trim().is_empty() {
-        return;
+    if !text[before..].trim().is_empty() {
+        note_node(cur, &text[before..], link, flags);
     }
-    if link {
-        cur.link_chars += text[before..].trim().chars().count();
-    }
-    cur.boiler |= boiler;
-    cur.hard |= hard;
-    cur.content |= content;
 }
 
 /// Ends the current block: its text trimmed, kept (with the path of open elements)

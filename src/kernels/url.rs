@@ -34,9 +34,10 @@ impl Hasher for Identity {
 pub type HashedSet = HashSet<u64, BuildHasherDefault<Identity>>;
 
 /// A set of 64-bit hashes in one open-addressing table (linear probing, at most
-/// three quarters full: 4.5M domains in 64 MB), so a lookup is one slot and its neighbours, and a batch can prefetch
-/// the slots it is about to read: with millions of domains the table is far larger
-/// than the caches, and each listed host would otherwise wait for memory alone.
+/// three quarters full: 4.5M domains in 64 MB), so a lookup is one slot and its
+/// neighbours, and a batch can prefetch the slots it is about to read: with millions
+/// of domains the table is far larger than the caches, and each listed host would
+/// otherwise wait for memory alone.
 #[derive(Default)]
 pub struct U64Set {
     /// 0: empty (the key 0 is `has_zero`).
@@ -411,18 +412,28 @@ impl UrlBlocklist {
     pub fn check(&self, url: &str) -> Option<Blocked> {
         let mut hs = [0u64; MAX_SUFFIXES];
         let n = suffix_hashes(url, &mut hs);
-        self.domain_hit(url, &hs[..n])
+        let pass = self.prefilter_passes(&hs[..n]);
+        self.domain_hit(url, &hs[..n], pass)
             .or_else(|| self.check_rest(url, hs[..n].first().copied()))
     }
 
-    /// The listed host suffix, if any, given the suffix hashes.
+    /// Which suffix hashes the prefilter lets through, as bits (bit i: `hs[i]`).
     #[inline]
-    fn domain_hit(&self, url: &str, hs: &[u64]) -> Option<Blocked> {
+    fn prefilter_passes(&self, hs: &[u64]) -> u8 {
         if self.domains.is_empty() {
-            return None;
+            return 0;
         }
+        hs.iter().enumerate().fold(0, |m, (i, &k)| {
+            m | u8::from(self.prefilter.may_contain(k)) << i
+        })
+    }
+
+    /// The listed host suffix, if any, given the suffix hashes and which of them
+    /// the prefilter let through.
+    #[inline]
+    fn domain_hit(&self, url: &str, hs: &[u64], pass: u8) -> Option<Blocked> {
         for (i, &hd) in hs.iter().enumerate() {
-            if self.prefilter.may_contain(hd) && self.domains.contains(hd) {
+            if pass & 1 << i != 0 && self.domains.contains(hd) {
                 let host = host(url).to_ascii_lowercase();
                 let d = host.splitn(i + 1, '.').last().unwrap_or(&host).to_string();
                 return Some(Blocked {
@@ -443,6 +454,7 @@ impl UrlBlocklist {
         let mut out = Vec::with_capacity(urls.len());
         let mut hs = [[0u64; MAX_SUFFIXES]; GROUP];
         let mut ns = [0usize; GROUP];
+        let mut pass = [0u8; GROUP];
         for group in urls.chunks(GROUP) {
             for (i, u) in group.iter().enumerate() {
                 ns[i] = u.map(|u| suffix_hashes(u, &mut hs[i])).unwrap_or(0);
@@ -453,15 +465,16 @@ impl UrlBlocklist {
             // Suffixes the prefilter lets through (listed ones, and its ~1 % false
             // positives) have their exact-set slots loaded together too.
             for i in 0..group.len() {
-                for &k in &hs[i][..ns[i]] {
-                    if self.prefilter.may_contain(k) {
+                pass[i] = self.prefilter_passes(&hs[i][..ns[i]]);
+                for (j, &k) in hs[i][..ns[i]].iter().enumerate() {
+                    if pass[i] & 1 << j != 0 {
                         self.domains.prefetch(k);
                     }
                 }
             }
             for (i, u) in group.iter().enumerate() {
                 out.push(u.and_then(|u| {
-                    self.domain_hit(u, &hs[i][..ns[i]])
+                    self.domain_hit(u, &hs[i][..ns[i]], pass[i])
                         .or_else(|| self.check_rest(u, hs[i][..ns[i]].first().copied()))
                 }));
             }
@@ -702,7 +715,8 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            // Every third key shares its home slot bits with the previous one.
+            // Every third key has one of 8 values in its home-slot bits: long
+            // collision chains, across every growth.
             let k = if i % 3 == 0 {
                 (x & !(0xFFFF << 32)) | (i & 7) << 32
             } else {
