@@ -347,7 +347,8 @@ fn near_dedup_configs_are_checked_before_any_task() {
 fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
     let d = tempfile::tempdir().unwrap();
     // A chain of 30 hashes, 3 bits between neighbours, listed from both ends inward
-    // so that labels have to travel the whole chain.
+    // so that labels have to travel the whole chain. With 4 KiB of memory the edges
+    // do not fit beside a union-find, so each round moves labels one bucket.
     let mut h = 0u64;
     let mut chain = Vec::new();
     for i in 0..30 {
@@ -364,7 +365,7 @@ fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
     let spec = write_spec(
         d.path(),
         &format!(
-            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 2}}\noutput: {{uri: \"{}\"}}\njob: {{poll_millis: 20}}\n",
+            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 2, memory: 4KiB}}\noutput: {{uri: \"{}\"}}\njob: {{poll_millis: 20}}\n",
             d.path().display(),
             out.display()
         ),
@@ -385,7 +386,7 @@ fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
     let spec = write_spec(
         d.path(),
         &format!(
-            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 40}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
+            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 40, memory: 4KiB}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
             d.path().display(),
             out.display()
         ),
@@ -394,6 +395,22 @@ fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
         mdf()
             .args(["run", spec.to_str().unwrap(), "--job-root"])
             .arg(d.path().join("jobs2")),
+    );
+    assert_eq!(output_ids(&out).len(), 1);
+    // In memory (the default budget), the first record step labels each record
+    // with its component's best: two rounds are enough for the whole chain.
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 2}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
+            d.path().display(),
+            out.display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs3")),
     );
     assert_eq!(output_ids(&out).len(), 1);
 }

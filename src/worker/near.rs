@@ -339,12 +339,89 @@ pub fn candidates<const P: usize>(
     Ok(st)
 }
 
+/// Bytes per edge that [`component_labels`] needs beside the edges themselves, at
+/// most: its record index (4), bucket map entry (32 with its control byte, doubled
+/// while growing), parents and best labels (4 each, for up to two nodes).
+pub const COMPONENT_BYTES_PER_EDGE: u64 = 96;
+
+/// The most edges [`component_labels`] takes (it numbers edge labels in `u32`).
+pub const COMPONENT_MAX_EDGES: usize = (u32::MAX / 2) as usize;
+
+/// For a record step whose edges are all in memory (sorted by record): per record,
+/// in order, the best label of its connected component in the step's own graph
+/// (its records, their buckets, the edges between them), by union-find. Every such
+/// label belongs to a record of the same verified cluster and is at least as good
+/// as what one step of propagation gives (the best of the record's own and its
+/// buckets' labels), so the steps reach the same fixed point: in one record step
+/// when there is one partition, and in fewer rounds otherwise (a component's
+/// labels cross partitions only through buckets, once a round).
+pub fn component_labels(edges: &[ByRecord]) -> Vec<Label> {
+    let mut record_of = Vec::with_capacity(edges.len());
+    let mut records = 0u32;
+    for (i, e) in edges.iter().enumerate() {
+        if i > 0 && edges[i - 1].0.record != e.0.record {
+            records += 1;
+        }
+        record_of.push(records);
+    }
+    let records = if edges.is_empty() { 0 } else { records + 1 };
+    let mut buckets: crate::kernels::FastMap<u128, u32> = Default::default();
+    let mut parent: Vec<u32> = (0..records).collect();
+    fn find(p: &mut [u32], x: u32) -> u32 {
+        let mut r = x;
+        while p[r as usize] != r {
+            r = p[r as usize];
+        }
+        let mut y = x;
+        while p[y as usize] != r {
+            let next = p[y as usize];
+            p[y as usize] = r;
+            y = next;
+        }
+        r
+    }
+    for (e, &r) in edges.iter().zip(&record_of) {
+        let next = parent.len() as u32;
+        let b = *buckets.entry(e.0.bucket).or_insert(next);
+        if b == next {
+            parent.push(b);
+        }
+        let (ra, rb) = (find(&mut parent, r), find(&mut parent, b));
+        if ra != rb {
+            parent[ra.max(rb) as usize] = ra.min(rb);
+        }
+    }
+    // Per node, the edge label that is best so far (2·edge, +1 for its bucket's).
+    let label = |i: u32| {
+        let e = &edges[i as usize / 2].0;
+        if i % 2 == 0 { e.rl } else { e.bl }
+    };
+    let mut best = vec![u32::MAX; parent.len()];
+    for (i, &r) in record_of.iter().enumerate() {
+        let root = find(&mut parent, r) as usize;
+        for side in [2 * i as u32, 2 * i as u32 + 1] {
+            if best[root] == u32::MAX || label(side).order(&label(best[root])) == Ordering::Less {
+                best[root] = side;
+            }
+        }
+    }
+    (0..records)
+        .map(|r| {
+            let root = find(&mut parent, r) as usize;
+            label(best[root])
+        })
+        .collect()
+}
+
 /// A record step: each record's label becomes the best of its own and its buckets'
-/// (its first edge carries the best bucket label). Writes the relabelled edges for
-/// the bucket step and one decision per record (the representative decides for
-/// itself), so the apply phase can read them once the labels stop changing.
+/// (its first edge carries the best bucket label), or, given `components` (from
+/// [`component_labels`], one per record in order), its component's. Writes the
+/// relabelled edges for the bucket step and one decision per record (the
+/// representative decides for itself), so the apply phase can read them once the
+/// labels stop changing.
 pub fn record_step(
     sorted: impl Iterator<Item = std::io::Result<ByRecord>>,
+    components: Option<&[Label]>,
     edges: &mut ExternalSort<ByBucket>,
     decisions: &mut ExternalSort<Decision>,
 ) -> std::io::Result<StepStats> {
@@ -356,7 +433,10 @@ pub fn record_step(
         let label = match cur {
             Some((r, l)) if r == e.record => l,
             _ => {
-                let l = e.rl.min(e.bl);
+                let l = match components {
+                    Some(c) => c[st.groups as usize],
+                    None => e.rl.min(e.bl),
+                };
                 if l != e.rl {
                     st.changed += 1;
                 }
@@ -436,10 +516,21 @@ mod tests {
 
     /// Runs candidates and alternating steps to a fixed point in memory (or, with a
     /// tiny budget, through spills); returns id → representative and the rounds.
+    /// `union_find`: record steps whose edges stayed in memory take component
+    /// labels, as the worker does.
     fn cluster(
         entries: Vec<NearEntry<8>>,
         kind: &DedupKind,
         memory: u64,
+    ) -> (BTreeMap<u128, u128>, u32) {
+        cluster_with(entries, kind, memory, false)
+    }
+
+    fn cluster_with(
+        entries: Vec<NearEntry<8>>,
+        kind: &DedupKind,
+        memory: u64,
+        union_find: bool,
     ) -> (BTreeMap<u128, u128>, u32) {
         let dir = tempfile::tempdir().unwrap();
         let d = || dir.path().to_path_buf();
@@ -454,7 +545,15 @@ mod tests {
             rounds += 1;
             let mut by_b = ExternalSort::<ByBucket>::new(memory, d());
             let mut dec = ExternalSort::<Decision>::new(memory, d());
-            let st = record_step(by_rec.finish().unwrap(), &mut by_b, &mut dec).unwrap();
+            let st = match by_rec.finish_in_memory() {
+                Ok(v) if union_find => {
+                    let labels = component_labels(&v);
+                    record_step(v.into_iter().map(Ok), Some(&labels), &mut by_b, &mut dec)
+                }
+                Ok(v) => record_step(v.into_iter().map(Ok), None, &mut by_b, &mut dec),
+                Err(s) => record_step(s.finish().unwrap(), None, &mut by_b, &mut dec),
+            }
+            .unwrap();
             if st.changed == 0 || rounds > 50 {
                 let out = dec
                     .finish()
@@ -525,8 +624,15 @@ mod tests {
         let kind = DedupKind::Phash { radius };
         let (got, rounds) = cluster(phash_entries(&hashes, radius), &kind, 1 << 30);
         assert_eq!(got, want, "components after {rounds} rounds");
+        assert!(rounds >= 4, "chains take propagation rounds: {rounds}");
         let (spilled, _) = cluster(phash_entries(&hashes, radius), &kind, 4096);
         assert_eq!(spilled, want);
+        // Component labels in memory: the same clusters, the first record step
+        // reaching the fixed point (the second changes nothing).
+        let entries = phash_entries(&hashes, radius);
+        let (at_once, rounds) = cluster_with(entries, &kind, 1 << 30, true);
+        assert_eq!(at_once, want);
+        assert_eq!(rounds, 2);
         assert!(want.values().filter(|&&r| r != 0).count() > 40);
     }
 

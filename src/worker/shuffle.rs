@@ -446,6 +446,17 @@ impl<T: Fixed> ExternalSort<T> {
         Ok(())
     }
 
+    /// All records in order, as one sorted buffer, when none were spilled (the
+    /// sort is handed back otherwise). The buffer's memory stays in this sort's
+    /// budget: the caller holds what the sort held.
+    pub fn finish_in_memory(mut self) -> Result<Vec<T>, Self> {
+        if !self.runs.is_empty() {
+            return Err(self);
+        }
+        T::sort(&mut self.buf);
+        Ok(std::mem::take(&mut self.buf))
+    }
+
     /// All records in order.
     pub fn finish(mut self) -> std::io::Result<Box<dyn Iterator<Item = std::io::Result<T>>>> {
         if self.runs.is_empty() {
