@@ -59,6 +59,26 @@ pub struct Decoded {
     pub rgb: RgbImage,
     /// 1, 2, 4 or 8: the JPEG DCT scale the pixels were decoded at.
     pub scale: u32,
+    /// Pillow's `convert("L")` of `rgb`, made on first use: quality and hashes
+    /// both read it, from the same cached decode.
+    luma: std::sync::OnceLock<Vec<u8>>,
+}
+
+impl Decoded {
+    pub fn new(header: Header, rgb: RgbImage, scale: u32) -> Decoded {
+        Decoded {
+            header,
+            rgb,
+            scale,
+            luma: Default::default(),
+        }
+    }
+
+    /// The luma plane of [`Decoded::rgb`] ([`crate::kernels::imagehash::luma`]).
+    pub fn luma(&self) -> &[u8] {
+        self.luma
+            .get_or_init(|| crate::kernels::imagehash::luma(&self.rgb))
+    }
 }
 
 fn format_name(f: ImageFormat) -> &'static str {
@@ -264,11 +284,7 @@ pub fn decode(
             DecodeError::new(reason, e.to_string())
         })?;
         img.apply_orientation(orientation);
-        Ok(Decoded {
-            header,
-            rgb: img.into_rgb8(),
-            scale: 1,
-        })
+        Ok(Decoded::new(header, img.into_rgb8(), 1))
     })
 }
 
@@ -376,16 +392,13 @@ fn upright(
         .unwrap_or(image::metadata::Orientation::NoTransforms);
     let mut img = image::DynamicImage::ImageRgb8(rgb);
     img.apply_orientation(orientation);
-    Some(Decoded {
-        header: Header {
-            format: "JPEG",
-            width: w,
-            height: h,
-            mode,
-        },
-        rgb: img.into_rgb8(),
-        scale,
-    })
+    let header = Header {
+        format: "JPEG",
+        width: w,
+        height: h,
+        mode,
+    };
+    Some(Decoded::new(header, img.into_rgb8(), scale))
 }
 
 #[cfg(test)]

@@ -90,10 +90,15 @@ pub fn phash_of_gray32(g: &[u8]) -> (u64, bool) {
 
 /// Hashes of an RGB image (any size ≥ 1×1).
 pub fn hashes(img: &RgbImage) -> Hashes {
+    hashes_with_luma(img, &luma(img))
+}
+
+/// [`hashes`], given the image's [`luma`] already made.
+pub fn hashes_with_luma(img: &RgbImage, luma: &[u8]) -> Hashes {
     use crate::kernels::resample::{Filter, resize_grey_columns, transpose};
     let (w, h) = (img.width() as usize, img.height() as usize);
     // Column by column: the three resizes' horizontal passes vectorise down columns.
-    let g = transpose(&luma(img), w, h);
+    let g = transpose(luma, w, h);
     let resize = |g: &[u8], w, h, ow, oh| resize_grey_columns(g, (w, h), (ow, oh), Filter::Lanczos);
     let g32 = resize(&g, w, h, 32, 32);
     let mean32 = g32.iter().map(|&v| v as f64).sum::<f64>() / 1024.0;

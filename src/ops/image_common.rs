@@ -104,7 +104,8 @@ pub fn decode_cached(
     let size = d
         .as_ref()
         .as_ref()
-        .map_or(64, |d| d.rgb.as_raw().len() + 64);
+        // RGB, and the luma plane its readers add (a third more).
+        .map_or(64, |d| d.rgb.as_raw().len() / 3 * 4 + 64);
     let mut c = CACHE.lock().expect("decode cache");
     let entry = Entry {
         decoded: d.clone(),
@@ -177,5 +178,9 @@ mod tests {
         let d = decode_cached(&b, &l, Some(32));
         assert!(!Arc::ptr_eq(&a, &d), "other parameters decode again");
         assert_eq!(a.as_ref().as_ref().unwrap().scale, 2);
+        // Both image stages read one luma plane, made once, equal to luma(rgb).
+        let (da, dc) = (a.as_ref().as_ref().unwrap(), c.as_ref().as_ref().unwrap());
+        assert_eq!(da.luma(), crate::kernels::imagehash::luma(&da.rgb));
+        assert!(std::ptr::eq(da.luma(), dc.luma()));
     }
 }

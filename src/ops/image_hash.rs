@@ -8,7 +8,7 @@
 use super::image_common as ic;
 use super::{Drop, Filter, OpDef, Operator};
 use crate::kernels::image::Limits;
-use crate::kernels::imagehash::hashes;
+use crate::kernels::imagehash::hashes_with_luma;
 use crate::spec::reader::Obj;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
@@ -62,7 +62,7 @@ impl Filter for ImageHash {
                 let b = b.ok_or_else(ic::missing)?;
                 let d = ic::decode_cached(b, &self.limits, self.min_side);
                 let d = d.as_ref().as_ref().map_err(ic::drop_of)?;
-                Ok(hashes(&d.rgb))
+                Ok(hashes_with_luma(&d.rgb, d.luma()))
             })
             .collect();
         let ok = |x: &Result<crate::kernels::imagehash::Hashes, Drop>| x.as_ref().ok().copied();

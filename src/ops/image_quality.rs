@@ -9,7 +9,6 @@ use super::image_common as ic;
 use super::{Drop, Filter, OpDef, Operator};
 use crate::kernels::image::Limits;
 use crate::kernels::image_quality::quality;
-use crate::kernels::imagehash::luma;
 use crate::spec::reader::Obj;
 use arrow_array::{ArrayRef, Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
@@ -68,13 +67,13 @@ impl Filter for ImageQuality {
                 let b = b.ok_or_else(ic::missing)?;
                 let d = ic::decode_cached(b, &self.limits, self.min_side);
                 let d = d.as_ref().as_ref().map_err(ic::drop_of)?;
-                let l = luma(&d.rgb);
+                let l = d.luma();
                 let block = if d.header.format == "JPEG" {
                     8 / d.scale
                 } else {
                     0
                 };
-                Ok(quality(&d.rgb, &l, block))
+                Ok(quality(&d.rgb, l, block))
             })
             .collect();
         let col = |f: fn(&crate::kernels::image_quality::Quality) -> f64| -> ArrayRef {
