@@ -70,6 +70,8 @@ pub enum Bench {
     },
     /// Image kernels on one core over a folder of images (scripts/bench-images.py
     /// --make): header probe, full decode, reduced JPEG decode, quality, hashes.
+    /// MDF_BENCH_ONLY=TEXT times only the timed kernels whose label contains TEXT
+    /// (e.g. "min side 64"), for profiling one of them.
     Images {
         #[arg(long)]
         dir: std::path::PathBuf,
@@ -785,7 +787,11 @@ fn images(dir: &std::path::Path) -> anyhow::Result<()> {
     let n = files.len() as f64;
     let lim = image::Limits::default();
     // The fastest of three passes: this is a shared machine.
+    let only = std::env::var("MDF_BENCH_ONLY").ok();
     let time = |label: &str, f: &dyn Fn(&[u8]) -> u64| {
+        if only.as_deref().is_some_and(|o| !label.contains(o)) {
+            return;
+        }
         let mut best = f64::MAX;
         for _ in 0..3 {
             let t = Instant::now();
