@@ -569,12 +569,13 @@ impl<'a> Jpeg<'a> {
             .iter()
             .map(|c| mcux * c.h as usize * ds)
             .collect();
-        let mut planes: Vec<Vec<u8>> = self
-            .comps
-            .iter()
-            .zip(&strides)
-            .map(|(c, s)| vec![0u8; s * mcuy * c.v as usize * ds])
-            .collect();
+        // Every byte of a plane is written (each block's IDCT fills its ds×ds), so
+        // the thread's planes from the last image serve as they are: no zeroing.
+        let mut planes = Planes::take();
+        planes.0.resize_with(self.comps.len(), Vec::new);
+        for ((p, c), s) in planes.0.iter_mut().zip(&self.comps).zip(&strides) {
+            p.resize(s * mcuy * c.v as usize * ds, 0);
+        }
         // Filled as prefixes are met, and kept per thread for the next image with
         // the same table (most JPEGs carry the standard tables).
         let mut multi: [Vec<u16>; 4] = Default::default();
@@ -668,6 +669,43 @@ impl<'a> Jpeg<'a> {
             .collect();
         colour(&comps, (hmax, vmax), (ow, oh), self.rgb, &mut out)?;
         Some((ow as u32, oh as u32, out))
+    }
+}
+
+thread_local! {
+    /// Component planes of this thread's last decode, for the next.
+    static PLANES: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A decode's component planes, handed back to [`PLANES`] when dropped.
+struct Planes(Vec<Vec<u8>>);
+
+impl Planes {
+    fn take() -> Planes {
+        Planes(PLANES.with(|p| std::mem::take(&mut *p.borrow_mut())))
+    }
+}
+
+impl Drop for Planes {
+    fn drop(&mut self) {
+        // Planes past ~16 MiB (a huge image) are not kept.
+        if self.0.iter().map(Vec::capacity).sum::<usize>() <= 16 << 20 {
+            let planes = std::mem::take(&mut self.0);
+            PLANES.with(|p| *p.borrow_mut() = planes);
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Planes {
+    type Output = Vec<u8>;
+    fn index(&self, i: usize) -> &Vec<u8> {
+        &self.0[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Planes {
+    fn index_mut(&mut self, i: usize) -> &mut Vec<u8> {
+        &mut self.0[i]
     }
 }
 
