@@ -46,8 +46,7 @@ fn quality_any(img: &RgbImage, luma: &[u8], block: u32) -> Quality {
     for &v in quads.remainder() {
         h4[0][v as usize] += 1;
     }
-    let hist: [u64; 256] =
-        std::array::from_fn(|v| h4.iter().map(|h| h[v]).sum::<u64>());
+    let hist: [u64; 256] = std::array::from_fn(|v| h4.iter().map(|h| h[v]).sum::<u64>());
     let (mut s, mut s2) = (0u64, 0u64);
     for (v, &c) in hist.iter().enumerate() {
         s += v as u64 * c;

@@ -540,11 +540,12 @@ pub async fn near_step(
             // each record takes its component's label at once (one record step to
             // the fixed point with one partition), else one step of propagation.
             let st = match sorter.finish_in_memory() {
-                Ok(v) if v.len() < near::COMPONENT_MAX_EDGES
-                    && v.len() as u64
-                        * (std::mem::size_of::<near::ByRecord>() as u64
-                            + near::COMPONENT_BYTES_PER_EDGE)
-                        <= memory / 3 =>
+                Ok(v)
+                    if v.len() < near::COMPONENT_MAX_EDGES
+                        && v.len() as u64
+                            * (std::mem::size_of::<near::ByRecord>() as u64
+                                + near::COMPONENT_BYTES_PER_EDGE)
+                            <= memory / 3 =>
                 {
                     let labels = near::component_labels(&v);
                     let sorted = v.into_iter().map(Ok);
