@@ -362,19 +362,22 @@ fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
         .collect();
     write_lines(&d.path().join("in/a.jsonl"), &lines);
     let out = d.path().join("out");
-    let spec = write_spec(
-        d.path(),
-        &format!(
-            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 2, memory: 4KiB}}\noutput: {{uri: \"{}\"}}\njob: {{poll_millis: 20}}\n",
-            d.path().display(),
-            out.display()
-        ),
-    );
-    let o = mdf()
-        .args(["run", spec.to_str().unwrap(), "--job-root"])
-        .arg(d.path().join("jobs"))
-        .output()
-        .unwrap();
+    // The chain's job with `params` (after its key and radius), in job root `jobs`.
+    let job = |params: &str, jobs: &str| {
+        let spec = write_spec(
+            d.path(),
+            &format!(
+                "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, {params}}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
+                d.path().display(),
+                out.display()
+            ),
+        );
+        let mut c = mdf();
+        c.args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join(jobs));
+        c
+    };
+    let o = job("max_rounds: 2, memory: 4KiB", "jobs").output().unwrap();
     let text = stderr(&o) + &stdout(&o);
     assert!(!o.status.success(), "{text}");
     assert!(
@@ -383,34 +386,10 @@ fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
         "{text}"
     );
     // With enough rounds the same chain is one cluster: one survivor.
-    let spec = write_spec(
-        d.path(),
-        &format!(
-            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 40, memory: 4KiB}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
-            d.path().display(),
-            out.display()
-        ),
-    );
-    run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs2")),
-    );
+    run_ok(&mut job("max_rounds: 40, memory: 4KiB", "jobs2"));
     assert_eq!(output_ids(&out).len(), 1);
     // In memory (the default budget), the first record step labels each record
     // with its component's best: two rounds are enough for the whole chain.
-    let spec = write_spec(
-        d.path(),
-        &format!(
-            "name: chain\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, max_rounds: 2}}\noutput: {{uri: \"{}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
-            d.path().display(),
-            out.display()
-        ),
-    );
-    run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs3")),
-    );
+    run_ok(&mut job("max_rounds: 2", "jobs3"));
     assert_eq!(output_ids(&out).len(), 1);
 }

@@ -394,7 +394,7 @@ pub fn component_labels(edges: &[ByRecord]) -> Vec<Label> {
     // Per node, the edge label that is best so far (2·edge, +1 for its bucket's).
     let label = |i: u32| {
         let e = &edges[i as usize / 2].0;
-        if i % 2 == 0 { e.rl } else { e.bl }
+        if i.is_multiple_of(2) { e.rl } else { e.bl }
     };
     let mut best = vec![u32::MAX; parent.len()];
     for (i, &r) in record_of.iter().enumerate() {
