@@ -572,8 +572,8 @@ impl<'a> Jpeg<'a> {
         // Every byte of a plane is written (each block's IDCT fills its ds×ds), so
         // the thread's planes from the last image serve as they are: no zeroing.
         let mut planes = Planes::take();
-        planes.0.resize_with(self.comps.len(), Vec::new);
-        for ((p, c), s) in planes.0.iter_mut().zip(&self.comps).zip(&strides) {
+        planes.resize_with(self.comps.len(), Vec::new);
+        for ((p, c), s) in planes.iter_mut().zip(&self.comps).zip(&strides) {
             p.resize(s * mcuy * c.v as usize * ds, 0);
         }
         // Filled as prefixes are met, and kept per thread for the next image with
@@ -696,16 +696,16 @@ impl Drop for Planes {
     }
 }
 
-impl std::ops::Index<usize> for Planes {
-    type Output = Vec<u8>;
-    fn index(&self, i: usize) -> &Vec<u8> {
-        &self.0[i]
+impl std::ops::Deref for Planes {
+    type Target = Vec<Vec<u8>>;
+    fn deref(&self) -> &Vec<Vec<u8>> {
+        &self.0
     }
 }
 
-impl std::ops::IndexMut<usize> for Planes {
-    fn index_mut(&mut self, i: usize) -> &mut Vec<u8> {
-        &mut self.0[i]
+impl std::ops::DerefMut for Planes {
+    fn deref_mut(&mut self) -> &mut Vec<Vec<u8>> {
+        &mut self.0
     }
 }
 

@@ -536,29 +536,9 @@ pub async fn near_step(
         let (sections, st) = tokio::task::spawn_blocking(move || {
             let mut edges = ExternalSort::<near::ByBucket>::new(memory / 3, dir2.clone());
             let mut decisions = ExternalSort::<Decision>::new(memory / 3, dir2.clone());
-            // All edges in memory, with room in their budget for the union-find:
-            // each record takes its component's label at once (one record step to
-            // the fixed point with one partition), else one step of propagation.
-            let st = match sorter.finish_in_memory() {
-                Ok(v)
-                    if v.len() < near::COMPONENT_MAX_EDGES
-                        && v.len() as u64
-                            * (std::mem::size_of::<near::ByRecord>() as u64
-                                + near::COMPONENT_BYTES_PER_EDGE)
-                            <= memory / 3 =>
-                {
-                    let labels = near::component_labels(&v);
-                    let sorted = v.into_iter().map(Ok);
-                    near::record_step(sorted, Some(&labels), &mut edges, &mut decisions)?
-                }
-                Ok(v) => {
-                    let sorted = v.into_iter().map(Ok);
-                    near::record_step(sorted, None, &mut edges, &mut decisions)?
-                }
-                Err(sorter) => {
-                    near::record_step(sorter.finish()?, None, &mut edges, &mut decisions)?
-                }
-            };
+            // Edges in memory with room for a union-find: each record takes its
+            // component's label at once (one partition: the fixed point in one step).
+            let st = near::record_step_of(sorter, memory / 3, &mut edges, &mut decisions)?;
             let mut out = near::Sections::new(parts as usize + n_map, &dir2)?;
             out.push_all(edges.finish()?, |e| {
                 near::bucket_partition(&e.0, parts) as usize

@@ -413,6 +413,24 @@ pub fn component_labels(edges: &[ByRecord]) -> Vec<Label> {
         .collect()
 }
 
+/// [`record_step`] over `sorted` (the step's input, all of it pushed): with
+/// [`component_labels`] when its edges stayed in memory and the union-find fits
+/// beside them in `budget` bytes, else one step of propagation.
+pub fn record_step_of(
+    sorted: ExternalSort<ByRecord>,
+    budget: u64,
+    edges: &mut ExternalSort<ByBucket>,
+    decisions: &mut ExternalSort<Decision>,
+) -> std::io::Result<StepStats> {
+    let v = match sorted.finish_in_memory() {
+        Ok(v) => v,
+        Err(spilled) => return record_step(spilled.finish()?, None, edges, decisions),
+    };
+    let need = v.len() as u64 * (std::mem::size_of::<ByRecord>() as u64 + COMPONENT_BYTES_PER_EDGE);
+    let labels = (v.len() < COMPONENT_MAX_EDGES && need <= budget).then(|| component_labels(&v));
+    record_step(v.into_iter().map(Ok), labels.as_deref(), edges, decisions)
+}
+
 /// A record step: each record's label becomes the best of its own and its buckets'
 /// (its first edge carries the best bucket label), or, given `components` (from
 /// [`component_labels`], one per record in order), its component's. Writes the
@@ -545,15 +563,8 @@ mod tests {
             rounds += 1;
             let mut by_b = ExternalSort::<ByBucket>::new(memory, d());
             let mut dec = ExternalSort::<Decision>::new(memory, d());
-            let st = match by_rec.finish_in_memory() {
-                Ok(v) if union_find => {
-                    let labels = component_labels(&v);
-                    record_step(v.into_iter().map(Ok), Some(&labels), &mut by_b, &mut dec)
-                }
-                Ok(v) => record_step(v.into_iter().map(Ok), None, &mut by_b, &mut dec),
-                Err(s) => record_step(s.finish().unwrap(), None, &mut by_b, &mut dec),
-            }
-            .unwrap();
+            let budget = if union_find { u64::MAX } else { 0 };
+            let st = record_step_of(by_rec, budget, &mut by_b, &mut dec).unwrap();
             if st.changed == 0 || rounds > 50 {
                 let out = dec
                     .finish()
