@@ -137,6 +137,7 @@ fn ids_of(objects: &[(String, bytes::Bytes)]) -> Vec<String> {
         listed.insert(format!("_rejects/{}", r["path"].as_str().unwrap()));
     }
     listed.insert("_manifest.json".into());
+    listed.insert("_mdf_owner.json".into());
     let present: BTreeSet<String> = objects.iter().map(|(n, _)| n.clone()).collect();
     assert_eq!(
         present, listed,

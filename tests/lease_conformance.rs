@@ -81,6 +81,7 @@ fn ctx<'a>(
         worker,
         ttl_ms: TTL,
         retry,
+        observed: Box::leak(Box::default()),
     }
 }
 
@@ -164,6 +165,15 @@ async fn expiry_and_takeover_with_next_epoch() {
             "{}: a live lease is busy",
             b.name
         );
+        // The claimant reads the lease: expiry counts from this first observation.
+        assert_eq!(
+            bb.claim(&dir, false).await.unwrap(),
+            Claim::Busy {
+                until_ms: 1_000_000 + TTL
+            },
+            "{}: busy for one TTL of observation",
+            b.name
+        );
         clock.advance_ms(TTL - 1);
         assert!(
             matches!(bb.claim(&dir, false).await.unwrap(), Claim::Busy { .. }),
@@ -213,6 +223,10 @@ async fn fenced_worker_cannot_renew_or_commit() {
         let dir = b.root.clone().join("fence");
         let commit = sub(&b.root, "commits/fence.json");
         let mut ha = acquired(a.claim(&dir, true).await.unwrap());
+        assert!(matches!(
+            bb.claim(&dir, false).await.unwrap(),
+            Claim::Busy { .. }
+        ));
         clock.advance_ms(TTL + 1);
         let mut hb = acquired(bb.claim(&dir, false).await.unwrap());
         // The zombie's heartbeat finds the takeover.
@@ -257,6 +271,10 @@ async fn zombie_with_a_slow_clock_loses_the_commit_race() {
         let dir = b.root.clone().join("zombie");
         let commit = sub(&b.root, "commits/zombie.json");
         let mut ha = acquired(a.claim(&dir, true).await.unwrap());
+        assert!(matches!(
+            bb.claim(&dir, false).await.unwrap(),
+            Claim::Busy { .. }
+        ));
         clock_b.advance_ms(TTL + 1); // a's clock is stuck: it believes its lease is fresh
         let mut hb = acquired(bb.claim(&dir, false).await.unwrap());
         let rec_b = commit_record(&hb, &eb);
@@ -399,5 +417,59 @@ async fn a_renewal_that_landed_after_all_retries_failed_is_still_ours() {
         // The next heartbeat finds seq 1 written by its own attempt and carries on.
         a.renew(&mut h).await.unwrap();
         assert_eq!(h.seq, 2, "{}", b.name);
+    }
+}
+
+/// Issue 22, item 8: expiry never compares one machine's clock with a time another
+/// wrote. A claimant whose clock runs minutes ahead of the holder's used to take a
+/// live lease over at once (and a zombie-free holder lost it, counted as lost, until
+/// the task failed); one whose clock runs minutes behind waited minutes past a dead
+/// holder's expiry. Now a lease is expired when the claimant has itself seen it
+/// unchanged for the TTL.
+#[tokio::test]
+async fn clock_skew_neither_steals_a_live_lease_nor_delays_a_dead_one() {
+    const SKEW: u64 = 5 * 60 * 1000;
+    for b in backends() {
+        let r = retry();
+        // b's clock is five minutes ahead of a's.
+        let (clock_a, clock_b) = (MockClock::new(10 * SKEW), MockClock::new(11 * SKEW));
+        let (ea, eb) = (Entropy::seeded(20), Entropy::seeded(21));
+        let a = ctx(&b, &clock_a, &ea, "a", &r);
+        let bb = ctx(&b, &clock_b, &eb, "b", &r);
+        let dir = b.root.clone().join("skew-ahead");
+        let mut ha = acquired(a.claim(&dir, true).await.unwrap());
+        for _ in 0..6 {
+            assert!(
+                matches!(bb.claim(&dir, false).await.unwrap(), Claim::Busy { .. }),
+                "{}: a live lease is never taken over, whatever b's clock says",
+                b.name
+            );
+            // Both clocks advance at the same rate; a heartbeats every TTL/2.
+            clock_a.advance_ms(TTL / 2);
+            clock_b.advance_ms(TTL / 2);
+            a.renew(&mut ha).await.unwrap();
+        }
+        // a dies: b takes over one TTL after it last saw a change.
+        assert!(matches!(
+            bb.claim(&dir, false).await.unwrap(),
+            Claim::Busy { .. }
+        ));
+        clock_b.advance_ms(TTL);
+        let hb = acquired(bb.claim(&dir, false).await.unwrap());
+        assert_eq!(hb.lost, 1, "{}", b.name);
+
+        // b's clock is five minutes behind a's: a dead lease is still taken over after
+        // one TTL of b's observation, not five minutes later.
+        let (clock_a, clock_b) = (MockClock::new(11 * SKEW), MockClock::new(10 * SKEW));
+        let a = ctx(&b, &clock_a, &ea, "a", &r);
+        let bb = ctx(&b, &clock_b, &eb, "b", &r);
+        let dir = b.root.clone().join("skew-behind");
+        acquired(a.claim(&dir, true).await.unwrap());
+        assert!(matches!(
+            bb.claim(&dir, false).await.unwrap(),
+            Claim::Busy { .. }
+        ));
+        clock_b.advance_ms(TTL);
+        acquired(bb.claim(&dir, false).await.unwrap());
     }
 }

@@ -621,7 +621,9 @@ async fn run_local(
         eprint!("\r\x1b[2K");
     }
     let retry = Retry::new(entropy);
-    let st = status::status(&reg, &s.job_uri, &SystemClock, &retry).await?;
+    // Every task accounted for by key: a lagging LIST must not turn a finished job
+    // into a failed run.
+    let st = status::status_by_key(&reg, &s.job_uri, &SystemClock, &retry).await?;
     print!("{}", render(&st));
     println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
     println!("job: {}", s.job_uri);

@@ -3,6 +3,7 @@
 //! from the store. It never reads record data.
 pub mod batch;
 pub mod k8s;
+pub mod ownership;
 pub mod plan;
 pub mod status;
 pub mod submit;

@@ -45,6 +45,8 @@ pub struct Plan {
     /// Task manifests per phase (without `job_id`, filled in by submit).
     pub tasks: Vec<Vec<TaskManifest>>,
     pub files: Vec<InputFile>,
+    /// The operators' asset files as planned.
+    pub assets: Assets,
 }
 
 impl Plan {
@@ -162,9 +164,13 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
     Ok(files)
 }
 
-/// Every file an operator needs must exist before any task starts.
-pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
+/// Every file an operator needs must exist before any task starts. Returns each
+/// asset's version (size and etag, or modification time where the store has no etag)
+/// by URI: it enters the phase fingerprints, so a job whose block list or model changed
+/// reuses nothing computed with the old one, and the etag pins what workers load.
+pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<Assets, PlanError> {
     use object_store::ObjectStoreExt;
+    let mut versions = Assets::new();
     let mut errors = Vec::new();
     for (i, st) in spec.stages.iter().enumerate() {
         for a in st.operator.assets() {
@@ -175,7 +181,16 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<(), PlanError> 
                     message: e.to_string(),
                 }),
                 Ok((store, u)) => match store.head(&u.path).await {
-                    Ok(_) => {}
+                    Ok(m) => {
+                        versions.insert(
+                            a.uri.clone(),
+                            AssetVersion {
+                                size: m.size,
+                                etag: m.e_tag.clone(),
+                                modified_ms: m.last_modified.timestamp_millis(),
+                            },
+                        );
+                    }
                     Err(object_store::Error::NotFound { .. }) => errors.push(FieldError {
                         path,
                         message: format!("{} does not exist", u.to_uri_string()),
@@ -186,11 +201,22 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<(), PlanError> 
         }
     }
     if errors.is_empty() {
-        Ok(())
+        Ok(versions)
     } else {
         Err(PlanError::Spec(SpecErrors(errors)))
     }
 }
+
+/// The version of an operator's asset file when the job was planned.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AssetVersion {
+    pub size: u64,
+    pub etag: Option<String>,
+    pub modified_ms: i64,
+}
+
+/// Asset versions by URI.
+pub type Assets = std::collections::BTreeMap<String, AssetVersion>;
 
 /// A dedup stage's `against` job must exist, be complete up to its dedup reduce, and
 /// have computed the same key with the same stage (else its keys mean something else).
@@ -500,13 +526,18 @@ pub fn hash16(parts: &[&str]) -> String {
     h.finalize().to_hex()[..16].to_string()
 }
 
-/// Phase fingerprints: what the phase computes, chained through earlier phases.
-pub fn fingerprints(spec: &Spec, input_schema: &Schema) -> Vec<String> {
+/// Phase fingerprints: what the phase computes, chained through earlier phases. Every
+/// input that changes a phase's output is in it: the mdf version, the input format,
+/// schema and download settings, each stage's operator and parameters, the version of
+/// each asset file a stage loads, and the output settings of the last phase.
+pub fn fingerprints(spec: &Spec, input_schema: &Schema, assets: &Assets) -> Vec<String> {
     let phases = spec.phases();
     let mut prev = serde_json::to_string(&json!({
         "format": spec.input.format,
         "schema": input_schema,
         "max_record_bytes": spec.input.max_record_bytes,
+        "download": spec.input.download,
+        "mdf": env!("CARGO_PKG_VERSION"),
     }))
     .expect("json");
     let mut out = Vec::new();
@@ -515,8 +546,16 @@ pub fn fingerprints(spec: &Spec, input_schema: &Schema) -> Vec<String> {
             .iter()
             .map(|&i| json!({"name": spec.stages[i].name, "op": spec.stages[i].op, "params": spec.stages[i].params}))
             .collect();
+        let used: Vec<_> = idxs
+            .iter()
+            .flat_map(|&i| spec.stages[i].operator.assets())
+            .map(|a| json!({"uri": a.uri, "version": assets.get(&a.uri)}))
+            .collect();
         let mut what =
             json!({"stages": stages, "protocol": VERSION, "batch_rows": spec.job.batch_rows});
+        if !used.is_empty() {
+            what["assets"] = json!(used);
+        }
         if pi + 1 == phases.len() {
             let o = &spec.output;
             what["output"] = json!({
@@ -583,12 +622,12 @@ pub fn split(
 /// Plans a job: inputs, schemas, phases and tasks.
 pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let files = list_inputs(spec, reg).await?;
-    check_assets(spec, reg).await?;
+    let assets = check_assets(spec, reg).await?;
     check_against(spec, reg).await?;
     let cols = input_columns(spec, reg, &files).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
-    let fps = fingerprints(spec, &input_schema);
+    let fps = fingerprints(spec, &input_schema, &assets);
     let phases_idx = spec.phases();
     let groups = split(
         &files,
@@ -631,12 +670,13 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
                 2 * dd.params.max_rounds - 1
             };
             let map_out = bound[pi - 1].1.as_ref().clone();
+            let shuffle = shuffle_identity(&fps[pi - 1], dd.partitions, &tasks[dd.map_phase]);
             for step in 0..=steps {
                 let name = phase_name(phases.len());
                 let rfp = if step == 0 {
-                    hash16(&["reduce", &fps[pi - 1]])
+                    hash16(&["reduce", &shuffle])
                 } else {
-                    hash16(&["propagate", &step.to_string(), &fps[pi - 1]])
+                    hash16(&["propagate", &step.to_string(), &shuffle])
                 };
                 let list: Vec<TaskManifest> = (0..dd.partitions)
                     .map(|r| TaskManifest {
@@ -668,6 +708,12 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             }
         }
         let name = phase_name(phases.len());
+        // An apply phase's decisions come from its reduce: its fingerprint (and so its
+        // task ids and every id downstream) names the shuffle, not just the spec.
+        let fp = &match &dedup {
+            Some(_) => hash16(&[fp, "apply", &phases[phases.len() - 1].fingerprint]),
+            None => fp.clone(),
+        };
         let list: Vec<TaskManifest> = if pi == 0 {
             groups
                 .iter()
@@ -720,7 +766,26 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         phases,
         tasks,
         files,
+        assets,
     })
+}
+
+/// What a dedup's shuffle reads and how it cuts it: the map phase's fingerprint, the
+/// partition count (`partitions: auto` depends on the input size) and the exact set of
+/// map tasks. Reduce and propagate fingerprints derive from it, so `--reuse` takes an
+/// earlier job's reduce or apply commits only when that job shuffled exactly the same
+/// map tasks into the same key ranges (a reduce over {a, b} decides differently from
+/// one over {a}; decisions are addressed by map-task index).
+pub fn shuffle_identity(map_fp: &str, partitions: u32, map_tasks: &[TaskManifest]) -> String {
+    let mut ids: Vec<&str> = map_tasks.iter().map(|t| t.task_id.as_str()).collect();
+    ids.sort_unstable();
+    let mut h = blake3::Hasher::new();
+    for id in &ids {
+        h.update(id.as_bytes());
+        h.update(b"\n");
+    }
+    let set = h.finalize().to_hex();
+    hash16(&["shuffle", map_fp, &partitions.to_string(), set.as_str()])
 }
 
 fn plan_input_bytes(files: &[InputFile]) -> u64 {

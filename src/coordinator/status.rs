@@ -121,11 +121,35 @@ fn phase_tasks(job: &super::LoadedJob) -> Vec<(String, u64)> {
     names
 }
 
+/// A job's status from listings of its commit records: cheap, and conservative on a
+/// store whose LIST lags (a commit it leaves out shows as pending, never the reverse).
 pub async fn status(
     reg: &Registry,
     job_uri: &str,
     clock: &dyn Clock,
     retry: &Retry,
+) -> Result<JobStatus, JobError> {
+    status_with(reg, job_uri, clock, retry, false).await
+}
+
+/// [`status`] that accounts for every planned task by key: a phase whose listing
+/// shows fewer commits than it has tasks has the missing ones read by id (`mdf run`'s
+/// verdict once its workers report the job complete).
+pub async fn status_by_key(
+    reg: &Registry,
+    job_uri: &str,
+    clock: &dyn Clock,
+    retry: &Retry,
+) -> Result<JobStatus, JobError> {
+    status_with(reg, job_uri, clock, retry, true).await
+}
+
+async fn status_with(
+    reg: &Registry,
+    job_uri: &str,
+    clock: &dyn Clock,
+    retry: &Retry,
+    by_key: bool,
 ) -> Result<JobStatus, JobError> {
     let job = load_job(reg, job_uri, retry).await?;
     let store = reg.open(&job.uri)?;
@@ -135,6 +159,7 @@ pub async fn status(
     let mut spans = Vec::new();
     let prices = Prices::from_env();
     let entropy = crate::clock::Entropy::seeded(0);
+    let observed = crate::protocol::lease::Observations::default();
     let ctx = LeaseCtx {
         store: store.as_ref(),
         clock,
@@ -142,22 +167,39 @@ pub async fn status(
         worker: "status",
         ttl_ms: 0,
         retry,
+        observed: &observed,
     };
     for (name, total) in names {
         let commits = list_all(store.as_ref(), &job.paths.commits(&name), retry).await?;
-        let records: Vec<CommitRecord> = futures::stream::iter(commits.iter().map(|m| {
+        let mut locations: Vec<object_store::path::Path> =
+            commits.iter().map(|m| m.location.clone()).collect();
+        if by_key && (commits.len() as u64) < total {
+            let listed: BTreeSet<String> = commits
+                .iter()
+                .filter_map(|m| task_of(&m.location))
+                .collect();
+            let ids = if name == FINALIZE {
+                vec![job.manifest.finalize_task.clone()]
+            } else {
+                crate::protocol::planned_task_ids(store.as_ref(), &job.paths, &name, total, retry)
+                    .await?
+            };
+            locations.extend(
+                ids.iter()
+                    .filter(|t| !listed.contains(*t))
+                    .map(|t| job.paths.commit(&name, t)),
+            );
+        }
+        let records: Vec<CommitRecord> = futures::stream::iter(locations.iter().map(|loc| {
             let store = store.clone();
-            let loc = m.location.clone();
+            let loc = loc.clone();
             async move { get_json::<CommitRecord>(store.as_ref(), &loc, retry).await }
         }))
         .buffer_unordered(32)
         .try_filter_map(|r| async move { Ok(r) })
         .try_collect()
         .await?;
-        let done: BTreeSet<String> = commits
-            .iter()
-            .filter_map(|m| task_of(&m.location))
-            .collect();
+        let done: BTreeSet<String> = records.iter().map(|r| r.task_id.clone()).collect();
         let mut p = PhaseStatus {
             name: name.clone(),
             tasks: TaskCounts {

@@ -142,7 +142,10 @@ pub async fn submit(
             Err(SubmitError::Conflict { uri: job_uri })
         };
     }
-    check_output_empty(spec, reg).await?;
+    // The output and rejects prefixes must be this job's own: finalize sweeps them.
+    let inputs: Vec<String> = plan.files.iter().map(|f| f.uri.clone()).collect();
+    super::ownership::check(spec, reg, &root, &job, &inputs, &retry).await?;
+    super::ownership::write_markers(spec, reg, &job_id, &job, &retry).await?;
 
     // 1. Task manifests (deterministic content: an identical existing one is fine).
     let last_fp = plan
@@ -198,6 +201,12 @@ pub async fn submit(
         phases: plan.phases.clone(),
         finalize_task,
         reused_from: opts.reuse.clone(),
+        owner_markers: true,
+        asset_etags: plan
+            .assets
+            .iter()
+            .filter_map(|(u, v)| Some((u.clone(), v.etag.clone()?)))
+            .collect(),
     };
     let body = Bytes::from(serde_json::to_vec_pretty(&manifest).expect("json"));
     match create_bytes(store.as_ref(), &paths.job_json(), body, None, &retry).await? {
@@ -210,28 +219,6 @@ pub async fn submit(
         }
     }
     Ok(out)
-}
-
-/// A new job may not write into a prefix that already holds objects.
-async fn check_output_empty(spec: &Spec, reg: &Registry) -> Result<(), SubmitError> {
-    if spec.output.overwrite {
-        return Ok(());
-    }
-    let (store, uri) = reg.resolve(&spec.output.uri)?;
-    let first = store.list(Some(&uri.path)).next().await;
-    match first {
-        None => Ok(()),
-        Some(Err(e)) => Err(ProtoError::store(&uri.path, e).into()),
-        Some(Ok(m)) => Err(SpecErrors(vec![FieldError {
-            path: "output.uri".into(),
-            message: format!(
-                "{} is not empty (it holds {}); choose an empty output or set output.overwrite: true",
-                uri.to_uri_string(),
-                m.location
-            ),
-        }])
-        .into()),
-    }
 }
 
 async fn reuse_commits(
@@ -273,6 +260,16 @@ async fn reuse_commits(
             if rec.status != TaskStatus::Committed {
                 continue;
             }
+            // Reuse only what can still be read: a commit whose files are gone (an old
+            // job's janitor deleted shuffle objects; someone cleaned up) is recomputed.
+            if !files_exist(reg, &rec, retry).await? {
+                tracing::info!(
+                    phase = %phase.name,
+                    task,
+                    "not reusing a commit whose files no longer exist; recomputing it"
+                );
+                continue;
+            }
             rec.job_id = job_id.to_string();
             rec.phase = phase.name.clone();
             rec.write_id = entropy.hex_id(8);
@@ -288,4 +285,24 @@ async fn reuse_commits(
         }
     }
     Ok(reused)
+}
+
+/// Whether every file a commit record names (outputs, rejects, shuffle object) exists.
+async fn files_exist(
+    reg: &Registry,
+    rec: &CommitRecord,
+    retry: &Retry,
+) -> Result<bool, SubmitError> {
+    use object_store::ObjectStoreExt;
+    for f in rec.outputs.iter().chain(&rec.rejects).chain(&rec.shuffle) {
+        let Ok((store, u)) = reg.resolve(&f.uri) else {
+            return Ok(false);
+        };
+        match retry.run(|| store.head(&u.path)).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(ProtoError::store(&u.path, e).into()),
+        }
+    }
+    Ok(true)
 }

@@ -22,6 +22,9 @@ pub enum ProtoError {
     },
     #[error("corrupt record at {path}: {message}")]
     Corrupt { path: String, message: String },
+    /// A listing still lacks objects that must exist (a lagging LIST); worth retrying.
+    #[error("incomplete listing of {path}: {message}")]
+    Incomplete { path: String, message: String },
 }
 
 impl ProtoError {

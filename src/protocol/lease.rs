@@ -17,6 +17,41 @@ pub struct LeaseCtx<'a> {
     pub worker: &'a str,
     pub ttl_ms: u64,
     pub retry: &'a Retry,
+    /// What this claimant has seen of other attempts' leases, and since when on its
+    /// own clock: expiry is decided from these observations, never by comparing the
+    /// local clock with a time another machine wrote.
+    pub observed: &'a Observations,
+}
+
+/// A claimant's observations of lease records held by others: per lease directory,
+/// the top record's `(seq, write_id)` and the local time it was first seen.
+///
+/// A lease is expired for a claimant when the claimant itself has seen the same top
+/// record, unchanged, for at least that record's TTL (its `expires_at_ms -
+/// written_ms`, a difference on the holder's clock, so no offset between the two
+/// clocks enters). A live holder renews well within its TTL, so its record changes
+/// before any claimant's observation reaches the TTL, however far apart their clocks
+/// are; only rates matter. The cost: a claimant that first sees a dead lease waits
+/// one TTL from then, not from the holder's last renewal.
+#[derive(Debug, Default)]
+pub struct Observations(std::sync::Mutex<std::collections::HashMap<String, (u64, String, u64)>>);
+
+impl Observations {
+    /// Records that the top of `dir` is `(seq, write_id)` at local time `now`; returns
+    /// the local time it was first seen unchanged.
+    fn seen(&self, dir: &Path, seq: u64, write_id: &str, now: u64) -> u64 {
+        let mut m = self.0.lock().expect("observations");
+        let e = m
+            .entry(dir.to_string())
+            .or_insert_with(|| (seq, write_id.to_string(), now));
+        if e.0 != seq || e.1 != write_id {
+            *e = (seq, write_id.to_string(), now);
+        }
+        e.2
+    }
+    fn forget(&self, dir: &Path) {
+        self.0.lock().expect("observations").remove(dir.as_ref());
+    }
 }
 
 /// A lease this worker holds.
@@ -130,11 +165,22 @@ impl LeaseCtx<'_> {
                 None => Claim::Busy { until_ms: now },
             });
         };
-        if top.kind == LeaseKind::Lease && now < top.expires_at_ms {
-            return Ok(Claim::Busy {
-                until_ms: top.expires_at_ms,
-            });
+        if top.kind == LeaseKind::Lease {
+            // The holder's TTL as it wrote it (a difference on one clock); a record
+            // without a sane one counts with ours.
+            let ttl = top
+                .expires_at_ms
+                .checked_sub(top.written_ms)
+                .filter(|t| *t > 0 && *t <= 10 * self.ttl_ms.max(1))
+                .unwrap_or(self.ttl_ms);
+            let since = self.observed.seen(dir, top.seq, &top.write_id, now);
+            if now < since.saturating_add(ttl) {
+                return Ok(Claim::Busy {
+                    until_ms: since.saturating_add(ttl),
+                });
+            }
         }
+        self.observed.forget(dir);
         let lost = top.lost + u32::from(top.kind == LeaseKind::Lease);
         let h = new_attempt(top.epoch + 1, top.failures, top.last_error.clone(), lost);
         Ok(match self.try_create(h, top.seq + 1).await? {

@@ -122,6 +122,65 @@ pub fn task_of(path: &Path) -> Option<String> {
     path.filename()?.strip_suffix(".json").map(str::to_string)
 }
 
+/// The ids of a phase's tasks, sorted. They come from the listing of its task
+/// manifests, which submit wrote before `job.json`, and are checked against the number
+/// the plan holds (`planned`): a store whose LIST lags behind its writes (several
+/// S3-compatible ones do) may leave fresh manifests out, and a worker or finalize that
+/// believed such a listing would skip those tasks. A short listing is retried with
+/// backoff until it holds every planned task; one that is still short after about
+/// two minutes, or that holds more tasks than planned, is an error.
+pub async fn planned_task_ids(
+    store: &dyn object_store::ObjectStore,
+    paths: &JobPaths,
+    phase: &str,
+    planned: u64,
+    retry: &io::Retry,
+) -> Result<Vec<String>, io::ProtoError> {
+    let prefix = paths.tasks(phase);
+    let mut waited = std::time::Duration::ZERO;
+    let mut n = 0u32;
+    loop {
+        let mut v: Vec<String> = io::list_all(store, &prefix, retry)
+            .await?
+            .iter()
+            .filter_map(|m| task_of(&m.location))
+            .collect();
+        v.sort();
+        v.dedup();
+        let found = v.len() as u64;
+        if found == planned {
+            return Ok(v);
+        }
+        if found > planned {
+            return Err(io::ProtoError::Corrupt {
+                path: prefix.to_string(),
+                message: format!("{found} task manifests where the plan has {planned}"),
+            });
+        }
+        if waited >= std::time::Duration::from_secs(120) {
+            return Err(io::ProtoError::Incomplete {
+                path: prefix.to_string(),
+                message: format!(
+                    "the listing shows {found} of the {planned} planned task manifests after {}s; the store's LIST lags or manifests were deleted",
+                    waited.as_secs()
+                ),
+            });
+        }
+        let d = retry
+            .delay(n.min(6))
+            .max(std::time::Duration::from_millis(100));
+        tracing::info!(
+            phase,
+            found,
+            planned,
+            "the listing of task manifests is short (a lagging LIST); listing again"
+        );
+        tokio::time::sleep(d).await;
+        waited += d;
+        n += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

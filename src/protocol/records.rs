@@ -100,7 +100,32 @@ pub struct JobManifest {
     pub finalize_task: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_from: Option<String>,
+    /// The output and rejects prefixes hold an [`OwnerMarker`] naming this job (jobs
+    /// submitted since the markers exist); finalize sweeps only prefixes whose marker
+    /// names this job. False for older jobs: they sweep only their output prefix.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub owner_markers: bool,
+    /// The etag of each operator asset file (block lists, models) when the job was
+    /// planned, by URI: workers load exactly that version, and fail with
+    /// `input_changed` if it was rewritten since. Empty for older jobs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub asset_etags: BTreeMap<String, String>,
 }
+
+/// `<prefix>/_mdf_owner.json`: the job that owns an output or rejects prefix (written
+/// create-only by submit, before any task exists). A job deletes objects only under
+/// prefixes whose marker names it; another job may not write inside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerMarker {
+    pub version: u32,
+    pub job_id: String,
+    pub job_uri: String,
+    /// `output` or `rejects`.
+    pub role: String,
+}
+
+/// The file name of an [`OwnerMarker`].
+pub const OWNER_MARKER: &str = "_mdf_owner.json";
 
 /// A contiguous piece of one input file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -47,6 +47,9 @@ pub enum Fault {
     /// Fails with 403 AccessDenied, as a store answers bad or insufficient
     /// credentials (moto accepts any, so this is how they are tested).
     Denied,
+    /// A listing leaves out objects written less than this long ago, as the LIST of
+    /// an eventually consistent S3-compatible store does (listings only).
+    ListLag(Duration),
 }
 
 #[derive(Debug, Clone)]
@@ -173,6 +176,11 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                         .parse()
                         .map_err(|_| format!("fault rule {r:?}: bad latency"))?,
                 )),
+                k if k.starts_with("lag=") => Fault::ListLag(Duration::from_millis(
+                    k[4..]
+                        .parse()
+                        .map_err(|_| format!("fault rule {r:?}: bad lag"))?,
+                )),
                 k => return Err(format!("fault rule {r:?}: unknown kind {k:?}")),
             };
             let probability: f64 = parts[2]
@@ -227,6 +235,8 @@ impl FaultStore {
                 tokio::time::sleep(d).await;
                 f.await
             }
+            // Only listings lag; other requests see every object.
+            Some(Fault::ListLag(_)) => f.await,
             Some(Fault::ErrorAfter) => {
                 f.await?;
                 Err(injected(
@@ -296,6 +306,17 @@ impl ObjectStore for FaultStore {
             ) => Box::pin(futures::stream::once(async {
                 Err(injected("injected list failure"))
             })),
+            Some(Fault::ListLag(lag)) => {
+                use futures::TryStreamExt;
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let lag_ms = lag.as_millis() as i64;
+                Box::pin(self.inner.list(prefix).try_filter(move |m| {
+                    let fresh = now_ms - m.last_modified.timestamp_millis() < lag_ms;
+                    futures::future::ready(!fresh)
+                }))
+            }
             _ => self.inner.list(prefix),
         }
     }
@@ -343,9 +364,40 @@ mod tests {
 
     #[test]
     fn parses_env_rules() {
-        let r = parse_rules("put:after:0.5:commits/,get:latency=20:1,any:slowdown:0.1").unwrap();
-        assert_eq!(r.len(), 3);
+        let r = parse_rules(
+            "put:after:0.5:commits/,get:latency=20:1,any:slowdown:0.1,list:lag=1500:1:tasks/",
+        )
+        .unwrap();
+        assert_eq!(r.len(), 4);
+        assert_eq!(r[3].fault, Fault::ListLag(Duration::from_millis(1500)));
         assert_eq!(r[1].fault, Fault::Latency(Duration::from_millis(20)));
         assert!(parse_rules("put:explode:1").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_lagging_listing_leaves_out_fresh_objects_only() {
+        use futures::TryStreamExt;
+        let w = Wrapper::new(parse_rules("list:lag=60000:1:dir").unwrap(), 1);
+        let s = w.wrap(Arc::new(InMemory::new()));
+        s.put(&Path::from("dir/a"), "x".into()).await.unwrap();
+        let listed: Vec<_> = s
+            .list(Some(&Path::from("dir")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(listed.is_empty(), "a fresh object is not listed yet");
+        assert!(
+            s.get(&Path::from("dir/a")).await.is_ok(),
+            "but it can be read"
+        );
+        let w = Wrapper::new(parse_rules("list:lag=0:1:dir").unwrap(), 1);
+        let s = w.wrap(Arc::new(InMemory::new()));
+        s.put(&Path::from("dir/a"), "x".into()).await.unwrap();
+        let listed: Vec<_> = s
+            .list(Some(&Path::from("dir")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1);
     }
 }

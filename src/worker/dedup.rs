@@ -222,14 +222,15 @@ async fn earlier_keys(
         .ok_or_else(|| format!("job {uri} has no dedup stage on {:?}", d.params.key))?;
     let map_name = &old.manifest.phases[od.map_phase].name;
     let (store, _) = reg.resolve(uri).map_err(|e| e.to_string())?;
-    let mut ids: Vec<String> =
-        crate::protocol::io::list_all(store.as_ref(), &old.paths.tasks(map_name), &ctx.retry)
-            .await
-            .map_err(|e| e.to_string())?
-            .iter()
-            .filter_map(|m| crate::protocol::task_of(&m.location))
-            .collect();
-    ids.sort();
+    let ids = crate::protocol::planned_task_ids(
+        store.as_ref(),
+        &old.paths,
+        map_name,
+        old.manifest.phases[od.map_phase].tasks,
+        &ctx.retry,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let (q_lo, q_hi) = shuffle::overlapping(r, d.partitions, od.partitions);
     let mut bytes = 0;
     for t in &ids {

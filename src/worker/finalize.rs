@@ -6,8 +6,8 @@ use super::WorkerCtx;
 use super::publish::{self, Target};
 use crate::protocol::io::{get_json, list_all, put_json};
 use crate::protocol::records::{
-    CommitRecord, FailedTask, ManifestFile, OutputFile, OutputManifest, TaskStats, TaskStatus,
-    VERSION,
+    CommitRecord, FailedTask, ManifestFile, OWNER_MARKER, OutputFile, OutputManifest, OwnerMarker,
+    TaskStats, TaskStatus, VERSION,
 };
 use crate::store::{Registry, Uri};
 use futures::{StreamExt, TryStreamExt};
@@ -25,22 +25,38 @@ pub async fn run(
     let job = &ctx.job;
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let store = reg.open(&job.uri).map_err(|e| err(&e))?;
+    // Every planned task's commit record, read by key: a listing of `commits/` may lag
+    // behind the store's writes and leave a committed task out, whose published files
+    // the sweep below would then delete.
     let mut records: Vec<CommitRecord> = Vec::new();
-    for p in &job.manifest.phases {
-        let metas = list_all(store.as_ref(), &job.paths.commits(&p.name), &ctx.retry)
-            .await
-            .map_err(|e| err(&e))?;
-        let mut recs: Vec<CommitRecord> = futures::stream::iter(metas.into_iter().map(|m| {
+    for (pi, p) in job.manifest.phases.iter().enumerate() {
+        let ids = ctx.task_ids(pi).to_vec();
+        if ids.len() as u64 != p.tasks {
+            return Err(format!(
+                "phase {}: the worker knows {} of its {} planned tasks",
+                p.name,
+                ids.len(),
+                p.tasks
+            ));
+        }
+        let recs: Vec<CommitRecord> = futures::stream::iter(ids.into_iter().map(|t| {
             let store = store.clone();
             let retry = ctx.retry.clone();
-            async move { get_json::<CommitRecord>(store.as_ref(), &m.location, &retry).await }
+            let path = job.paths.commit(&p.name, &t);
+            async move {
+                match get_json::<CommitRecord>(store.as_ref(), &path, &retry).await {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => Err(format!(
+                        "task {}/{t} has no commit record although its phase is complete",
+                        p.name
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
         }))
-        .buffer_unordered(32)
-        .try_filter_map(|r| async move { Ok(r) })
+        .buffered(32)
         .try_collect()
-        .await
-        .map_err(|e| err(&e))?;
-        recs.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        .await?;
         records.extend(recs);
     }
     let lance = job.spec.output.format == crate::spec::OutputFormat::Lance;
@@ -81,13 +97,50 @@ pub async fn run(
     // versions) are Lance's to clean up: only its `data/` is listed, to find the files
     // the tasks already published (a second copy is wasted work on S3, and on a local
     // store leaves a staging link behind), and only the rejects prefix is swept.
+    //
+    // A prefix is swept only when it is provably this job's: its owner marker (written
+    // by submit after checking that it overlaps no input, job or other job's prefix)
+    // names this job. Jobs submitted before the markers sweep their output prefix only
+    // (submit checked it was empty or `overwrite`), never a separate rejects prefix.
+    let rej_in_out = rej_uri.store == out_uri.store && rej_uri.path.prefix_matches(&out_uri.path);
+    let marks_us = |prefix: Uri| {
+        let (reg, retry, me) = (reg.clone(), ctx.retry.clone(), job.uri.to_uri_string());
+        async move {
+            let s = reg.open(&prefix).map_err(|e| err(&e))?;
+            let at = prefix.child(OWNER_MARKER).path;
+            let m = get_json::<OwnerMarker>(s.as_ref(), &at, &retry)
+                .await
+                .map_err(|e| err(&e))?;
+            Ok::<bool, String>(m.is_some_and(|m| m.job_uri == me))
+        }
+    };
+    let (sweep_out, sweep_rej) = if job.manifest.owner_markers {
+        let out_ours = marks_us(out_uri.clone()).await?;
+        let rej_ours = if rej_in_out {
+            out_ours
+        } else {
+            marks_us(rej_uri.clone()).await?
+        };
+        (out_ours, rej_ours)
+    } else {
+        (true, rej_in_out)
+    };
+    if !sweep_out || !sweep_rej {
+        tracing::warn!(
+            output = %out_uri.to_uri_string(),
+            rejects = %rej_uri.to_uri_string(),
+            sweep_out,
+            sweep_rej,
+            "a prefix does not carry this job's owner marker: nothing in it is deleted"
+        );
+    }
     let mut prefixes = if lance {
         vec![(out_uri.child("data"), false)]
     } else {
-        vec![(out_uri.clone(), true)]
+        vec![(out_uri.clone(), sweep_out)]
     };
-    if lance || !rej_uri.path.prefix_matches(&out_uri.path) || rej_uri.store != out_uri.store {
-        prefixes.push((rej_uri.clone(), true));
+    if lance || !rej_in_out {
+        prefixes.push((rej_uri.clone(), sweep_rej));
     }
     let manifest_uri = out_uri.child(MANIFEST).to_uri_string();
     for (prefix, sweep) in &prefixes {
@@ -109,7 +162,11 @@ pub async fn run(
                     && rej_uri.path != out_uri.path);
             if wanted.contains(&u) {
                 existing.insert(u);
-            } else if *sweep && u != manifest_uri && !lances {
+            } else if *sweep
+                && u != manifest_uri
+                && m.location.filename() != Some(OWNER_MARKER)
+                && !lances
+            {
                 tracing::info!(object = %u, "removing an object under the output that no commit names");
                 let _ = ctx.retry.run(|| s.delete(&m.location)).await;
             }
@@ -224,7 +281,9 @@ async fn commit_lance(
     super::lance_out::commit(out, schema, fragments).await
 }
 
-/// Deletes staged objects of attempts that no commit record references.
+/// Deletes staged objects of attempts that no commit record references. The shuffle
+/// objects of committed dedup tasks (keys, decisions, labels) stay: a later job that
+/// `--reuse`s this one's dedup phases reads them.
 async fn janitor(
     ctx: &WorkerCtx,
     store: &Arc<dyn object_store::ObjectStore>,
@@ -232,7 +291,12 @@ async fn janitor(
 ) -> Result<(), crate::protocol::io::ProtoError> {
     let keep: BTreeSet<String> = records
         .iter()
-        .flat_map(|r| r.outputs.iter().chain(r.rejects.iter()))
+        .flat_map(|r| {
+            r.outputs
+                .iter()
+                .chain(r.rejects.iter())
+                .chain(r.shuffle.iter())
+        })
         .filter_map(|f| f.uri.rsplit_once('/').map(|(dir, _)| dir.to_string()))
         .collect();
     let staging = ctx.job.paths.staging();

@@ -22,9 +22,8 @@ use crate::ops;
 use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
 use crate::protocol::lease::{Claim, Held, LeaseCtx};
 use crate::protocol::records::{CommitRecord, FINALIZE, PhaseKind, VERSION, WorkerStats};
-use crate::protocol::task_of;
+use crate::protocol::{planned_task_ids, task_of};
 use crate::store::{Registry, RequestCounts};
-use object_store::ObjectStoreExt;
 use pipeline::BoundStage;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -88,6 +87,8 @@ pub struct WorkerCtx {
     pub ids: std::sync::OnceLock<Vec<Vec<String>>>,
     /// Commit records read by dedup tasks, by (phase, task): create-only, so cacheable.
     pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
+    /// Lease records of other attempts this worker has seen, for clock-free expiry.
+    pub observed: crate::protocol::lease::Observations,
 }
 
 impl WorkerCtx {
@@ -108,6 +109,7 @@ impl WorkerCtx {
             worker: &self.worker_id,
             ttl_ms: self.ttl_ms(),
             retry: &self.retry,
+            observed: &self.observed,
         }
     }
 }
@@ -241,11 +243,26 @@ async fn with_assets(
             let (store, uri) = reg
                 .resolve(&a.uri)
                 .map_err(|e| WorkerError::Plan(format!("stage {}: {}: {e}", st.name, a.param)))?;
+            // The version the job was planned with, and no other.
+            let pinned = job.manifest.asset_etags.get(&a.uri).cloned();
             let bytes = retry
-                .run(|| async { store.get(&uri.path).await?.bytes().await })
+                .run(|| async {
+                    let opts = object_store::GetOptions {
+                        if_match: pinned.clone(),
+                        ..Default::default()
+                    };
+                    store.get_opts(&uri.path, opts).await?.bytes().await
+                })
                 .await
-                .map_err(|e| {
-                    WorkerError::Plan(format!("stage {}: {} ({}): {e}", st.name, a.param, a.uri))
+                .map_err(|e| match e {
+                    object_store::Error::Precondition { .. } => WorkerError::Plan(format!(
+                        "stage {}: {}: input_changed: {} was rewritten after the job was planned; submit a new job to use the new version",
+                        st.name, a.param, a.uri
+                    )),
+                    e => WorkerError::Plan(format!(
+                        "stage {}: {} ({}): {e}",
+                        st.name, a.param, a.uri
+                    )),
                 })?;
             loaded.push((a, bytes));
         }
@@ -316,23 +333,20 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         shutdown: opts.shutdown.clone(),
         ids: Default::default(),
         commits: Default::default(),
+        observed: Default::default(),
     });
     let job = &ctx.job;
     let lease = ctx.lease(store.as_ref());
 
-    // Task ids never change after submit: list them once.
+    // Task ids never change after submit: list them once, every planned one (a
+    // lagging listing is listed again), and the finalize task from job.json.
     let mut names: Vec<String> = job.manifest.phases.iter().map(|p| p.name.clone()).collect();
     names.push(FINALIZE.to_string());
     let mut ids = Vec::new();
-    for n in &names {
-        let mut v: Vec<String> = list_all(store.as_ref(), &job.paths.tasks(n), &retry)
-            .await?
-            .iter()
-            .filter_map(|m| task_of(&m.location))
-            .collect();
-        v.sort();
-        ids.push(v);
+    for p in &job.manifest.phases {
+        ids.push(planned_task_ids(store.as_ref(), &job.paths, &p.name, p.tasks, &retry).await?);
     }
+    ids.push(vec![job.manifest.finalize_task.clone()]);
     let _ = ctx.ids.set(ids.clone());
     let nphases = job.manifest.phases.len();
     let mut upstream = vec![HashMap::new(); nphases + 1];

@@ -460,6 +460,10 @@ async fn execute(
         Ok(Err(
             PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
         )) => Attempt::Cancelled,
+        // Rereading will not bring the planned version back: fail the task at once.
+        Ok(Err(e @ PipelineError::Read(super::readers::ReadError::Changed { .. }))) => {
+            Attempt::Fatal(e.to_string())
+        }
         Ok(Err(e)) => Attempt::Error(e.to_string()),
         Err(e) => Attempt::Error(format!("pipeline panicked: {e}")),
     }

@@ -169,6 +169,8 @@ pub fn orphans(out: &Path) -> Vec<String> {
         listed.push(p.strip_prefix(out).unwrap().to_string_lossy().into_owned());
     }
     listed.push("_manifest.json".into());
+    // The job's owner marker (docs/PROTOCOL.md §3), not data.
+    listed.push("_mdf_owner.json".into());
     files_under(out)
         .into_iter()
         .filter(|f| !listed.contains(f))

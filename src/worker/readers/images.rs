@@ -9,7 +9,6 @@ use arrow_array::builder::BinaryBuilder;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, SchemaRef};
 use futures::StreamExt;
-use object_store::ObjectStoreExt;
 use std::io::Read;
 use std::sync::Arc;
 
@@ -125,7 +124,13 @@ pub fn read_folder(
                 return (s, Ok(None));
             }
             let r = match reg.resolve(&s.uri) {
-                Ok((store, u)) => store.get(&u.path).await,
+                Ok((store, u)) => {
+                    let opts = object_store::GetOptions {
+                        if_match: s.etag.clone(),
+                        ..Default::default()
+                    };
+                    store.get_opts(&u.path, opts).await
+                }
                 Err(e) => {
                     return (
                         s,
@@ -140,16 +145,7 @@ pub fn read_folder(
                 Ok(g) => g.bytes().await.map(Some),
                 Err(e) => Err(e),
             };
-            let r = r.map_err(|e| match e {
-                object_store::Error::NotFound { .. } => ReadError::Missing {
-                    uri: s.uri.clone(),
-                    message: e.to_string(),
-                },
-                e => ReadError::Storage {
-                    uri: s.uri.clone(),
-                    message: e.to_string(),
-                },
-            });
+            let r = r.map_err(|e| super::get_error(&s.uri, e));
             (s, r)
         }
     };

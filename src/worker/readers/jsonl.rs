@@ -12,30 +12,28 @@ use object_store::{GetOptions, GetRange, ObjectStore};
 
 use std::io::{BufRead, BufReader, Read};
 
-/// Opens an object from byte `from` to its end as a blocking reader.
-pub fn open_range(ctx: &ReadCtx, uri: &str, from: u64) -> Result<Box<dyn Read + Send>, ReadError> {
+/// Opens an object from byte `from` to its end as a blocking reader; with `etag`, only
+/// that version of it (the one the job was planned on).
+pub fn open_range(
+    ctx: &ReadCtx,
+    uri: &str,
+    from: u64,
+    etag: Option<&str>,
+) -> Result<Box<dyn Read + Send>, ReadError> {
     let (store, u) = ctx.registry.resolve(uri).map_err(|e| ReadError::Storage {
         uri: uri.to_string(),
         message: e.to_string(),
     })?;
     let opts = GetOptions {
         range: (from > 0).then_some(GetRange::Offset(from)),
+        if_match: etag.map(str::to_string),
         ..Default::default()
     };
     let path = u.path.clone();
     let res = ctx
         .handle
         .block_on(async move { store.get_opts(&path, opts).await })
-        .map_err(|e| match e {
-            object_store::Error::NotFound { .. } => ReadError::Missing {
-                uri: uri.to_string(),
-                message: e.to_string(),
-            },
-            e => ReadError::Storage {
-                uri: uri.to_string(),
-                message: e.to_string(),
-            },
-        })?;
+        .map_err(|e| super::get_error(uri, e))?;
     let stream = res.into_stream().map_err(std::io::Error::other);
     let reader = tokio_util::io::StreamReader::new(stream);
     Ok(Box::new(tokio_util::io::SyncIoBridge::new_with_handle(
@@ -233,7 +231,7 @@ pub fn sample_rows(
     max_rows: usize,
     max_bytes: u64,
 ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, ReadError> {
-    let raw = open_range(ctx, uri, 0)?;
+    let raw = open_range(ctx, uri, 0, None)?;
     let decoded = super::decompress(raw, uri).map_err(|e| ReadError::Storage {
         uri: uri.to_string(),
         message: e.to_string(),

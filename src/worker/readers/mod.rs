@@ -32,6 +32,12 @@ pub enum ReadError {
     Storage { uri: String, message: String },
     #[error("{uri} does not exist: {message}")]
     Missing { uri: String, message: String },
+    /// The input is no longer the version the job was planned on (its etag changed):
+    /// the task fails rather than read another file under the planned ids and ranges.
+    #[error(
+        "input_changed: {uri} was rewritten after the job was planned ({message}); submit a new job to read the new version"
+    )]
+    Changed { uri: String, message: String },
     #[error("cancelled")]
     Cancelled,
 }
@@ -171,7 +177,7 @@ pub fn open_or_reject(
     from: u64,
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<Result<Box<dyn std::io::Read + Send>, SliceStats>, ReadError> {
-    let raw = match jsonl::open_range(ctx, &slice.uri, from) {
+    let raw = match jsonl::open_range(ctx, &slice.uri, from, slice.etag.as_deref()) {
         Ok(r) => r,
         Err(ReadError::Missing { message, .. }) => {
             return Ok(Err(reject_file(slice, "input_missing", message, out)));
@@ -180,4 +186,23 @@ pub fn open_or_reject(
     };
     Ok(decompress(raw, &slice.uri)
         .map_err(|e| reject_file(slice, "corrupt_input", e.to_string(), out)))
+}
+
+/// The read error for a failed GET of `uri`: a missing object, a changed one (the
+/// planned etag no longer matches), or a storage failure.
+pub fn get_error(uri: &str, e: object_store::Error) -> ReadError {
+    match e {
+        object_store::Error::NotFound { .. } => ReadError::Missing {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        },
+        object_store::Error::Precondition { .. } => ReadError::Changed {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        },
+        e => ReadError::Storage {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        },
+    }
 }

@@ -25,15 +25,30 @@ pub struct ObjectReader {
     pub store: Arc<dyn ObjectStore>,
     pub path: Path,
     pub size: u64,
+    /// The planned version: single-range reads (the footer first of all) are pinned
+    /// to it, so a file rewritten after planning fails with `Precondition` instead
+    /// of being read under the old size. Coalesced column-chunk reads are not.
+    pub etag: Option<String>,
 }
 
 impl AsyncFileReader for ObjectReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         Box::pin(async move {
-            self.store
-                .get_range(&self.path, range)
-                .await
-                .map_err(|e| ParquetError::External(Box::new(e)))
+            let r = match &self.etag {
+                None => self.store.get_range(&self.path, range).await,
+                Some(etag) => {
+                    let opts = object_store::GetOptions {
+                        range: Some(range.into()),
+                        if_match: Some(etag.clone()),
+                        ..Default::default()
+                    };
+                    match self.store.get_opts(&self.path, opts).await {
+                        Ok(g) => g.bytes().await,
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            r.map_err(|e| ParquetError::External(Box::new(e)))
         })
     }
 
@@ -83,6 +98,7 @@ pub async fn read_columns(
         store,
         path: path.clone(),
         size,
+        etag: None,
     };
     let b = ParquetRecordBatchStreamBuilder::new(reader)
         .await
@@ -112,6 +128,7 @@ pub fn read(
         store,
         path: u.path.clone(),
         size: slice.size,
+        etag: slice.etag.clone(),
     };
     let mut stats = SliceStats::default();
     let reject_file = |reason: &str, e: String, out: &mut dyn FnMut(Item) -> bool| {
@@ -131,6 +148,14 @@ pub fn read(
                 e.downcast_ref::<object_store::Error>()
             {
                 return Ok(reject_file("input_missing", e.to_string(), out));
+            }
+            if let Some(object_store::Error::Precondition { .. }) =
+                e.downcast_ref::<object_store::Error>()
+            {
+                return Err(ReadError::Changed {
+                    uri: slice.uri.clone(),
+                    message: e.to_string(),
+                });
             }
             return Err(storage(e.to_string()));
         }

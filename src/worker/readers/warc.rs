@@ -893,7 +893,10 @@ pub fn read(
     let mut rejects: Vec<Reject> = Vec::new();
     // Opens the file from `from`; a vanished file becomes one reject and `None`.
     let open = |from: u64, out: &mut dyn FnMut(Item) -> bool| match super::jsonl::open_range(
-        ctx, &slice.uri, from,
+        ctx,
+        &slice.uri,
+        from,
+        slice.etag.as_deref(),
     ) {
         Ok(r) => Ok(Some(BufReader::with_capacity(1 << 16, r))),
         Err(ReadError::Missing { message, .. }) => {

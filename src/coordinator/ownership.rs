@@ -1,0 +1,314 @@
+//! Which prefixes a job may write into and sweep (docs/PROTOCOL.md §3, "Owned
+//! prefixes"). Finalize deletes whatever no commit names under the output and rejects
+//! prefixes, so before anything is written submit proves those prefixes are the job's
+//! own: they overlap no input and no job directory, lie inside no other job's prefix,
+//! and are empty (or `output.overwrite: true`, which replaces a previous job's output
+//! but never reaches inside another job's). An [`OwnerMarker`] in each prefix then
+//! records the owner; finalize sweeps only a prefix whose marker names its job.
+use crate::protocol::io::{Created, ProtoError, Retry, create_bytes, decode, get_bytes, put_json};
+use crate::protocol::records::{OWNER_MARKER, OwnerMarker, VERSION};
+use crate::spec::Spec;
+use crate::spec::reader::{FieldError, SpecErrors};
+use crate::store::{Registry, Uri, is_glob};
+use bytes::Bytes;
+use futures::StreamExt;
+
+/// Whether one prefix lies at, above or below the other (whole path segments).
+pub fn overlaps(a: &Uri, b: &Uri) -> bool {
+    a.store == b.store && (a.path.prefix_matches(&b.path) || b.path.prefix_matches(&a.path))
+}
+
+/// Whether `inner` is `outer` or lies below it.
+fn within(inner: &Uri, outer: &Uri) -> bool {
+    inner.store == outer.store && inner.path.prefix_matches(&outer.path)
+}
+
+/// The prefixes a job writes and sweeps, with the spec field naming each: the output,
+/// and the rejects prefix unless it lies inside the output (the default `_rejects`).
+pub fn owned_prefixes(spec: &Spec) -> Result<Vec<(Uri, &'static str)>, SpecErrors> {
+    let parse = |s: &str, field: &'static str| {
+        Uri::parse(s).map_err(|e| {
+            SpecErrors(vec![FieldError {
+                path: field.into(),
+                message: e.to_string(),
+            }])
+        })
+    };
+    let out = parse(&spec.output.uri, "output.uri")?;
+    let rej = parse(&spec.rejects.uri, "rejects.uri")?;
+    let mut v = vec![(out.clone(), "output.uri")];
+    if !within(&rej, &out) {
+        v.push((rej, "rejects.uri"));
+    }
+    Ok(v)
+}
+
+/// The literal part of an input pattern: the URI itself, or for a glob the directory
+/// before its first wildcard.
+fn input_base(pattern: &str) -> Option<Uri> {
+    if !is_glob(pattern) {
+        return Uri::parse(pattern).ok();
+    }
+    let at = pattern.find(['*', '?', '['])?;
+    let end = pattern[..at].rfind('/').map(|i| i + 1).unwrap_or(0);
+    Uri::parse(if end == 0 { "." } else { &pattern[..end] }).ok()
+}
+
+fn marker_of(prefix: &Uri) -> Uri {
+    prefix.child(OWNER_MARKER)
+}
+
+/// Refuses, naming the field, an output or rejects prefix that overlaps an input file
+/// or pattern, the job root's `jobs/` directory, or another job's owned prefix; and a
+/// non-empty one unless `output.overwrite: true` (which may replace a previous job's
+/// output at exactly that prefix, never reach into another job's prefix below it).
+pub async fn check(
+    spec: &Spec,
+    reg: &Registry,
+    job_root: &Uri,
+    job_uri: &Uri,
+    inputs: &[String],
+    retry: &Retry,
+) -> Result<(), crate::coordinator::submit::SubmitError> {
+    let mut errors = Vec::new();
+    let jobs_dir = job_root.child("jobs");
+    let prefixes = owned_prefixes(spec)?;
+    for (prefix, field) in &prefixes {
+        let shown = prefix.to_uri_string();
+        let mut err = |m: String| {
+            errors.push(FieldError {
+                path: field.to_string(),
+                message: m,
+            })
+        };
+        if overlaps(prefix, &jobs_dir) {
+            err(format!(
+                "{shown} overlaps the job directories under {} (the job's own state would be swept as stray output)",
+                jobs_dir.to_uri_string()
+            ));
+            continue;
+        }
+        if let Some(f) = inputs
+            .iter()
+            .filter_map(|u| Uri::parse(u).ok())
+            .find(|u| within(u, prefix))
+        {
+            err(format!(
+                "{shown} holds the input {}; outputs must not overlap the inputs",
+                f.to_uri_string()
+            ));
+            continue;
+        }
+        let patterns = spec.input.uris.iter().filter_map(|p| input_base(p));
+        let cc = spec
+            .input
+            .commoncrawl
+            .as_ref()
+            .and_then(|c| Uri::parse(&c.base).ok());
+        if let Some(b) = patterns.chain(cc).find(|b| within(prefix, b)) {
+            err(format!(
+                "{shown} lies inside the inputs {}; outputs must not overlap the inputs",
+                b.to_uri_string()
+            ));
+            continue;
+        }
+        match foreign_owner(reg, prefix, job_uri, retry).await? {
+            Some((at, m)) if at != *prefix || !spec.output.overwrite => {
+                let whose = if at == *prefix {
+                    format!("{shown} is")
+                } else {
+                    format!("{shown} lies inside {}, which is", at.to_uri_string())
+                };
+                err(format!(
+                    "{whose} owned by job {} ({}); every job needs prefixes of its own{}",
+                    m.job_id,
+                    m.job_uri,
+                    if at == *prefix {
+                        " (or set output.overwrite: true to replace that job's output)"
+                    } else {
+                        ""
+                    }
+                ));
+                continue;
+            }
+            _ => {}
+        }
+        // Non-empty: refused unless overwrite; even then, never over another job's
+        // prefix further down.
+        let (store, _) = reg.resolve(&shown)?;
+        let mut listing = store.list(Some(&prefix.path));
+        let mut blocker: Option<String> = None;
+        while let Some(m) = listing.next().await {
+            let m = m.map_err(|e| ProtoError::store(&prefix.path, e))?;
+            if m.location.filename() == Some(OWNER_MARKER) {
+                let at = Uri {
+                    store: prefix.store.clone(),
+                    path: m.location.clone(),
+                };
+                let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
+                if let Some(t) = read_marker(reg, &at, retry).await?
+                    && t.job_uri != job_uri.to_uri_string()
+                    && !(here && spec.output.overwrite)
+                {
+                    blocker = Some(format!(
+                        "{shown} holds the output of job {} ({}, marker {}); every job needs prefixes of its own",
+                        t.job_id,
+                        t.job_uri,
+                        at.to_uri_string()
+                    ));
+                    break;
+                }
+                continue;
+            }
+            if !spec.output.overwrite {
+                blocker = Some(format!(
+                    "{shown} is not empty (it holds {}); choose an empty prefix or set output.overwrite: true",
+                    m.location
+                ));
+                break;
+            }
+        }
+        if let Some(m) = blocker {
+            err(m);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(SpecErrors(errors).into())
+    }
+}
+
+async fn read_marker(
+    reg: &Registry,
+    at: &Uri,
+    retry: &Retry,
+) -> Result<Option<OwnerMarker>, ProtoError> {
+    let Ok((store, _)) = reg.resolve(&at.to_uri_string()) else {
+        return Ok(None);
+    };
+    match get_bytes(store.as_ref(), &at.path, retry).await? {
+        None => Ok(None),
+        Some(b) => decode::<OwnerMarker>(&at.path, &b).map(Some),
+    }
+}
+
+/// The nearest marker at or above `prefix` that names another job, with the prefix
+/// it marks.
+async fn foreign_owner(
+    reg: &Registry,
+    prefix: &Uri,
+    job_uri: &Uri,
+    retry: &Retry,
+) -> Result<Option<(Uri, OwnerMarker)>, ProtoError> {
+    let parts: Vec<String> = prefix
+        .path
+        .parts()
+        .map(|p| p.as_ref().to_string())
+        .collect();
+    for n in (0..=parts.len()).rev() {
+        let at = Uri {
+            store: prefix.store.clone(),
+            path: object_store::path::Path::from_iter(parts[..n].iter().map(String::as_str)),
+        };
+        if let Some(m) = read_marker(reg, &marker_of(&at), retry).await?
+            && m.job_uri != job_uri.to_uri_string()
+        {
+            return Ok(Some((at, m)));
+        }
+    }
+    Ok(None)
+}
+
+/// Writes this job's marker into each prefix it owns (create-only; the same job's
+/// marker from a crashed earlier submit is fine; with `output.overwrite: true` a
+/// previous job's marker at the prefix itself is replaced).
+pub async fn write_markers(
+    spec: &Spec,
+    reg: &Registry,
+    job_id: &str,
+    job_uri: &Uri,
+    retry: &Retry,
+) -> Result<(), crate::coordinator::submit::SubmitError> {
+    for (prefix, field) in owned_prefixes(spec)? {
+        let marker = OwnerMarker {
+            version: VERSION,
+            job_id: job_id.to_string(),
+            job_uri: job_uri.to_uri_string(),
+            role: if field == "output.uri" {
+                "output".into()
+            } else {
+                "rejects".into()
+            },
+        };
+        let at = marker_of(&prefix);
+        let (store, _) = reg.resolve(&at.to_uri_string())?;
+        let body = Bytes::from(serde_json::to_vec_pretty(&marker).expect("json"));
+        if let Created::Theirs(b) =
+            create_bytes(store.as_ref(), &at.path, body, None, retry).await?
+        {
+            let other: OwnerMarker = decode(&at.path, &b)?;
+            if other.job_uri != marker.job_uri {
+                if !spec.output.overwrite {
+                    return Err(SpecErrors(vec![FieldError {
+                        path: field.into(),
+                        message: format!(
+                            "{} was taken by job {} ({}) while this job was being submitted",
+                            prefix.to_uri_string(),
+                            other.job_id,
+                            other.job_uri
+                        ),
+                    }])
+                    .into());
+                }
+                put_json(store.as_ref(), &at.path, &marker, retry).await?;
+            } else if other != marker {
+                put_json(store.as_ref(), &at.path, &marker, retry).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the marker in `prefix` names the job at `job_uri` (finalize sweeps only
+/// then).
+pub async fn owns(
+    reg: &Registry,
+    prefix: &Uri,
+    job_uri: &Uri,
+    retry: &Retry,
+) -> Result<bool, ProtoError> {
+    Ok(read_marker(reg, &marker_of(prefix), retry)
+        .await?
+        .is_some_and(|m| m.job_uri == job_uri.to_uri_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(s: &str) -> Uri {
+        Uri::parse(s).unwrap()
+    }
+
+    #[test]
+    fn overlap_is_by_whole_segments_and_store() {
+        assert!(overlaps(&u("s3://b/out"), &u("s3://b/out/x")));
+        assert!(overlaps(&u("s3://b/out/x"), &u("s3://b/out")));
+        assert!(overlaps(&u("s3://b"), &u("s3://b/in")));
+        assert!(overlaps(&u("s3://b/out"), &u("s3://b/out")));
+        assert!(!overlaps(&u("s3://b/out"), &u("s3://b/output")));
+        assert!(!overlaps(&u("s3://b/out"), &u("s3://c/out")));
+        assert!(!overlaps(&u("s3://b/a"), &u("s3://b/b")));
+    }
+
+    #[test]
+    fn input_base_is_the_literal_directory_of_a_glob() {
+        assert_eq!(input_base("s3://b/in/*.jsonl"), Some(u("s3://b/in")));
+        assert_eq!(input_base("s3://b/in/x/**/a?.gz"), Some(u("s3://b/in/x")));
+        assert_eq!(
+            input_base("s3://b/in/a.jsonl"),
+            Some(u("s3://b/in/a.jsonl"))
+        );
+    }
+}

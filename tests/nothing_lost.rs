@@ -1,0 +1,500 @@
+//! Issue 22: paths where a job used to lose or delete data without an error. Each test
+//! drives the `mdf` binary through one such scenario and checks that nothing is lost:
+//! a lagging LIST, `--reuse` across a dedup, overlapping output/rejects prefixes,
+//! inputs rewritten after submit, skewed clocks.
+mod common;
+use common::*;
+use std::path::Path;
+
+/// A text job over `in/*.jsonl` with small tasks (several per file).
+fn text_spec(dir: &Path, out: &Path, extra_stages: &str) -> std::path::PathBuf {
+    write_spec(
+        dir,
+        &format!(
+            r#"
+name: lost
+input: {{uris: ["{}/in/*.jsonl"]}}
+stages:
+  - op: text_length
+  - op: length_filter
+    params: {{min_words: 3}}
+{extra_stages}
+output: {{uri: "{}"}}
+job: {{task_bytes: 4KiB, lease_ttl_secs: 4, heartbeat_secs: 1, poll_millis: 50}}
+"#,
+            dir.display(),
+            out.display()
+        ),
+    )
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Item 3: a store whose LIST leaves out objects written in the last 3 s. Workers that
+/// trusted the listing of task manifests saw an empty job and stopped at once; a
+/// finalize that trusted the listing of commit records left recent tasks out of the
+/// manifest and deleted their published files. Every planned task is now accounted
+/// for by key.
+#[test]
+fn a_lagging_list_loses_no_task() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(31, 200));
+    write_lines(&d.path().join("in/b.jsonl"), &docs(32, 200));
+    let clean_out = d.path().join("clean");
+    let s = text_spec(d.path(), &clean_out, "");
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs-clean")),
+    );
+    let clean = sorted(output_ids(&clean_out));
+    assert!(clean.len() > 100);
+
+    let out = d.path().join("lagged");
+    let s = text_spec(d.path(), &out, "");
+    let o = run_ok(
+        mdf()
+            .env(
+                "MDF_FAULTS",
+                "list:lag=3000:1:tasks/,list:lag=3000:1:commits/",
+            )
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs-lag")),
+    );
+    assert_eq!(
+        sorted(output_ids(&out)),
+        clean,
+        "same records as the clean run:\n{}",
+        stderr(&o)
+    );
+    assert!(orphans(&out).is_empty(), "{:?}", orphans(&out));
+    let st = status_json(&job_uri(&o));
+    assert_eq!(st["succeeded"], true, "{st:#}");
+}
+
+/// A spec over `in/*.jsonl` with the given output and rejects sections.
+fn prefix_spec(dir: &Path, output: &str, rejects: &str) -> std::path::PathBuf {
+    write_spec(
+        dir,
+        &format!(
+            r#"
+name: owned
+input: {{uris: ["{}/in/*.jsonl"]}}
+stages:
+  - op: text_length
+  - op: length_filter
+    params: {{min_words: 3}}
+output: {{{output}}}
+{rejects}
+job: {{task_bytes: 4KiB, poll_millis: 50}}
+"#,
+            dir.display()
+        ),
+    )
+}
+
+fn refused(spec: &Path, jobs: &Path, field: &str, words: &str) {
+    let o = mdf()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--workers",
+            "1",
+            "--job-root",
+        ])
+        .arg(jobs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "accepted: {}", stdout(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{field}: ")) && e.contains(words),
+        "expected {field} ... {words}:\n{e}"
+    );
+    assert!(
+        !jobs.join("jobs").exists() || files_under(&jobs.join("jobs")).is_empty(),
+        "nothing was written for a refused job"
+    );
+}
+
+/// Item 2: an output or rejects prefix that overlaps the inputs or the job
+/// directories is refused before anything is written, even with `overwrite: true`;
+/// the inputs are untouched.
+#[test]
+fn output_and_rejects_never_overlap_inputs_or_jobs() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(41, 100));
+    let before = files_under(&d.path().join("in"));
+    let jobs = d.path().join("jobs");
+    // Rejects at the inputs' directory: its sweep would delete the inputs.
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out\""),
+        &format!("rejects: {{uri: \"{dp}/in\"}}"),
+    );
+    refused(&s, &jobs, "rejects.uri", "holds the input");
+    // Output above the inputs, with overwrite (the jobs elsewhere).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let s = prefix_spec(d.path(), &format!("uri: \"{dp}\", overwrite: true"), "");
+    refused(&s, elsewhere.path(), "output.uri", "holds the input");
+    // Output inside an input glob's directory.
+    let s = prefix_spec(d.path(), &format!("uri: \"{dp}/in/out\""), "");
+    refused(&s, &jobs, "output.uri", "inside the inputs");
+    // Rejects above the job root, and output inside the job directories.
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out\""),
+        &format!("rejects: {{uri: \"{dp}/jobs\"}}"),
+    );
+    refused(&s, &jobs, "rejects.uri", "job directories");
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/jobs/jobs/x\", overwrite: true"),
+        "",
+    );
+    refused(&s, &jobs, "output.uri", "job directories");
+    assert_eq!(
+        files_under(&d.path().join("in")),
+        before,
+        "inputs untouched"
+    );
+}
+
+/// Item 2: two jobs sharing a rejects prefix used to delete each other's rejects (the
+/// second finalize swept what the first had published). The second is refused; so is
+/// an output inside another job's output, even with `overwrite: true`.
+#[test]
+fn a_job_never_sweeps_another_jobs_prefix() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    let mut lines = docs(42, 100);
+    lines.insert(3, "{not json".into());
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let jobs = d.path().join("jobs");
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out1\""),
+        &format!("rejects: {{uri: \"{dp}/rejects\"}}"),
+    );
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs),
+    );
+    let rejects_before = files_under(&d.path().join("rejects"));
+    assert!(
+        rejects_before.iter().any(|f| f.ends_with(".parquet")),
+        "{rejects_before:?}"
+    );
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out2\""),
+        &format!("rejects: {{uri: \"{dp}/rejects\"}}"),
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("rejects.uri: "), "{}", stderr(&o));
+    // Inside the first job's output, with overwrite: refused too.
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out1/sub\", overwrite: true"),
+        "",
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("output.uri: ") && stderr(&o).contains("owned by job"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(files_under(&d.path().join("rejects")), rejects_before);
+    assert!(output_ids(&d.path().join("out1")).len() > 50);
+}
+
+/// Item 2: finalize deletes stray objects only under a prefix whose owner marker names
+/// its job; without the marker (say a user removed it) nothing there is deleted.
+#[test]
+fn finalize_sweeps_only_a_prefix_it_owns() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    let mut lines = docs(43, 60);
+    lines.insert(3, "{not json".into());
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out\""),
+        &format!("rejects: {{uri: \"{dp}/rej\"}}"),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let marker = d.path().join("rej/_mdf_owner.json");
+    assert!(marker.exists(), "submit marks the rejects prefix");
+    assert!(d.path().join("out/_mdf_owner.json").exists());
+    // A stray file in the owned output is swept; one in the unmarked rejects is not.
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::write(d.path().join("rej/keep.txt"), "mine").unwrap();
+    std::fs::write(d.path().join("out/stray.txt"), "old").unwrap();
+    run_ok(mdf().args(["worker", "--job", &job]));
+    assert!(d.path().join("rej/keep.txt").exists(), "not swept");
+    assert!(!d.path().join("out/stray.txt").exists(), "swept");
+    assert!(output_ids(&d.path().join("out")).len() > 30);
+}
+
+/// Texts that repeat across two files: `a` and `b` share `shared` documents (so a dedup
+/// over both drops copies from one of them), and each has documents of its own.
+fn dup_inputs(dir: &Path) {
+    let doc = |i: usize, tag: &str| {
+        serde_json::json!({"text": format!("document {i} {tag} says the river is {} today", i * 7 % 13)})
+            .to_string()
+    };
+    let mut a: Vec<String> = (0..40).map(|i| doc(i, "shared")).collect();
+    a.extend((0..30).map(|i| doc(i, "only-a")));
+    a.extend((0..10).map(|i| doc(i, "only-a"))); // duplicates inside a
+    let mut b: Vec<String> = (0..40).map(|i| doc(i, "shared")).collect();
+    b.extend((0..30).map(|i| doc(i, "only-b")));
+    write_lines(&dir.join("src/a.jsonl"), &a);
+    write_lines(&dir.join("src/b.jsonl"), &b);
+}
+
+/// A dedup job over the files `names` of `src/` (one task each), writing to `out`.
+fn dedup_spec(dir: &Path, names: &[&str], out: &str, after: &str) -> std::path::PathBuf {
+    let uris: Vec<String> = names
+        .iter()
+        .map(|n| format!("\"{}/src/{n}.jsonl\"", dir.display()))
+        .collect();
+    let p = dir.join(format!("{out}.yaml"));
+    std::fs::write(
+        &p,
+        format!(
+            "name: reuse-dd\ninput: {{uris: [{}]}}\nstages:\n  - op: exact_key\n    name: content\n  - op: dedup\n    params: {{key: content_key}}\n  - op: text_length\n{after}output: {{uri: \"{}/{out}\"}}\njob: {{max_files_per_task: 1, poll_millis: 20}}\n",
+            uris.join(", "),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn texts(out: &Path) -> Vec<String> {
+    let mut v = strings(&output_batches(out), "text");
+    v.sort();
+    v
+}
+
+/// The records a clean run of `spec` outputs.
+fn clean(dir: &Path, spec: &Path, out: &str) -> Vec<String> {
+    run_ok(
+        mdf()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--workers",
+                "1",
+                "--job-root",
+            ])
+            .arg(dir.join(format!("jobs-{out}"))),
+    );
+    texts(&dir.join(out))
+}
+
+fn run_reusing(dir: &Path, spec: &Path, old: &str) -> String {
+    let o = run_ok(
+        mdf()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--workers",
+                "1",
+                "--reuse",
+                old,
+                "--job-root",
+            ])
+            .arg(dir.join("jobs")),
+    );
+    job_uri(&o)
+}
+
+/// Item 1, first scenario: a job over {a, b} interrupted after its reduce, re-run with
+/// `--reuse` over {a} alone. Reduce ids used to depend only on the map fingerprint, so
+/// the reduce over {a, b} was reused and dropped a's copies of documents whose
+/// representative was in b, which this job never outputs.
+#[test]
+fn reuse_of_an_interrupted_dedup_over_fewer_files_loses_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    dup_inputs(d.path());
+    let s = dedup_spec(d.path(), &["a", "b"], "o-ab", "");
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let old = stdout(&o).lines().last().unwrap().to_string();
+    // Two map tasks and one reduce task, then stop: the apply phase never runs.
+    run_ok(mdf().args(["worker", "--job", &old, "--max-tasks", "3"]));
+    let st = status_json(&old);
+    assert_eq!(st["complete"], false, "interrupted: {st:#}");
+    let s = dedup_spec(d.path(), &["a"], "o-a", "");
+    run_reusing(d.path(), &s, &old);
+    let want = clean(d.path(), &dedup_spec(d.path(), &["a"], "c-a", ""), "c-a");
+    assert_eq!(want.len(), 70, "a's 70 distinct documents");
+    assert_eq!(texts(&d.path().join("o-a")), want);
+}
+
+/// Item 1, second scenario: adding a file to a finished dedup job's inputs and reusing
+/// it. The old reduce saw only a's keys; reusing it kept cross-file duplicates (and
+/// its decisions object had been deleted by the janitor).
+#[test]
+fn reuse_of_a_dedup_with_more_files_removes_cross_file_duplicates() {
+    let d = tempfile::tempdir().unwrap();
+    dup_inputs(d.path());
+    let s = dedup_spec(d.path(), &["a"], "o-a", "");
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let old = job_uri(&o);
+    let s = dedup_spec(d.path(), &["a", "b"], "o-ab", "");
+    let new = run_reusing(d.path(), &s, &old);
+    let want = clean(
+        d.path(),
+        &dedup_spec(d.path(), &["a", "b"], "c-ab", ""),
+        "c-ab",
+    );
+    assert_eq!(want.len(), 100, "70 of a, 30 more of b");
+    assert_eq!(texts(&d.path().join("o-ab")), want);
+    // Map task a was reused; the reduce, which saw other keys, was not.
+    let st = status_json(&new);
+    assert_eq!(st["succeeded"], true);
+}
+
+/// Item 1, third scenario: a finished job's dedup phases reused by a job that changes
+/// only a stage after the dedup. Its janitor used to delete the decisions objects, so
+/// the new apply tasks failed; the shuffle objects of committed tasks are now kept.
+#[test]
+fn reuse_of_a_finished_jobs_dedup_phases_works() {
+    let d = tempfile::tempdir().unwrap();
+    dup_inputs(d.path());
+    let s = dedup_spec(d.path(), &["a", "b"], "o1", "");
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let old = job_uri(&o);
+    let filter = "  - op: length_filter\n    params: {min_words: 7}\n";
+    let s = dedup_spec(d.path(), &["a", "b"], "o2", filter);
+    let new = run_reusing(d.path(), &s, &old);
+    let want = clean(
+        d.path(),
+        &dedup_spec(d.path(), &["a", "b"], "c2", filter),
+        "c2",
+    );
+    assert!(!want.is_empty());
+    assert_eq!(texts(&d.path().join("o2")), want);
+    // The map and reduce commits were reused: none of their tasks was leased again.
+    let st = status_json(&new);
+    assert_eq!(st["phases"][0]["requests"]["get"], 0, "{st:#}");
+    assert_eq!(st["phases"][1]["requests"]["get"], 0, "{st:#}");
+}
+
+/// Item 5: an input rewritten after submit used to be read under the planned task id
+/// with byte ranges cut from its old size. Reads are pinned to the planned etag: the
+/// task fails at once with `input_changed` naming the file, and the job fails.
+#[test]
+fn an_input_rewritten_after_submit_fails_its_task_naming_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(51, 50));
+    write_lines(&d.path().join("in/b.jsonl"), &docs(52, 50));
+    let out = d.path().join("out");
+    let s = text_spec(d.path(), &out, "");
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write_lines(&d.path().join("in/b.jsonl"), &docs(53, 80));
+    let o = mdf().args(["worker", "--job", &job]).output().unwrap();
+    let st = status_json(&job);
+    assert_eq!(st["complete"], true, "{st:#}\n{}", stderr(&o));
+    assert_eq!(st["succeeded"], false, "{st:#}");
+    let failed = st["failed_tasks"].to_string();
+    assert!(
+        failed.contains("input_changed") && failed.contains("b.jsonl"),
+        "{failed}"
+    );
+    assert!(!failed.contains("a.jsonl"), "a was not changed: {failed}");
+    // Failed at once: nothing retried a read that cannot succeed.
+    assert!(!failed.contains("failed 2 times"), "{failed}");
+}
+
+/// Item 5: a job reusing an earlier one whose block list file has changed since must
+/// recompute the filter (the fingerprint hashed the list's URI only, so the old
+/// results were reused and the new blocked domain stayed in the output).
+#[test]
+fn a_changed_asset_file_is_not_reused() {
+    let d = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..60)
+        .map(|i| {
+            serde_json::json!({"url": format!("https://site{}.org/p{i}", i % 3), "text": format!("page {i} of some site with words")})
+                .to_string()
+        })
+        .collect();
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let list = d.path().join("lists/domains.txt");
+    std::fs::create_dir_all(list.parent().unwrap()).unwrap();
+    std::fs::write(&list, "site0.org\n").unwrap();
+    let spec = |out: &str| {
+        write_spec(
+            d.path(),
+            &format!(
+                "name: assets\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - op: url_filter\n    params: {{domains: [\"{1}\"]}}\n    end_phase: true\n  - op: text_length\noutput: {{uri: \"{0}/{out}\"}}\njob: {{poll_millis: 20}}\n",
+                d.path().display(),
+                list.display()
+            ),
+        )
+    };
+    let o = run_ok(
+        mdf()
+            .args(["run", spec("o1").to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let old = job_uri(&o);
+    assert_eq!(output_ids(&d.path().join("o1")).len(), 40);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&list, "site0.org\nsite1.org\n").unwrap();
+    run_ok(
+        mdf()
+            .args([
+                "run",
+                spec("o2").to_str().unwrap(),
+                "--reuse",
+                &old,
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs")),
+    );
+    assert_eq!(
+        output_ids(&d.path().join("o2")).len(),
+        20,
+        "site1.org is now blocked too"
+    );
+}
