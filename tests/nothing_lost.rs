@@ -141,8 +141,13 @@ fn output_and_rejects_never_overlap_inputs_or_jobs() {
     let elsewhere = tempfile::tempdir().unwrap();
     let s = prefix_spec(d.path(), &format!("uri: \"{dp}\", overwrite: true"), "");
     refused(&s, elsewhere.path(), "output.uri", "holds the input");
-    // Output inside an input glob's directory.
+    // Output inside a directory read recursively as input.
     let s = prefix_spec(d.path(), &format!("uri: \"{dp}/in/out\""), "");
+    let text = std::fs::read_to_string(&s).unwrap().replace(
+        &format!("\"{dp}/in/*.jsonl\"]"),
+        &format!("\"{dp}/in/\"], format: jsonl"),
+    );
+    std::fs::write(&s, text).unwrap();
     refused(&s, &jobs, "output.uri", "inside the inputs");
     // Rejects above the job root, and output inside the job directories.
     let s = prefix_spec(

@@ -99,7 +99,15 @@ pub async fn check(
             ));
             continue;
         }
-        let patterns = spec.input.uris.iter().filter_map(|p| input_base(p));
+        // Inside an input that is read recursively (a directory URI, a `**` glob, a
+        // crawl's base), a later run of the same spec would read the outputs as inputs.
+        // A one-level glob (`data/*.jsonl`) does not reach `data/out/`.
+        let patterns = spec
+            .input
+            .uris
+            .iter()
+            .filter(|p| !is_glob(p) || p.contains("**"))
+            .filter_map(|p| input_base(p));
         let cc = spec
             .input
             .commoncrawl

@@ -850,6 +850,68 @@ mod tests {
         s.fields().iter().map(|f| f.name().as_str()).collect()
     }
 
+    fn tm(id: &str) -> TaskManifest {
+        TaskManifest {
+            version: VERSION,
+            job_id: String::new(),
+            phase: "p00".into(),
+            task_id: id.into(),
+            inputs: vec![],
+            upstream: vec![],
+        }
+    }
+
+    #[test]
+    fn the_shuffle_identity_names_the_map_tasks_and_the_partitions() {
+        let ab = shuffle_identity("fp", 4, &[tm("a"), tm("b")]);
+        assert_eq!(
+            ab,
+            shuffle_identity("fp", 4, &[tm("b"), tm("a")]),
+            "order-free"
+        );
+        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a")]), "fewer map tasks");
+        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a"), tm("b"), tm("c")]));
+        assert_ne!(
+            ab,
+            shuffle_identity("fp", 5, &[tm("a"), tm("b")]),
+            "key ranges"
+        );
+        assert_ne!(ab, shuffle_identity("fq", 4, &[tm("a"), tm("b")]));
+    }
+
+    #[test]
+    fn fingerprints_hold_download_settings_and_asset_versions() {
+        let spec = |ua: &str| {
+            Spec::from_value(serde_json::json!({
+                "version": 1,
+                "input": {"uris": ["x.jsonl"], "download": {"user_agent": ua}},
+                "stages": [{"op": "url_filter", "params": {"domains": ["lists/d.txt"]}}],
+                "output": {"uri": "out"}
+            }))
+            .unwrap()
+        };
+        let schema = Schema::empty();
+        let uri = spec("a").stages[0].operator.assets()[0].uri.clone();
+        let v = |etag: &str| {
+            Assets::from([(
+                uri.clone(),
+                AssetVersion {
+                    size: 10,
+                    etag: Some(etag.into()),
+                    modified_ms: 1,
+                },
+            )])
+        };
+        let base = fingerprints(&spec("a"), &schema, &v("e1"));
+        assert_eq!(base, fingerprints(&spec("a"), &schema, &v("e1")));
+        assert_ne!(
+            base,
+            fingerprints(&spec("b"), &schema, &v("e1")),
+            "download"
+        );
+        assert_ne!(base, fingerprints(&spec("a"), &schema, &v("e2")), "asset");
+    }
+
     #[test]
     fn dropped_columns_leave_after_the_last_phase_that_needs_them() {
         let stages = r#"[{"op": "html_extract"}, {"op": "exact_key", "name": "content"}, {"op": "dedup", "params": {"key": "content_key"}},
