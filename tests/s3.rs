@@ -113,7 +113,9 @@ async fn a_job_runs_entirely_on_s3() {
             .await
             .unwrap()
     };
-    let n_files = m["files"].as_array().unwrap().len() + m["rejects"].as_array().unwrap().len() + 1;
+    // + the manifest and the job's owner marker.
+    let n_files = m["files"].as_array().unwrap().len() + m["rejects"].as_array().unwrap().len() + 2;
+    assert!(listed.iter().any(|l| l.ends_with("/_mdf_owner.json")));
     assert_eq!(listed.len(), n_files, "{listed:?}");
     let mut st = mdf();
     st.args(["status", &job, "--json"]);
@@ -198,4 +200,49 @@ async fn lance_output_on_s3_reads_back_in_pylance() {
     }
     assert!(o.status.success(), "{err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "200 4");
+}
+
+/// Issue 22, item 5, on a real S3 API: an input rewritten after submit is read with
+/// `If-Match` on its planned etag, so its task fails with `input_changed` naming the
+/// file instead of reading the new bytes under the old task id and byte ranges.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_input_rewritten_after_submit_fails_on_s3() {
+    if endpoint().is_none() {
+        return;
+    }
+    let (ep, bucket, s3) = test_s3().expect("endpoint set");
+    let prefix = format!("pin-{}", mdf::clock::Entropy::from_os().hex_id(6));
+    put_inputs(&s3, &prefix, &[docs(61, 40), docs(62, 40)]).await;
+    let d = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: pin\ninput: {{uris: [\"s3://{bucket}/{prefix}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"s3://{bucket}/{prefix}/out\"}}\njob: {{max_files_per_task: 1, poll_millis: 50}}\n"
+        ),
+    );
+    let mut cmd = mdf();
+    cmd.args(["submit", spec.to_str().unwrap(), "--job-root"])
+        .arg(format!("s3://{bucket}/{prefix}/jobs"));
+    aws_env(&mut cmd, &ep);
+    let job = stdout(&run_ok(&mut cmd))
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    put_inputs(&s3, &prefix, &[docs(61, 40), docs(63, 55)]).await;
+    let mut w = mdf();
+    w.args(["worker", "--job", &job]);
+    aws_env(&mut w, &ep);
+    let o = w.output().unwrap();
+    let mut st = mdf();
+    st.args(["status", &job, "--json"]);
+    aws_env(&mut st, &ep);
+    let v: serde_json::Value = serde_json::from_slice(&run_ok(&mut st).stdout).unwrap();
+    assert_eq!(v["complete"], true, "{v:#}\n{}", stderr(&o));
+    let failed = v["failed_tasks"].to_string();
+    assert!(
+        failed.contains("input_changed") && failed.contains("in/1.jsonl"),
+        "{failed}"
+    );
+    assert!(!failed.contains("in/0.jsonl"), "{failed}");
 }
