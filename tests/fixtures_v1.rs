@@ -23,6 +23,11 @@ fn v1_records_decode() {
     assert_eq!(job.phases[0].name, "p00");
     assert!(job.phases[0].last);
     assert_eq!(job.phases[0].input_schema.field(0).name(), "id");
+    // Written before owner markers and asset pins: neither is claimed.
+    assert!(!job.owner_markers);
+    assert!(job.asset_etags.is_empty());
+    let owner: OwnerMarker = fixture("owner.json");
+    assert_eq!(owner.role, "output");
     let spec =
         mdf::spec::Spec::from_value(job.spec.clone()).expect("a v1 job's spec still validates");
     assert_eq!(spec.name, "quickstart");

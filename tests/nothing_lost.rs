@@ -503,3 +503,57 @@ fn a_changed_asset_file_is_not_reused() {
         "site1.org is now blocked too"
     );
 }
+
+/// Old jobs keep working: a job.json written before owner markers and asset pins (the
+/// fields absent) is run by this worker; its output prefix is swept as before, and a
+/// separate rejects prefix, which it never checked, is left alone.
+#[test]
+fn a_job_planned_before_owner_markers_still_completes() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    let mut lines = docs(71, 60);
+    lines.insert(5, "{not json".into());
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out\""),
+        &format!("rejects: {{uri: \"{dp}/rej\"}}"),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job_json = d
+        .path()
+        .join("jobs/jobs")
+        .join(job.rsplit('/').next().unwrap())
+        .join("job.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&job_json).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("owner_markers");
+    v.as_object_mut().unwrap().remove("asset_etags");
+    std::fs::write(&job_json, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    std::fs::remove_file(d.path().join("out/_mdf_owner.json")).unwrap();
+    std::fs::remove_file(d.path().join("rej/_mdf_owner.json")).unwrap();
+    std::fs::write(d.path().join("out/stray.txt"), "old").unwrap();
+    std::fs::write(d.path().join("rej/theirs.txt"), "keep").unwrap();
+    run_ok(mdf().args(["worker", "--job", &job]));
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    assert!(
+        !d.path().join("out/stray.txt").exists(),
+        "output swept as before"
+    );
+    assert!(
+        d.path().join("rej/theirs.txt").exists(),
+        "rejects prefix not swept"
+    );
+    assert!(
+        manifest(&d.path().join("out"))["rejected"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+}
