@@ -738,3 +738,51 @@ async fn near_decisions_for(
     }
     decisions_in(ctx, reg, store, q, d.partitions as u64 + t as u64).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RequestCounts;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// Exact entries (40 bytes) with spread keys.
+    fn entries(n: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n as usize * 40);
+        for i in 0..n {
+            let key = ((i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128) << 64) | i as u128;
+            out.extend_from_slice(&key.to_le_bytes());
+            out.extend_from_slice(&[i as u8; 24]);
+        }
+        out
+    }
+
+    /// Uploads `n` entries spilled past a 1 MiB budget; the stored object and the
+    /// number of PUT requests (a multipart upload: create, parts, complete).
+    async fn upload(name: &str, n: u64) -> (Vec<u8>, OutputFile, u64) {
+        let counts = Arc::new(RequestCounts::default());
+        let reg = Registry::with_wrapper(Default::default(), None).counting_into(counts.clone());
+        let dir = Uri::parse(&format!("memory://{name}/staging/a")).unwrap();
+        let spill = tempfile::tempdir().unwrap();
+        let mut keys = KeySpill::new(40, 7, 1 << 20, spill.path().into());
+        keys.push(&entries(n)).unwrap();
+        let f = write_keys(&reg, &dir, keys).await.unwrap();
+        let (store, u) = reg.resolve(&f.uri).unwrap();
+        let got = store.get(&u.path).await.unwrap().bytes().await.unwrap();
+        (got.to_vec(), f, counts.put.load(Relaxed))
+    }
+
+    #[tokio::test]
+    async fn a_large_keys_object_goes_up_in_parts_with_the_bytes_of_one_encoding() {
+        // 12 MiB of keys: past the writer's 10 MiB buffer, so a multipart upload.
+        let n = (12 << 20) / 40;
+        let (got, f, puts) = upload("keys-large", n).await;
+        assert_eq!(got, shuffle::encode_keys(&entries(n), 40, 7));
+        assert_eq!((f.rows, f.bytes), (n, got.len() as u64));
+        assert_eq!(f.blake3, blake3::hash(&got).to_hex().to_string());
+        assert!(puts >= 3, "{puts} PUT requests: not a multipart upload");
+        // A small one stays one PUT.
+        let (got, _, puts) = upload("keys-small", 100).await;
+        assert_eq!(got, shuffle::encode_keys(&entries(100), 40, 7));
+        assert_eq!(puts, 1);
+    }
+}

@@ -9,6 +9,9 @@ use super::shuffle::{self, HEADER, KEYS_MAGIC};
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::PathBuf;
 
+/// The most buffered bytes encoded in memory at the end (a copy of the buffer).
+const IN_MEMORY_BYTES: usize = 8 << 20;
+
 /// One spilled run: entries grouped by partition, and how many of each partition.
 #[derive(Debug)]
 struct Run {
@@ -133,11 +136,11 @@ impl KeySpill {
         Ok(())
     }
 
-    /// The keys object: its length and a reader of its bytes. Without spilled runs
-    /// it is encoded in memory (within twice the budget); with runs, the buffer is
-    /// spilled too and the object is read from the runs, a partition at a time.
+    /// The keys object: its length and a reader of its bytes. Small and unspilled, it
+    /// is encoded in memory; otherwise the buffer is spilled too (no second copy of
+    /// it in memory) and the object is read from the runs, a partition at a time.
     pub fn finish(mut self) -> std::io::Result<(u64, Box<dyn Read + Send>)> {
-        if self.runs.is_empty() {
+        if self.runs.is_empty() && self.buf.len() <= IN_MEMORY_BYTES {
             let bytes = shuffle::encode_keys(&self.buf, self.size, self.partitions);
             return Ok((bytes.len() as u64, Box::new(std::io::Cursor::new(bytes))));
         }
@@ -280,5 +283,15 @@ mod tests {
         // No entries: a header of empty sections, as before.
         let none = KeySpill::new(40, 4, 4096, dir.path().into());
         assert_eq!(object(none), shuffle::encode_keys(&[], 40, 4));
+    }
+
+    #[test]
+    fn a_large_unspilled_buffer_is_streamed_from_disk_with_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = entries(IN_MEMORY_BYTES / 40 + 1000);
+        let mut s = KeySpill::new(40, 5, 1 << 30, dir.path().into());
+        s.push(&raw).unwrap();
+        assert_eq!(s.runs(), 0);
+        assert_eq!(object(s), shuffle::encode_keys(&raw, 40, 5));
     }
 }
