@@ -538,3 +538,84 @@ fn record_histograms(
         v.iter().flatten().for_each(|x| h.record(x));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Refiner;
+    use arrow_array::{ArrayRef, UInt64Array};
+    use arrow_schema::{DataType, Field, Schema};
+
+    /// Text lengths; panics on a batch holding `needle`, or on any batch of more than
+    /// one record when `needle` is empty (a panic no single record causes).
+    struct Fragile(&'static str);
+
+    impl Refiner for Fragile {
+        fn output_fields(&self, _input: &Schema) -> Result<Vec<Field>, String> {
+            Ok(vec![Field::new("n", DataType::UInt64, true)])
+        }
+        fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String> {
+            let texts = ops::text_values(batch, "text")?;
+            if self.0.is_empty() && batch.num_rows() > 1 {
+                panic!("batch too big at {:p}", batch);
+            }
+            if !self.0.is_empty() && texts.iter().flatten().any(|t| t.contains(self.0)) {
+                panic!("cannot measure {:?} at {:p}", self.0, batch);
+            }
+            let n: UInt64Array = texts.iter().map(|t| t.map(|t| t.len() as u64)).collect();
+            Ok(vec![Arc::new(n)])
+        }
+    }
+
+    fn stage(op: Fragile) -> BoundStage {
+        let op = Operator::Refiner(Box::new(op));
+        let input = ops::testing::text_batch(&[]).schema();
+        BoundStage {
+            name: "fragile".into(),
+            out_schema: ops::output_schema("fragile", &op, &input).unwrap(),
+            op: Arc::new(op),
+            then_keep: None,
+            histograms: vec![],
+        }
+    }
+
+    #[test]
+    fn records_that_panic_alone_are_quarantined_and_the_rest_run_on() {
+        let batch = ops::testing::text_batch(&[Some("ok"), Some("bad!"), None, Some("fine")]);
+        let mut h = Default::default();
+        let (kept, rejects) = run_guarded(&stage(Fragile("bad")), batch, true, &mut h).unwrap();
+        assert_eq!(strings(&kept, "id"), ["r0", "r2", "r3"]);
+        assert_eq!(rejects.len(), 1);
+        let r = &rejects[0];
+        assert_eq!((r.id.as_str(), r.reason.as_str()), ("r1", OPERATOR_PANIC));
+        assert_eq!(r.operator, "fragile");
+        // The message without the address, which differs between runs.
+        assert_eq!(r.detail.as_deref(), Some("cannot measure \"bad\" at 0x…"));
+        assert!(r.record.as_deref().unwrap().contains("bad!"));
+    }
+
+    #[test]
+    fn a_panic_no_single_record_causes_fails_the_stage_with_a_stable_message() {
+        let batch = ops::testing::text_batch(&[Some("a"), Some("b")]);
+        let mut h = Default::default();
+        match run_guarded(&stage(Fragile("")), batch, true, &mut h) {
+            Err(e @ PipelineError::OperatorPanicked { .. }) => {
+                assert_eq!(
+                    e.to_string(),
+                    "operator fragile panicked: batch too big at 0x…"
+                )
+            }
+            other => panic!("expected a failed stage, got {other:?}"),
+        }
+    }
+
+    fn strings(b: &RecordBatch, col: &str) -> Vec<String> {
+        let a = b
+            .column_by_name(col)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        (0..a.len()).map(|i| a.value(i).to_string()).collect()
+    }
+}
