@@ -1,21 +1,22 @@
 //! The map side of the dedup shuffle in bounded memory: a map task's key entries are
 //! buffered up to a byte budget; a full buffer is grouped by partition (stably, so
-//! entries keep their arrival order) and spilled to an anonymous file in the spill
-//! directory; `finish` streams the keys object (docs/DEDUP.md) by concatenating, per
+//! entries keep their arrival order) and appended as a run to one anonymous file in
+//! the spill directory (one descriptor, whatever the number of runs); `finish` streams the keys object (docs/DEDUP.md) by concatenating, per
 //! partition, each run's section in run order, then the buffer's. The object's bytes
 //! are those [`shuffle::encode_keys`] gives for all entries at once, whatever the
 //! budget. It never reads the store; the caller uploads what `finish` yields.
 use super::shuffle::{self, HEADER, KEYS_MAGIC};
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 /// The most buffered bytes encoded in memory at the end (a copy of the buffer).
 const IN_MEMORY_BYTES: usize = 8 << 20;
 
-/// One spilled run: entries grouped by partition, and how many of each partition.
+/// One spilled run: where it starts in the spill file, and how many entries of each
+/// partition it holds (grouped by partition, in partition order).
 #[derive(Debug)]
 struct Run {
-    file: BufReader<std::fs::File>,
+    start: u64,
     counts: Vec<u64>,
 }
 
@@ -28,6 +29,9 @@ pub struct KeySpill {
     cap: usize,
     buf: Vec<u8>,
     runs: Vec<Run>,
+    /// The spill file (created at the first spill) and its length.
+    file: Option<std::fs::File>,
+    spilled: u64,
     dir: PathBuf,
     rows: u64,
     peak: usize,
@@ -43,6 +47,8 @@ impl KeySpill {
             cap,
             buf: Vec::new(),
             runs: Vec::new(),
+            file: None,
+            spilled: 0,
             dir,
             rows: 0,
             peak: 0,
@@ -119,19 +125,22 @@ impl KeySpill {
 
     fn spill(&mut self) -> std::io::Result<()> {
         let (counts, order) = self.grouped();
-        std::fs::create_dir_all(&self.dir)?;
-        let f = tempfile::tempfile_in(&self.dir)?;
+        if self.file.is_none() {
+            std::fs::create_dir_all(&self.dir)?;
+            self.file = Some(tempfile::tempfile_in(&self.dir)?);
+        }
+        let f = self.file.as_mut().expect("spill file");
         let mut w = BufWriter::with_capacity(1 << 20, f);
         for &i in &order {
             let i = i as usize * self.size;
             w.write_all(&self.buf[i..i + self.size])?;
         }
-        let mut f = w.into_inner().map_err(|e| e.into_error())?;
-        f.rewind()?;
+        w.flush()?;
         self.runs.push(Run {
-            file: BufReader::with_capacity(1 << 16, f),
+            start: self.spilled,
             counts,
         });
+        self.spilled += self.buf.len() as u64;
         self.buf.clear();
         Ok(())
     }
@@ -164,6 +173,8 @@ impl KeySpill {
             off,
             Box::new(Merged {
                 header: std::io::Cursor::new(header),
+                file: self.file.take().expect("spilled"),
+                at: self.runs.iter().map(|r| r.start).collect(),
                 runs: self.runs,
                 size: self.size as u64,
                 q: 0,
@@ -178,25 +189,16 @@ impl KeySpill {
 /// the section `q` of every run in order (each run is read front to back).
 struct Merged {
     header: std::io::Cursor<Vec<u8>>,
+    file: std::fs::File,
     runs: Vec<Run>,
+    /// Where the next unread byte of each run is in the file.
+    at: Vec<u64>,
     size: u64,
     /// The next section to start: partition `q` of run `r`.
     q: usize,
     r: usize,
     /// Bytes left of the section being read (of run `r - 1`, or the last run).
     left: u64,
-}
-
-impl Merged {
-    /// The run whose section is being read.
-    fn current(&mut self) -> &mut BufReader<std::fs::File> {
-        let r = if self.r == 0 {
-            self.runs.len() - 1
-        } else {
-            self.r - 1
-        };
-        &mut self.runs[r].file
-    }
 }
 
 impl Read for Merged {
@@ -217,8 +219,12 @@ impl Read for Merged {
                 self.q += 1;
             }
         }
+        // The run whose section is being read: the one before `r`.
+        let r = self.r.checked_sub(1).unwrap_or(self.runs.len() - 1);
         let want = (out.len() as u64).min(self.left) as usize;
-        let n = self.current().read(&mut out[..want])?;
+        self.file.seek(SeekFrom::Start(self.at[r]))?;
+        let n = self.file.read(&mut out[..want])?;
+        self.at[r] += n as u64;
         if n == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
