@@ -365,3 +365,92 @@ fn incremental_dedup_against_an_earlier_job() {
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(text.contains("stages[1].params.against"), "{text}");
 }
+
+/// (rows, blake3) of the keys object of every committed map task of a job, sorted.
+fn keys_objects(job: &str) -> Vec<(u64, String)> {
+    let dir = Path::new(job.strip_prefix("file://").unwrap_or(job)).join("commits/p00");
+    let mut v: Vec<(u64, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let r: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+            let k = &r["shuffle"];
+            (
+                k["rows"].as_u64().unwrap(),
+                k["blake3"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn map_keys_past_a_tiny_budget_spill_and_make_the_same_keys_objects() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 300);
+    let a = spec(d.path(), "a", "{key: content_key, partitions: 3}");
+    let ja = run(d.path(), &a, "2");
+    // 4 KiB of memory: the map side buffers 2 KiB (51 40-byte entries) and spills
+    // the rest of each task's ~190 keys in runs.
+    let b = spec(
+        d.path(),
+        "b",
+        "{key: content_key, partitions: 3, memory: 4KiB}",
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", b.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs"))
+            .env("RUST_LOG", "mdf=info"),
+    );
+    let text = stderr(&o) + &stdout(&o);
+    assert!(text.contains("were spilled to disk"), "{text}");
+    let (ka, kb) = (keys_objects(&ja), keys_objects(&job_uri(&o)));
+    assert!(ka.len() > 1 && ka.iter().all(|k| k.0 > 51), "{ka:?}");
+    assert_eq!(ka, kb);
+    let sorted = |out: &str| {
+        let mut v: Vec<(String, String)> = output(&d.path().join(out))
+            .into_iter()
+            .map(|x| (x.0, x.1))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sorted("a"), sorted("b"));
+}
+
+/// A storage error whose text happens to contain "failed" (here: from the job root's
+/// path) is an ordinary task error, retried up to `max_attempts`, not a failed
+/// upstream task that fails the apply task at once.
+#[test]
+fn a_transient_error_mentioning_failed_is_retried_not_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 40);
+    let s = spec(d.path(), "out", "{key: content_key}");
+    let s2 = d.path().join("retry.yaml");
+    std::fs::write(
+        &s2,
+        std::fs::read_to_string(&s)
+            .unwrap()
+            .replace("poll_millis: 50", "poll_millis: 50, max_attempts: 2"),
+    )
+    .unwrap();
+    let o = mdf()
+        .args(["run", s2.to_str().unwrap(), "--workers", "1", "--job-root"])
+        .arg(d.path().join("failed-jobs"))
+        .env("MDF_FAULTS", "get:denied:1:decisions.bin")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let st = status_json(&job_uri(&o));
+    let failed = st["failed_tasks"].as_array().unwrap();
+    assert!(!failed.is_empty(), "{st:#}");
+    for f in failed {
+        let e = f["error"].as_str().unwrap();
+        assert!(
+            e.starts_with("failed 2 times: reading ") && e.contains("failed-jobs"),
+            "{f}"
+        );
+    }
+}

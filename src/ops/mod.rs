@@ -109,6 +109,13 @@ pub trait Filter: Send + Sync {
     fn histograms(&self) -> Vec<String> {
         vec![]
     }
+    /// Whether a record's verdict depends on that record alone, so a batch it panics
+    /// on may be run record by record and the panicking records quarantined. A filter
+    /// whose verdicts hang together (the dedup apply: a quarantined representative
+    /// would lose its whole cluster) says no.
+    fn splittable(&self) -> bool {
+        true
+    }
 }
 
 /// Produces a 128-bit deduplication key per record (`None`: the record has no key).
@@ -138,6 +145,15 @@ impl Operator {
         match self {
             Operator::Filter(f) => f.load(assets),
             _ => Ok(()),
+        }
+    }
+    /// Whether a batch may be run record by record after a panic: refiners and key
+    /// producers compute each record alone; a dedup stage must see the whole task.
+    pub fn splittable(&self) -> bool {
+        match self {
+            Operator::Refiner(_) | Operator::Keys(_) => true,
+            Operator::Filter(f) => f.splittable(),
+            Operator::Dedup(_) => false,
         }
     }
 }
@@ -293,6 +309,7 @@ pub fn run_stage_observed(
         operator: stage.to_string(),
         message,
     };
+    inject_panic(stage, &batch);
     match op {
         Operator::Dedup(_) => Ok((batch, vec![])),
         Operator::Refiner(r) => {
@@ -385,6 +402,26 @@ pub fn run_stage_observed(
             let kept = arrow_select::filter::filter_record_batch(&batch, &keep)
                 .map_err(|e| err(e.to_string()))?;
             Ok((kept, rejects))
+        }
+    }
+}
+
+/// Panics as `MDF_FAULTS` rule `panic:<stage>:<substring>` says (tests only): when a
+/// string value of a record of the batch contains the substring. The panic is a real
+/// one, inside the stage, so the worker's handling of operator panics is tested whole.
+fn inject_panic(stage: &str, batch: &RecordBatch) {
+    for sub in crate::store::fault::panic_rules()
+        .iter()
+        .filter(|(s, _)| s == stage)
+        .map(|(_, sub)| sub)
+    {
+        let hit = batch.columns().iter().any(|c| {
+            c.as_any()
+                .downcast_ref::<StringArray>()
+                .is_some_and(|a| a.iter().flatten().any(|v| v.contains(sub.as_str())))
+        });
+        if hit {
+            panic!("injected panic in stage {stage}: a record contains {sub:?}");
         }
     }
 }

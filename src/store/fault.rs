@@ -6,7 +6,8 @@
 //! (`op:kind:probability[:path-substring]`, comma separated, e.g.
 //! `put:after:0.05:commits/,get:latency=200:0.1,any:slowdown:0.02,get:denied:1:in/`;
 //! seed from `MDF_FAULTS_SEED`). Injected errors look like a store's errors: transient
-//! ones retried, AccessDenied not.
+//! ones retried, AccessDenied not. A `panic:<stage>:<substring>` rule is no store's:
+//! it makes that stage's operator panic on records containing the substring.
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -85,6 +86,12 @@ impl Wrapper {
     /// From `MDF_FAULTS` / `MDF_FAULTS_SEED`; `None` when unset.
     pub fn from_env() -> Option<Self> {
         let spec = std::env::var("MDF_FAULTS").ok().filter(|s| !s.is_empty())?;
+        if !spec
+            .split(',')
+            .any(|r| !r.trim().is_empty() && !is_panic_rule(r))
+        {
+            return None;
+        }
         let seed = std::env::var("MDF_FAULTS_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -145,10 +152,38 @@ impl Wrapper {
     }
 }
 
-/// Parses `op:kind:probability[:path]` rules.
+fn is_panic_rule(r: &str) -> bool {
+    r.trim().starts_with("panic:")
+}
+
+/// The `panic:<stage>:<substring>` rules of `MDF_FAULTS` as (stage, substring): the
+/// stage's operator panics on a batch with a record whose string value contains the
+/// substring (see `ops::run_stage_observed`). Read once per process.
+pub fn panic_rules() -> &'static [(String, String)] {
+    static RULES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        std::env::var("MDF_FAULTS")
+            .map(|s| parse_panic_rules(&s))
+            .unwrap_or_default()
+    })
+}
+
+/// The `panic:<stage>:<substring>` rules of a fault spec (the store rules are skipped).
+pub fn parse_panic_rules(spec: &str) -> Vec<(String, String)> {
+    spec.split(',')
+        .filter(|r| is_panic_rule(r))
+        .filter_map(|r| {
+            let mut parts = r.trim().splitn(3, ':').skip(1);
+            Some((parts.next()?.to_string(), parts.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// Parses `op:kind:probability[:path]` rules (`panic:` rules are not the store's and
+/// are skipped: [`panic_rules`]).
 pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
     spec.split(',')
-        .filter(|s| !s.trim().is_empty())
+        .filter(|s| !s.trim().is_empty() && !is_panic_rule(s))
         .map(|r| {
             let parts: Vec<&str> = r.trim().splitn(4, ':').collect();
             if parts.len() < 3 {
@@ -360,6 +395,16 @@ mod tests {
         assert!(s.put(&Path::from("b"), "x".into()).await.is_err());
         assert!(s.get(&Path::from("b")).await.is_err());
         assert_eq!(w.fired(), 2);
+    }
+
+    #[test]
+    fn panic_rules_sit_beside_store_rules_without_spoiling_them() {
+        let spec = "put:after:0.5:commits/,panic:gopher:boom:x,get:latency=20:1";
+        assert_eq!(parse_rules(spec).unwrap().len(), 2);
+        assert_eq!(
+            parse_panic_rules(spec),
+            [("gopher".to_string(), "boom:x".to_string())]
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! and the decisions an apply task needs. Everything is located through commit
 //! records, never through listings of staged files.
 use super::WorkerCtx;
+use super::keyspill::KeySpill;
 use super::near;
 use super::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
 use crate::coordinator::plan::hash16;
@@ -16,6 +17,64 @@ use object_store::ObjectStoreExt;
 use std::io::Read;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
+
+/// Why a dedup task could not do its work, typed so the worker decides from the kind,
+/// never from the text: a failed upstream task or clusters that did not converge are
+/// final (the task fails at once: no retry can change them); anything else, such as
+/// a storage error, counts towards `job.max_attempts` like any task error.
+#[derive(Debug, thiserror::Error)]
+pub enum ShuffleError {
+    #[error("upstream task {phase}/{task} failed: {error}")]
+    UpstreamFailed {
+        phase: String,
+        task: String,
+        error: String,
+    },
+    #[error(
+        "near-duplicate clusters failed to converge in max_rounds = {max_rounds} rounds ({changed} labels still changing): raise params.max_rounds of stage {stage:?}"
+    )]
+    NotConverged {
+        max_rounds: u32,
+        changed: u64,
+        stage: String,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ShuffleError {
+    /// Whether retrying the task cannot help.
+    pub fn is_final(&self) -> bool {
+        match self {
+            ShuffleError::UpstreamFailed { .. } | ShuffleError::NotConverged { .. } => true,
+            ShuffleError::Other(_) => false,
+        }
+    }
+
+    fn upstream_failed(phase: &str, task: &str, rec: &CommitRecord) -> Self {
+        ShuffleError::UpstreamFailed {
+            phase: phase.to_string(),
+            task: task.to_string(),
+            error: rec.error.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl From<String> for ShuffleError {
+    fn from(e: String) -> Self {
+        ShuffleError::Other(e)
+    }
+}
+
+impl From<&str> for ShuffleError {
+    fn from(e: &str) -> Self {
+        ShuffleError::Other(e.to_string())
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> String {
+    super::pipeline::join_error("a dedup computation", e)
+}
 
 /// Where reducers spill sorted runs: `MDF_SPILL_DIR`, else the system temp dir.
 pub fn spill_dir() -> std::path::PathBuf {
@@ -83,32 +142,30 @@ async fn section(
     get_range(reg, ctx, &file.uri, a..z).await
 }
 
-/// Writes a map task's keys object into its attempt directory.
-pub async fn write_keys(
-    reg: &Registry,
-    dir: &Uri,
-    entries: Vec<u8>,
-    params: &crate::ops::dedup::DedupParams,
-    partitions: u32,
-) -> Result<OutputFile, String> {
-    let size = shuffle::entry_size(params);
-    let rows = (entries.len() / size) as u64;
-    let bytes =
-        tokio::task::spawn_blocking(move || shuffle::encode_keys(&entries, size, partitions))
-            .await
-            .map_err(|e| e.to_string())?;
-    let uri = dir.child("keys.bin");
-    let store = reg.open(&uri).map_err(|e| e.to_string())?;
-    let blake3 = blake3::hash(&bytes).to_hex().to_string();
-    let n = bytes.len() as u64;
-    store
-        .put(&uri.path, bytes.into())
+/// Writes a map task's keys object into its attempt directory: from memory, or
+/// merged from the runs its keys spilled, uploaded in parts when large.
+pub async fn write_keys(reg: &Registry, dir: &Uri, keys: KeySpill) -> Result<OutputFile, String> {
+    let rows = keys.rows();
+    if keys.runs() > 0 {
+        tracing::info!(
+            runs = keys.runs(),
+            budget_bytes = keys.budget_bytes(),
+            "map keys exceeded half of params.memory and were spilled to disk"
+        );
+    }
+    let (len, reader) = tokio::task::spawn_blocking(move || keys.finish())
         .await
-        .map_err(|e| format!("writing {}: {e}", uri.to_uri_string()))?;
+        .map_err(join_error)?
+        .map_err(|e| format!("merging spilled keys: {e}"))?;
+    let uri = dir.child("keys.bin");
+    let (blake3, written) = upload_file(reg, &uri, reader).await?;
+    if written != len {
+        return Err(format!("keys object: wrote {written} of {len} bytes"));
+    }
     Ok(OutputFile {
         uri: uri.to_uri_string(),
         rows,
-        bytes: n,
+        bytes: len,
         blake3,
     })
 }
@@ -128,7 +185,7 @@ pub async fn reduce(
     task: &str,
     out_dir: &Uri,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Result<(OutputFile, TaskStats), String> {
+) -> Result<(OutputFile, TaskStats), ShuffleError> {
     let plan = &ctx.job.manifest.phases[phase];
     let d: &DedupPhase = plan
         .dedup
@@ -166,7 +223,7 @@ pub async fn reduce(
         shuffle::finish_reduce(sorter, memory, dir, cluster, n_tasks)
     })
     .await
-    .map_err(|e| e.to_string())?
+    .map_err(join_error)?
     .map_err(|e| format!("reduce spill: {e}"))?;
     if stats.spilled_bytes > 0 {
         tracing::info!(
@@ -178,7 +235,7 @@ pub async fn reduce(
     let uri = out_dir.child("decisions.bin");
     let (blake3, written) = upload_file(reg, &uri, file).await?;
     if written != len {
-        return Err(format!("decisions object: wrote {written} of {len} bytes"));
+        return Err(format!("decisions object: wrote {written} of {len} bytes").into());
     }
     // Keys in, distinct keys out; the duplicates become rejects in the apply phase.
     let ts = TaskStats {
@@ -269,11 +326,12 @@ async fn earlier_keys(
     Ok(bytes)
 }
 
-/// Streams a local file to the store (multipart when large), hashing it.
+/// Streams local bytes (a file, spilled runs) to the store, hashing them: one PUT when
+/// small, a multipart upload past the writer's buffer.
 async fn upload_file(
     reg: &Registry,
     uri: &Uri,
-    mut file: std::fs::File,
+    mut file: impl Read,
 ) -> Result<(String, u64), String> {
     let store = reg.open(uri).map_err(|e| e.to_string())?;
     let mut w = object_store::buffered::BufWriter::new(store, uri.path.clone());
@@ -305,7 +363,7 @@ pub async fn decisions_for(
     store: &Arc<dyn object_store::ObjectStore>,
     d: &DedupPhase,
     map_task: &str,
-) -> Result<crate::kernels::FastMap<u128, u128>, String> {
+) -> Result<crate::kernels::FastMap<u128, u128>, ShuffleError> {
     let reduce_phase = d.map_phase + 1;
     let t = ctx
         .task_ids(d.map_phase)
@@ -326,7 +384,7 @@ async fn decisions_in(
     store: &Arc<dyn object_store::ObjectStore>,
     phase: usize,
     section: u64,
-) -> Result<crate::kernels::FastMap<u128, u128>, String> {
+) -> Result<crate::kernels::FastMap<u128, u128>, ShuffleError> {
     let mut out = crate::kernels::FastMap::default();
     let never = std::sync::atomic::AtomicBool::new(false);
     read_sections(ctx, reg, store, phase, section, &never, |_, uri, b| {
@@ -349,7 +407,7 @@ async fn read_sections(
     i: u64,
     cancel: &std::sync::atomic::AtomicBool,
     mut each: impl FnMut(usize, &str, Bytes) -> Result<(), String>,
-) -> Result<u64, String> {
+) -> Result<u64, ShuffleError> {
     use futures::StreamExt;
     let name = ctx.job.manifest.phases[phase].name.clone();
     let ids = ctx.task_ids(phase);
@@ -383,7 +441,7 @@ async fn fetch_section(
     ti: usize,
     i: u64,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Result<Option<(usize, String, Bytes)>, String> {
+) -> Result<Option<(usize, String, Bytes)>, ShuffleError> {
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err("cancelled".into());
     }
@@ -392,13 +450,10 @@ async fn fetch_section(
         if ctx.job.manifest.phases[phase].kind == crate::protocol::records::PhaseKind::Map {
             return Ok(None); // a failed map task has no records to keep
         }
-        return Err(format!(
-            "upstream task {name}/{t} failed: {}",
-            rec.error.clone().unwrap_or_default()
-        ));
+        return Err(ShuffleError::upstream_failed(name, t, &rec));
     }
     let Some(file) = &rec.shuffle else {
-        return Err(format!("task {name}/{t} committed no shuffle object"));
+        return Err(format!("task {name}/{t} committed no shuffle object").into());
     };
     ctx.job.paths.check_file(
         &file.uri,
@@ -420,7 +475,7 @@ async fn gather<T: shuffle::Fixed>(
     memory: u64,
     cancel: &std::sync::atomic::AtomicBool,
     fix: impl Fn(usize, &mut T),
-) -> Result<(u64, ExternalSort<T>), String> {
+) -> Result<(u64, ExternalSort<T>), ShuffleError> {
     let dir = spill_dir();
     let mut sorter = ExternalSort::<T>::new(memory, dir.clone());
     let input = read_sections(ctx, reg, store, phase, r as u64, cancel, |ti, uri, b| {
@@ -442,7 +497,7 @@ async fn converged_before(
     ctx: &Arc<WorkerCtx>,
     store: &Arc<dyn object_store::ObjectStore>,
     phase: usize,
-) -> Result<bool, String> {
+) -> Result<bool, ShuffleError> {
     let phases = &ctx.job.manifest.phases;
     let Some(q) = (0..phase).rev().find(|&q| is_record_step(&phases[q])) else {
         return Ok(false);
@@ -461,16 +516,13 @@ async fn step_outcome(
     ctx: &Arc<WorkerCtx>,
     store: &Arc<dyn object_store::ObjectStore>,
     q: usize,
-) -> Result<(bool, u64), String> {
+) -> Result<(bool, u64), ShuffleError> {
     let name = ctx.job.manifest.phases[q].name.clone();
     let mut changed = 0;
     for t in ctx.task_ids(q).iter() {
         let rec = commit_of(ctx, store.as_ref(), &name, t).await?;
         if rec.status != TaskStatus::Committed {
-            return Err(format!(
-                "upstream task {name}/{t} failed: {}",
-                rec.error.clone().unwrap_or_default()
-            ));
+            return Err(ShuffleError::upstream_failed(&name, t, &rec));
         }
         if rec.shuffle.is_none() {
             return Ok((true, 0));
@@ -491,7 +543,7 @@ pub async fn near_step(
     task: &str,
     out_dir: &Uri,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Result<(Option<OutputFile>, TaskStats, Option<u64>), String> {
+) -> Result<(Option<OutputFile>, TaskStats, Option<u64>), ShuffleError> {
     let plan = &ctx.job.manifest.phases[phase];
     let d: &DedupPhase = plan
         .dedup
@@ -517,9 +569,7 @@ pub async fn near_step(
             384 => candidates::<384>(ctx, reg, store, d, r, cancel).await?,
             512 => candidates::<512>(ctx, reg, store, d, r, cancel).await?,
             p => {
-                return Err(format!(
-                    "no near-duplicate entry type with a {p}-byte payload"
-                ));
+                return Err(format!("no near-duplicate entry type with a {p}-byte payload").into());
             }
         }
     } else if d.step % 2 == 1 {
@@ -548,7 +598,7 @@ pub async fn near_step(
             Ok::<_, std::io::Error>((out, st))
         })
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(join_error)?
         .map_err(|e| format!("near-duplicate record step: {e}"))?;
         (input, sections, st)
     } else {
@@ -573,20 +623,18 @@ pub async fn near_step(
             Ok::<_, std::io::Error>((out, st))
         })
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(join_error)?
         .map_err(|e| format!("near-duplicate bucket step: {e}"))?;
         (input, sections, st)
     };
     let (file, len) = tokio::task::spawn_blocking(move || sections.finish(near::EDGES_MAGIC))
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(join_error)?
         .map_err(|e| format!("near-duplicate object: {e}"))?;
     let uri = out_dir.child("near.bin");
     let (blake3, written) = upload_file(reg, &uri, file).await?;
     if written != len {
-        return Err(format!(
-            "near-duplicate object: wrote {written} of {len} bytes"
-        ));
+        return Err(format!("near-duplicate object: wrote {written} of {len} bytes").into());
     }
     let mut ts = TaskStats {
         records_in: st.entries,
@@ -622,7 +670,7 @@ async fn candidates<const P: usize>(
     d: &DedupPhase,
     r: u32,
     cancel: &std::sync::atomic::AtomicBool,
-) -> Result<(u64, near::Sections, near::StepStats), String> {
+) -> Result<(u64, near::Sections, near::StepStats), ShuffleError> {
     let dir = spill_dir();
     let memory = d.params.memory_bytes;
     let (input, sorter) = gather::<near::NearEntry<P>>(
@@ -647,7 +695,7 @@ async fn candidates<const P: usize>(
         Ok::<_, std::io::Error>((out, st))
     })
     .await
-    .map_err(|e| e.to_string())?
+    .map_err(join_error)?
     .map_err(|e| format!("near-duplicate candidates: {e}"))?;
     if st.overflow > 0 {
         tracing::warn!(
@@ -668,7 +716,7 @@ async fn near_decisions_for(
     store: &Arc<dyn object_store::ObjectStore>,
     d: &DedupPhase,
     t: usize,
-) -> Result<crate::kernels::FastMap<u128, u128>, String> {
+) -> Result<crate::kernels::FastMap<u128, u128>, ShuffleError> {
     let phases = &ctx.job.manifest.phases;
     let mut q = None;
     for p in (d.map_phase + 1..phases.len()).filter(|&p| is_record_step(&phases[p])) {
@@ -683,10 +731,59 @@ async fn near_decisions_for(
     }
     let (q, changed) = q.ok_or("no near-duplicate record step ran")?;
     if changed > 0 {
-        return Err(format!(
-            "near-duplicate clusters failed to converge in max_rounds = {} rounds ({changed} labels still changing): raise params.max_rounds of stage {:?}",
-            d.params.max_rounds, d.stage
-        ));
+        return Err(ShuffleError::NotConverged {
+            max_rounds: d.params.max_rounds,
+            changed,
+            stage: d.stage.clone(),
+        });
     }
     decisions_in(ctx, reg, store, q, d.partitions as u64 + t as u64).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RequestCounts;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// Exact entries (40 bytes) with spread keys.
+    fn entries(n: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n as usize * 40);
+        for i in 0..n {
+            let key = ((i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128) << 64) | i as u128;
+            out.extend_from_slice(&key.to_le_bytes());
+            out.extend_from_slice(&[i as u8; 24]);
+        }
+        out
+    }
+
+    /// Uploads `n` entries spilled past a 1 MiB budget; the stored object and the
+    /// number of PUT requests (a multipart upload: create, parts, complete).
+    async fn upload(name: &str, n: u64) -> (Vec<u8>, OutputFile, u64) {
+        let counts = Arc::new(RequestCounts::default());
+        let reg = Registry::with_wrapper(Default::default(), None).counting_into(counts.clone());
+        let dir = Uri::parse(&format!("memory://{name}/staging/a")).unwrap();
+        let spill = tempfile::tempdir().unwrap();
+        let mut keys = KeySpill::new(40, 7, 1 << 20, spill.path().into());
+        keys.push(&entries(n)).unwrap();
+        let f = write_keys(&reg, &dir, keys).await.unwrap();
+        let (store, u) = reg.resolve(&f.uri).unwrap();
+        let got = store.get(&u.path).await.unwrap().bytes().await.unwrap();
+        (got.to_vec(), f, counts.put.load(Relaxed))
+    }
+
+    #[tokio::test]
+    async fn a_large_keys_object_goes_up_in_parts_with_the_bytes_of_one_encoding() {
+        // 12 MiB of keys: past the writer's 10 MiB buffer, so a multipart upload.
+        let n = (12 << 20) / 40;
+        let (got, f, puts) = upload("keys-large", n).await;
+        assert_eq!(got, shuffle::encode_keys(&entries(n), 40, 7));
+        assert_eq!((f.rows, f.bytes), (n, got.len() as u64));
+        assert_eq!(f.blake3, blake3::hash(&got).to_hex().to_string());
+        assert!(puts >= 3, "{puts} PUT requests: not a multipart upload");
+        // A small one stays one PUT.
+        let (got, _, puts) = upload("keys-small", 100).await;
+        assert_eq!(got, shuffle::encode_keys(&entries(100), 40, 7));
+        assert_eq!(puts, 1);
+    }
 }

@@ -5,6 +5,7 @@
 pub mod dedup;
 pub mod download;
 pub mod finalize;
+pub mod keyspill;
 #[cfg(feature = "lance")]
 pub mod lance_out;
 pub mod near;

@@ -2,14 +2,18 @@
 //! threads joined by bounded channels of `job.channel_batches` batches, so memory is
 //! bounded by configuration, never by input size. Kernels run on these threads (and
 //! rayon), never on the async runtime. A cancel flag (fencing, shutdown) stops all
-//! three between batches.
+//! three between batches. An operator that panics on a batch is retried record by
+//! record where its stage may be split: the records that panic on their own are
+//! quarantined (reject `operator_panic`) and the rest go on; any other panic ends the
+//! task with an error naming the panic's message, stable across attempts.
+use super::keyspill::KeySpill;
 use super::readers::{self, Item, ReadCtx, ReadError};
 use super::writer::{PartWriter, WriteError};
 use crate::ops::{self, Operator};
 use crate::protocol::records::{InputSlice, OutputFile, StageStats, TaskStats};
 use crate::records::{Reject, rejects_batch, rejects_schema};
 use crate::store::{Registry, Uri};
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::file::properties::WriterProperties;
 use std::sync::Arc;
@@ -55,7 +59,16 @@ pub struct PipelineSpec {
     pub cancel: Arc<AtomicBool>,
     /// A phase ending in a dedup stage: collect the key entries of the records that
     /// reach the end of the stages (docs/DEDUP.md, pass 1).
-    pub keys: Option<crate::ops::dedup::DedupParams>,
+    pub keys: Option<KeysSpec>,
+}
+
+/// The keys a map task of a dedup stage collects: by the stage's params, into
+/// `partitions` key ranges, buffered in at most half of `params.memory` (the rest
+/// spilled to local runs, see `keyspill`).
+#[derive(Debug, Clone)]
+pub struct KeysSpec {
+    pub params: crate::ops::dedup::DedupParams,
+    pub partitions: u32,
 }
 
 #[derive(Debug)]
@@ -63,9 +76,9 @@ pub struct PipelineOutput {
     pub outputs: Vec<OutputFile>,
     pub rejects: Vec<OutputFile>,
     pub stats: TaskStats,
-    /// The dedup key entries (raw, `shuffle::entry_size` bytes each), when `keys`
-    /// was set.
-    pub keys: Vec<u8>,
+    /// The dedup key entries (`shuffle::entry_size` bytes each, in memory or spilled),
+    /// when `keys` was set.
+    pub keys: Option<KeySpill>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +91,42 @@ pub enum PipelineError {
     Write(#[from] WriteError),
     #[error("cancelled")]
     Cancelled,
+    /// A stage that may not be split panicked, or a panic no record explains.
+    #[error("operator {stage} panicked: {message}")]
+    OperatorPanicked { stage: String, message: String },
+    /// A panic outside the operators (reader, keys, writer threads).
+    #[error("{thread} panicked: {message}")]
+    Panicked {
+        thread: &'static str,
+        message: String,
+    },
+}
+
+/// The reject reason of a record its operator panicked on.
+pub const OPERATOR_PANIC: &str = "operator_panic";
+
+/// A panic's message without what differs between attempts (addresses): the
+/// payload's text, `0x…` for hex numbers.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.as_str()
+    } else {
+        "a panic without a message"
+    };
+    static HEX: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"0x[0-9a-fA-F]+").expect("regex"));
+    HEX.replace_all(text, "0x…").into_owned()
+}
+
+/// A blocking task's failure as a stable message: a panic's message, never tokio's
+/// task id (which differs on every attempt and would defeat `job.max_attempts`).
+pub fn join_error(what: &str, e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => format!("{what} panicked: {}", panic_message(p.as_ref())),
+        Err(_) => format!("{what} was cancelled"),
+    }
 }
 
 enum Out {
@@ -181,7 +230,15 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     ..Default::default()
                 })
                 .collect();
-            let mut keys = Vec::new();
+            let mut keys = spec.keys.as_ref().map(|k| {
+                KeySpill::new(
+                    super::shuffle::entry_size(&k.params),
+                    k.partitions,
+                    k.params.memory_bytes / 2,
+                    super::dedup::spill_dir(),
+                )
+            });
+            let mut scratch = Vec::new();
             for item in rx_read {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(PipelineError::Cancelled);
@@ -198,14 +255,8 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                 for (st, stat) in spec.stages.iter().zip(stats.iter_mut()) {
                     let t0 = Instant::now();
                     let n_in = batch.num_rows() as u64;
-                    let (kept, rj) = ops::run_stage_observed(
-                        &st.name,
-                        &st.op,
-                        batch,
-                        &st.out_schema,
-                        spec.keep_rejected_records,
-                        &mut |b| record_histograms(b, &st.histograms, &mut stat.histograms),
-                    )?;
+                    let (kept, rj) =
+                        run_guarded(st, batch, spec.keep_rejected_records, &mut stat.histograms)?;
                     stat.record_batch(t0.elapsed().as_nanos() as u64);
                     stat.records_in += n_in;
                     stat.records_out += kept.num_rows() as u64;
@@ -228,13 +279,21 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     }
                 }
                 if batch.num_rows() > 0
-                    && let Some(p) = &spec.keys
+                    && let (Some(k), Some(spill)) = (&spec.keys, &mut keys)
                 {
-                    super::shuffle::append_keys(&batch, p, &mut keys).map_err(|message| {
-                        ops::OpError {
+                    scratch.clear();
+                    super::shuffle::append_keys(&batch, &k.params, &mut scratch).map_err(
+                        |message| ops::OpError {
                             operator: "dedup".into(),
                             message,
-                        }
+                        },
+                    )?;
+                    spill.push(&scratch).map_err(|e| ops::OpError {
+                        operator: "dedup".into(),
+                        message: format!(
+                            "spilling keys to {}: {e}",
+                            super::dedup::spill_dir().display()
+                        ),
                     })?;
                 }
                 if batch.num_rows() > 0 {
@@ -281,8 +340,19 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         if write_err.is_some() {
             cancel.store(true, Ordering::Relaxed);
         }
-        let read = reader.join().expect("reader thread panicked");
-        let staged = stages.join().expect("stage thread panicked");
+        let read = match reader.join() {
+            Ok(r) => r.map_err(PipelineError::from),
+            Err(p) => Err(PipelineError::Panicked {
+                thread: "the reader thread",
+                message: panic_message(p.as_ref()),
+            }),
+        };
+        let staged = stages.join().unwrap_or_else(|p| {
+            Err(PipelineError::Panicked {
+                thread: "the stage thread",
+                message: panic_message(p.as_ref()),
+            })
+        });
         if let Some(e) = write_err {
             data.abort();
             rejects.abort();
@@ -301,7 +371,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             Err(e) => {
                 data.abort();
                 rejects.abort();
-                return Err(e.into());
+                return Err(e);
             }
         };
         stats.records_in = read.records + read.rejected;
@@ -317,6 +387,102 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             keys,
         })
     })
+}
+
+/// Runs one stage on a batch, catching a panic of its operator. Where the stage may be
+/// split, each record runs alone: those that panic alone are quarantined as
+/// `operator_panic` rejects (with the message) and the others run again as one batch.
+/// A stage that must see whole batches, a panic no single record causes, or a panic
+/// of the rest fails the task with the panic's message.
+fn run_guarded(
+    st: &BoundStage,
+    batch: RecordBatch,
+    keep_records: bool,
+    histograms: &mut std::collections::BTreeMap<String, crate::protocol::records::Histogram>,
+) -> Result<(RecordBatch, Vec<Reject>), PipelineError> {
+    let run = |b: RecordBatch, observe: &mut dyn FnMut(&RecordBatch)| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ops::run_stage_observed(&st.name, &st.op, b, &st.out_schema, keep_records, observe)
+        }))
+        .map_err(|p| PipelineError::OperatorPanicked {
+            stage: st.name.clone(),
+            message: panic_message(p.as_ref()),
+        })
+    };
+    let first = match run(batch.clone(), &mut |b| {
+        record_histograms(b, &st.histograms, histograms)
+    }) {
+        Ok(r) => return Ok(r?),
+        Err(e) => e,
+    };
+    if !st.op.splittable() {
+        return Err(first);
+    }
+    let mut bad = Vec::new();
+    for row in 0..batch.num_rows() {
+        if let Err(PipelineError::OperatorPanicked { message, .. }) =
+            run(batch.slice(row, 1), &mut |_| {})
+        {
+            bad.push((row, message));
+        }
+    }
+    if bad.is_empty() {
+        return Err(first);
+    }
+    tracing::warn!(
+        stage = %st.name,
+        records = bad.len(),
+        error = %first,
+        "operator panicked; the records it panics on are quarantined as operator_panic"
+    );
+    let mut mask = vec![true; batch.num_rows()];
+    for (row, _) in &bad {
+        mask[*row] = false;
+    }
+    let op_err = |e: arrow_schema::ArrowError| ops::OpError {
+        operator: st.name.clone(),
+        message: e.to_string(),
+    };
+    let dropped = arrow_select::filter::filter_record_batch(
+        &batch,
+        &arrow_array::BooleanArray::from(mask.iter().map(|k| !k).collect::<Vec<_>>()),
+    )
+    .map_err(op_err)?;
+    let ids = dropped
+        .column_by_name(crate::records::ID)
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+        .cloned();
+    let mut records = if keep_records {
+        crate::records::rows_as_json(&dropped)
+    } else {
+        vec![]
+    }
+    .into_iter();
+    let mut rejects: Vec<Reject> = bad
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, message))| Reject {
+            id: ids
+                .as_ref()
+                .map(|a| a.value(i).to_string())
+                .unwrap_or_default(),
+            reason: OPERATOR_PANIC.to_string(),
+            operator: st.name.clone(),
+            detail: Some(message),
+            record: records.next(),
+        })
+        .collect();
+    let rest =
+        arrow_select::filter::filter_record_batch(&batch, &arrow_array::BooleanArray::from(mask))
+            .map_err(op_err)?;
+    if rest.num_rows() == 0 {
+        return Ok((RecordBatch::new_empty(st.out_schema.clone()), rejects));
+    }
+    let (kept, rj) = run(rest, &mut |b| {
+        record_histograms(b, &st.histograms, histograms)
+    })??;
+    rejects.extend(rj);
+    Ok((kept, rejects))
 }
 
 /// The last phase's records: Parquet part files, or Lance fragments.
@@ -370,5 +536,86 @@ fn record_histograms(
             .expect("cast to Float64");
         let h = out.entry(c.clone()).or_default();
         v.iter().flatten().for_each(|x| h.record(x));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Refiner;
+    use arrow_array::{ArrayRef, UInt64Array};
+    use arrow_schema::{DataType, Field, Schema};
+
+    /// Text lengths; panics on a batch holding `needle`, or on any batch of more than
+    /// one record when `needle` is empty (a panic no single record causes).
+    struct Fragile(&'static str);
+
+    impl Refiner for Fragile {
+        fn output_fields(&self, _input: &Schema) -> Result<Vec<Field>, String> {
+            Ok(vec![Field::new("n", DataType::UInt64, true)])
+        }
+        fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String> {
+            let texts = ops::text_values(batch, "text")?;
+            if self.0.is_empty() && batch.num_rows() > 1 {
+                panic!("batch too big at {:p}", batch);
+            }
+            if !self.0.is_empty() && texts.iter().flatten().any(|t| t.contains(self.0)) {
+                panic!("cannot measure {:?} at {:p}", self.0, batch);
+            }
+            let n: UInt64Array = texts.iter().map(|t| t.map(|t| t.len() as u64)).collect();
+            Ok(vec![Arc::new(n)])
+        }
+    }
+
+    fn stage(op: Fragile) -> BoundStage {
+        let op = Operator::Refiner(Box::new(op));
+        let input = ops::testing::text_batch(&[]).schema();
+        BoundStage {
+            name: "fragile".into(),
+            out_schema: ops::output_schema("fragile", &op, &input).unwrap(),
+            op: Arc::new(op),
+            then_keep: None,
+            histograms: vec![],
+        }
+    }
+
+    #[test]
+    fn records_that_panic_alone_are_quarantined_and_the_rest_run_on() {
+        let batch = ops::testing::text_batch(&[Some("ok"), Some("bad!"), None, Some("fine")]);
+        let mut h = Default::default();
+        let (kept, rejects) = run_guarded(&stage(Fragile("bad")), batch, true, &mut h).unwrap();
+        assert_eq!(strings(&kept, "id"), ["r0", "r2", "r3"]);
+        assert_eq!(rejects.len(), 1);
+        let r = &rejects[0];
+        assert_eq!((r.id.as_str(), r.reason.as_str()), ("r1", OPERATOR_PANIC));
+        assert_eq!(r.operator, "fragile");
+        // The message without the address, which differs between runs.
+        assert_eq!(r.detail.as_deref(), Some("cannot measure \"bad\" at 0x…"));
+        assert!(r.record.as_deref().unwrap().contains("bad!"));
+    }
+
+    #[test]
+    fn a_panic_no_single_record_causes_fails_the_stage_with_a_stable_message() {
+        let batch = ops::testing::text_batch(&[Some("a"), Some("b")]);
+        let mut h = Default::default();
+        match run_guarded(&stage(Fragile("")), batch, true, &mut h) {
+            Err(e @ PipelineError::OperatorPanicked { .. }) => {
+                assert_eq!(
+                    e.to_string(),
+                    "operator fragile panicked: batch too big at 0x…"
+                )
+            }
+            other => panic!("expected a failed stage, got {other:?}"),
+        }
+    }
+
+    fn strings(b: &RecordBatch, col: &str) -> Vec<String> {
+        let a = b
+            .column_by_name(col)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        (0..a.len()).map(|i| a.value(i).to_string()).collect()
     }
 }

@@ -874,6 +874,11 @@ impl Filter for Apply {
     fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
         Ok(self.annotate(batch)?.1)
     }
+    /// Never record by record: quarantining a representative would drop its whole
+    /// cluster (its duplicates are rejected in favour of it).
+    fn splittable(&self) -> bool {
+        false
+    }
     fn added_fields(&self, _input: &Schema) -> Vec<Field> {
         if self.cluster_column {
             vec![Field::new(

@@ -321,7 +321,8 @@ async fn execute(
                 changed,
             })),
             Err(_) if cancel.load(Ordering::Relaxed) => Attempt::Cancelled,
-            Err(e) => Attempt::Error(e),
+            Err(e) if e.is_final() => Attempt::Fatal(e.to_string()),
+            Err(e) => Attempt::Error(e.to_string()),
         };
     }
     // An apply task reads its map task's records (the phase before the reduce).
@@ -337,8 +338,8 @@ async fn execute(
         };
         let decisions = match super::dedup::decisions_for(ctx, reg, store, d, up).await {
             Ok(x) => x,
-            Err(e) if e.contains("failed") => return Attempt::Fatal(e),
-            Err(e) => return Attempt::Error(e),
+            Err(e) if e.is_final() => return Attempt::Fatal(e.to_string()),
+            Err(e) => return Attempt::Error(e.to_string()),
         };
         let apply = super::shuffle::Apply {
             decisions,
@@ -432,17 +433,18 @@ async fn execute(
         max_record_bytes: spec.input.max_record_bytes as usize,
         keep_rejected_records: spec.rejects.include_record,
         cancel,
-        keys: keys_of.as_ref().map(|d| d.params.clone()),
+        keys: keys_of.as_ref().map(|d| super::pipeline::KeysSpec {
+            params: d.params.clone(),
+            partitions: d.partitions,
+        }),
     };
     match tokio::task::spawn_blocking(move || pipeline::run(pspec)).await {
         Ok(Ok(out)) => {
             // Pass 1 of a dedup: the keys object, beside the staged records.
-            let shuffle = match &keys_of {
-                Some(d) => {
+            let shuffle = match out.keys {
+                Some(keys) => {
                     let dir = job.paths.attempt_dir(phase_name, task, attempt);
-                    match super::dedup::write_keys(reg, &dir, out.keys, &d.params, d.partitions)
-                        .await
-                    {
+                    match super::dedup::write_keys(reg, &dir, keys).await {
                         Ok(f) => Some(f),
                         Err(e) => return Attempt::Error(e),
                     }
@@ -465,6 +467,7 @@ async fn execute(
             Attempt::Fatal(e.to_string())
         }
         Ok(Err(e)) => Attempt::Error(e.to_string()),
-        Err(e) => Attempt::Error(format!("pipeline panicked: {e}")),
+        // The panic's message, not tokio's (whose task id differs on every attempt).
+        Err(e) => Attempt::Error(pipeline::join_error("the pipeline", e)),
     }
 }
