@@ -3,6 +3,11 @@
 //! `mdf status`: the funnel of records through the operators, rejects by reason,
 //! throughput over time, duplicate-cluster sizes, the score and length distributions
 //! the operators recorded, and samples of kept and rejected records.
+//!
+//! Everything from a job is untrusted: names, errors and crawled records. Every such
+//! string is written through [`esc`] (HTML text and double-quoted attributes alike),
+//! a link only through [`safe_href`] (http and https, nothing else), and no job data
+//! is ever placed inside `<script>` or `<style>`: both are constants of this file.
 use super::inspect;
 use crate::coordinator::status::{JobStatus, TaskSpan};
 use crate::protocol::records::{CLUSTER_SIZE, Histogram, NEAR_GROUP_SIZE};
@@ -69,6 +74,7 @@ const COLORS: [&str; 8] = [
     "#3b6fb6", "#e07b39", "#4a9d5b", "#c2434b", "#8a64b5", "#8c6d46", "#d16ba5", "#6b7b8c",
 ];
 
+/// Escapes text for HTML text and for a double- or single-quoted attribute value.
 fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
@@ -82,6 +88,14 @@ fn esc(s: &str) -> String {
         }
     }
     o
+}
+
+/// A URL fit for an `href`, normalised the way a browser reads it (so tabs, newlines
+/// and leading spaces cannot hide a `javascript:`), or `None` unless it is http(s).
+/// The caller still escapes it for the attribute.
+fn safe_href(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    matches!(u.scheme(), "http" | "https").then(|| u.to_string())
 }
 
 /// 1234567 → "1.23M".
@@ -107,12 +121,14 @@ fn short(v: f64) -> String {
 fn figure(id: &str, title: &str, caption: &str, svg: Option<String>) -> String {
     match svg {
         Some(svg) => format!(
-            "<figure class=\"chart\" id=\"{id}\"><figcaption><b>{}</b> {}</figcaption>{svg}</figure>\n",
+            "<figure class=\"chart\" id=\"{}\"><figcaption><b>{}</b> {}</figcaption>{svg}</figure>\n",
+            esc(id),
             esc(title),
             esc(caption)
         ),
         None => format!(
-            "<figure class=\"chart empty\" id=\"{id}\" data-empty=\"yes\"><figcaption><b>{}</b> {}</figcaption><p class=\"none\">nothing recorded</p></figure>\n",
+            "<figure class=\"chart empty\" id=\"{}\" data-empty=\"yes\"><figcaption><b>{}</b> {}</figcaption><p class=\"none\">nothing recorded</p></figure>\n",
+            esc(id),
             esc(title),
             esc(caption)
         ),
@@ -343,10 +359,17 @@ fn sample_table(rows: &[Map<String, Value>], rejects: bool) -> String {
                 .iter()
                 .find_map(|k| r.get(*k).and_then(Value::as_str))
                 .unwrap_or("");
+            let hint = match r.get("url").and_then(Value::as_str).and_then(safe_href) {
+                Some(href) => format!(
+                    "<a href=\"{}\" rel=\"nofollow noopener noreferrer\">{}</a>",
+                    esc(&href),
+                    esc(hint)
+                ),
+                None => esc(hint),
+            };
             format!(
-                "<b>{}</b> {}",
-                esc(r.get("id").and_then(Value::as_str).unwrap_or("")),
-                esc(hint)
+                "<b>{}</b> {hint}",
+                esc(r.get("id").and_then(Value::as_str).unwrap_or(""))
             )
         };
         let _ = write!(
@@ -609,6 +632,56 @@ mod tests {
         let t = sample_table(&[r], true);
         assert!(!t.contains("<script>"), "{t}");
         assert!(t.contains("&lt;script&gt;") && t.contains("a&amp;b"));
+    }
+
+    #[test]
+    fn chart_ids_are_escaped_attributes() {
+        let f = figure("hist-x\"><img src=x onerror=alert(1)>-n", "t", "c", None);
+        assert!(!f.contains("<img") && !f.contains("x\">"), "{f}");
+        assert!(f.contains("id=\"hist-x&quot;&gt;&lt;img src=x onerror=alert(1)&gt;-n\""));
+        let f = figure("a'b", "t", "c", Some("<svg></svg>".into()));
+        assert!(f.contains("id=\"a&#39;b\""), "{f}");
+    }
+
+    #[test]
+    fn only_http_urls_become_links() {
+        for bad in [
+            "javascript:alert(1)",
+            "JaVaScRiPt:alert(1)",
+            " javascript:alert(1)",
+            "\tjava\nscript:alert(1)",
+            "\u{1}javascript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "vbscript:msgbox(1)",
+            "file:///etc/passwd",
+            "//evil.example/x",
+            "/relative",
+            "",
+        ] {
+            assert_eq!(safe_href(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            safe_href(" https://example.org/a b?q=\"'<>").as_deref(),
+            Some("https://example.org/a%20b?q=%22%27%3C%3E")
+        );
+        assert_eq!(
+            safe_href("HTTP://Example.org").as_deref(),
+            Some("http://example.org/")
+        );
+        let mut r = Map::new();
+        r.insert("id".into(), Value::String("1".into()));
+        r.insert("url".into(), Value::String("javascript:alert(1)".into()));
+        let t = sample_table(&[r.clone()], false);
+        assert!(!t.contains("href"), "{t}");
+        r.insert(
+            "url".into(),
+            Value::String("https://a.example/\"><b>".into()),
+        );
+        let t = sample_table(&[r], false);
+        assert!(
+            t.contains("<a href=\"https://a.example/%22%3E%3Cb%3E\""),
+            "{t}"
+        );
     }
 
     #[test]
