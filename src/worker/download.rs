@@ -24,7 +24,8 @@ pub struct DownloadSpec {
     /// Accepted `Content-Type` prefixes (a missing header is accepted: the decoder
     /// decides).
     pub content_types: Vec<String>,
-    /// Allow private, loopback and link-local addresses (tests, internal mirrors).
+    /// Allow every address that is not public (`special.rs`: private, loopback,
+    /// link-local, NAT64 of those, ...), for tests and internal mirrors.
     pub allow_private: bool,
     pub user_agent: String,
 }
