@@ -223,3 +223,148 @@ fn report_is_self_contained_exact_and_renders_in_chromium() {
     );
     eprintln!("report screenshot: {}", shot.display());
 }
+
+/// Headless Chromium's DOM of a page after its scripts ran.
+fn dump_dom(browser: &str, page: &Path) -> String {
+    let o = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every link element's start tag in `html` (text has its `<` escaped, so each `<a `
+/// is an element).
+fn links(html: &str) -> Vec<&str> {
+    html.split("<a ")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('>').unwrap_or(rest.len())])
+        .collect()
+}
+
+/// Hostile stage names (a new spec refuses them, so they are written into the job's
+/// records directly, as a job stored before that rule could hold them) and hostile
+/// crawled content (`<script>`, attribute breakers, `javascript:` URLs, `</script>`
+/// inside the JSON of a record): the report shows them as text, links only http(s),
+/// and in Chromium none of them runs. Each payload would set the title to a marker
+/// it builds at run time ('PW'+'NED'), so the marker is in the DOM only if one ran.
+#[test]
+fn hostile_names_and_content_run_no_script_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let run = "document.title='PW'+'NED'";
+    let stage_a = format!("x\"><img src=x onerror={run}>");
+    let stage_b = format!("y'><svg onload={run}>");
+    let texts = [
+        format!("<script>{run}</script> one two three"),
+        format!("\"'><img src=x onerror={run}> one two three"),
+        format!("</script><script>{run}</script> one two three"),
+        format!("<a href=\"javascript:{run}\">click</a> one two"),
+        format!("<script>{run}</script>"),
+    ];
+    let urls = [
+        format!("javascript:{run}"),
+        format!("JaVaScRiPt:{run}"),
+        "https://example.org/ok?q=\"'<x>".to_string(),
+        format!("\tjava\nscript:{run}"),
+        format!("data:text/html,<script>{run}</script>"),
+    ];
+    let lines: Vec<String> = texts
+        .iter()
+        .zip(&urls)
+        .map(|(t, u)| serde_json::json!({"url": u, "text": t}).to_string())
+        .collect();
+    write_lines(&d.join("in/hostile.jsonl"), &lines);
+    let spec = write_spec(
+        d,
+        &format!(
+            "name: hostile\ninput: {{uris: [\"{0}/in/*.jsonl\"]}}\nstages:\n  - {{op: text_length, name: stagea}}\n  - {{op: length_filter, name: stageb, params: {{min_words: 2}}}}\noutput: {{uri: \"{0}/out\"}}\n",
+            d.display()
+        ),
+    );
+    let jobs = d.join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = job_uri(&o);
+    // The stage names, as a job stored before the rule may carry them.
+    let json_inner = |s: &str| {
+        let q = serde_json::to_string(s).unwrap();
+        q[1..q.len() - 1].to_string()
+    };
+    let mut renamed = 0;
+    for f in files_under(&jobs).iter().filter(|f| f.ends_with(".json")) {
+        let p = jobs.join(f);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let new = text
+            .replace("\"stagea\"", &format!("\"{}\"", json_inner(&stage_a)))
+            .replace("\"stageb\"", &format!("\"{}\"", json_inner(&stage_b)));
+        if new != text {
+            renamed += 1;
+            std::fs::write(&p, new).unwrap();
+        }
+    }
+    assert!(
+        renamed >= 2,
+        "job.json and the commit records name the stages"
+    );
+    let status = status_json(&job);
+    stage(&status, "p00", &stage_a);
+
+    let page = d.join("report.html");
+    run_ok(mdf().args([
+        "report",
+        &job,
+        "-o",
+        page.to_str().unwrap(),
+        "--samples",
+        "10",
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for raw in [&stage_a, &stage_b].into_iter().chain(&texts) {
+        assert!(
+            !html.contains(raw.as_str()),
+            "unescaped in the report: {raw}"
+        );
+    }
+    assert!(
+        html.contains("&lt;img src=x onerror="),
+        "the names are shown"
+    );
+    assert_eq!(html.matches("<script").count(), 1, "only the page's own");
+    assert!(!html.contains("<img") && !html.contains("<svg onload"));
+    let only_link =
+        "href=\"https://example.org/ok?q=%22%27%3Cx%3E\" rel=\"nofollow noopener noreferrer\"";
+    assert_eq!(
+        links(&html),
+        vec![only_link],
+        "only the http(s) URL is a link"
+    );
+
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("MDF_REQUIRE_CHROMIUM").is_none(),
+            "MDF_REQUIRE_CHROMIUM is set but no chromium was found"
+        );
+        eprintln!("skipping the browser half: no chromium (apt-get install chromium)");
+        return;
+    };
+    let dom = dump_dom(&browser, &page);
+    // The page's own script ran (scripts were on), and no payload did.
+    assert!(dom.contains("data-charts=\""), "the self-check ran: {dom}");
+    assert!(!dom.contains("PWNED"), "a payload ran: {dom}");
+    assert!(
+        dom.contains("<title>mdf report hostile-"),
+        "the title is the report's"
+    );
+    assert_eq!(links(&dom), vec![only_link]);
+}

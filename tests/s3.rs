@@ -6,17 +6,37 @@ use common::*;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-fn endpoint() -> Option<String> {
-    match std::env::var("MDF_TEST_S3_ENDPOINT") {
-        Ok(e) => Some(e),
-        Err(_) => {
-            assert!(
-                std::env::var("CI").is_err(),
-                "CI must run the S3 tests (set MDF_TEST_S3_ENDPOINT)"
-            );
-            eprintln!("skipping: MDF_TEST_S3_ENDPOINT is not set");
-            None
-        }
+/// Every test that needs the S3 server asks `common::s3_endpoint`: it skips only
+/// outside CI; with `CI` or `MDF_REQUIRE_S3` set and no endpoint it fails.
+#[test]
+fn s3_tests_fail_instead_of_skipping_when_required() {
+    let decide = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        s3_endpoint_from(&move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    };
+    let ep = "http://127.0.0.1:9000";
+    assert_eq!(decide(&[]), Ok(None), "a developer without a server skips");
+    assert_eq!(decide(&[("MDF_REQUIRE_S3", "0")]), Ok(None));
+    assert_eq!(decide(&[("CI", "false")]), Ok(None));
+    assert_eq!(
+        decide(&[("MDF_TEST_S3_ENDPOINT", ep)]),
+        Ok(Some(ep.to_string()))
+    );
+    assert_eq!(
+        decide(&[("MDF_TEST_S3_ENDPOINT", ep), ("CI", "true")]),
+        Ok(Some(ep.to_string()))
+    );
+    for required in [
+        vec![("MDF_REQUIRE_S3", "1")],
+        vec![("CI", "true")],
+        vec![("CI", "1"), ("MDF_TEST_S3_ENDPOINT", "")],
+    ] {
+        let e = decide(&required).expect_err("required but not configured fails");
+        assert!(e.contains("MDF_TEST_S3_ENDPOINT is not set"), "{e}");
+        assert!(e.contains(required[0].0), "{e}");
     }
 }
 
@@ -70,7 +90,7 @@ async fn manifest_at(s3: &impl ObjectStore, prefix: &str, dir: &str) -> serde_js
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_runs_entirely_on_s3() {
-    if endpoint().is_none() {
+    if s3_endpoint().is_none() {
         return;
     }
     let (ep, bucket, s3) = test_s3().expect("endpoint set");
@@ -130,7 +150,7 @@ async fn a_job_runs_entirely_on_s3() {
 /// a whole file repeated in another, and short texts that repeat by chance) rejected.
 #[tokio::test(flavor = "multi_thread")]
 async fn exact_dedup_runs_on_s3() {
-    if endpoint().is_none() {
+    if s3_endpoint().is_none() {
         return;
     }
     let (ep, bucket, s3) = test_s3().expect("endpoint set");
@@ -169,7 +189,7 @@ async fn exact_dedup_runs_on_s3() {
 #[cfg(feature = "lance")]
 #[tokio::test(flavor = "multi_thread")]
 async fn lance_output_on_s3_reads_back_in_pylance() {
-    let Some(ep) = endpoint() else { return };
+    let Some(ep) = s3_endpoint() else { return };
     let (_, bucket, s3) = test_s3().expect("endpoint set");
     let prefix = format!("lance-{}", mdf::clock::Entropy::from_os().hex_id(6));
     let lines = docs(33, 200);

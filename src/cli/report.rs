@@ -3,10 +3,18 @@
 //! `mdf status`: the funnel of records through the operators, rejects by reason,
 //! throughput over time, duplicate-cluster sizes, the score and length distributions
 //! the operators recorded, and samples of kept and rejected records.
+//!
+//! Everything from a job is untrusted: names, errors and crawled records. Every such
+//! string is written through [`esc`] (HTML text and double-quoted attributes alike),
+//! a link only through [`safe_href`] (http and https, nothing else), and no job data
+//! is ever placed inside `<script>` or `<style>`: both are constants of this file.
+mod escape;
+
 use super::inspect;
 use crate::coordinator::status::{JobStatus, TaskSpan};
 use crate::protocol::records::{CLUSTER_SIZE, Histogram, NEAR_GROUP_SIZE};
 use crate::store::Registry;
+use escape::{esc, safe_href};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -69,21 +77,6 @@ const COLORS: [&str; 8] = [
     "#3b6fb6", "#e07b39", "#4a9d5b", "#c2434b", "#8a64b5", "#8c6d46", "#d16ba5", "#6b7b8c",
 ];
 
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
 /// 1234567 → "1.23M".
 fn short(v: f64) -> String {
     let a = v.abs();
@@ -107,12 +100,14 @@ fn short(v: f64) -> String {
 fn figure(id: &str, title: &str, caption: &str, svg: Option<String>) -> String {
     match svg {
         Some(svg) => format!(
-            "<figure class=\"chart\" id=\"{id}\"><figcaption><b>{}</b> {}</figcaption>{svg}</figure>\n",
+            "<figure class=\"chart\" id=\"{}\"><figcaption><b>{}</b> {}</figcaption>{svg}</figure>\n",
+            esc(id),
             esc(title),
             esc(caption)
         ),
         None => format!(
-            "<figure class=\"chart empty\" id=\"{id}\" data-empty=\"yes\"><figcaption><b>{}</b> {}</figcaption><p class=\"none\">nothing recorded</p></figure>\n",
+            "<figure class=\"chart empty\" id=\"{}\" data-empty=\"yes\"><figcaption><b>{}</b> {}</figcaption><p class=\"none\">nothing recorded</p></figure>\n",
+            esc(id),
             esc(title),
             esc(caption)
         ),
@@ -343,10 +338,17 @@ fn sample_table(rows: &[Map<String, Value>], rejects: bool) -> String {
                 .iter()
                 .find_map(|k| r.get(*k).and_then(Value::as_str))
                 .unwrap_or("");
+            let hint = match r.get("url").and_then(Value::as_str).and_then(safe_href) {
+                Some(href) => format!(
+                    "<a href=\"{}\" rel=\"nofollow noopener noreferrer\">{}</a>",
+                    esc(&href),
+                    esc(hint)
+                ),
+                None => esc(hint),
+            };
             format!(
-                "<b>{}</b> {}",
-                esc(r.get("id").and_then(Value::as_str).unwrap_or("")),
-                esc(hint)
+                "<b>{}</b> {hint}",
+                esc(r.get("id").and_then(Value::as_str).unwrap_or(""))
             )
         };
         let _ = write!(
@@ -609,6 +611,33 @@ mod tests {
         let t = sample_table(&[r], true);
         assert!(!t.contains("<script>"), "{t}");
         assert!(t.contains("&lt;script&gt;") && t.contains("a&amp;b"));
+    }
+
+    #[test]
+    fn chart_ids_are_escaped_attributes() {
+        let f = figure("hist-x\"><img src=x onerror=alert(1)>-n", "t", "c", None);
+        assert!(!f.contains("<img") && !f.contains("x\">"), "{f}");
+        assert!(f.contains("id=\"hist-x&quot;&gt;&lt;img src=x onerror=alert(1)&gt;-n\""));
+        let f = figure("a'b", "t", "c", Some("<svg></svg>".into()));
+        assert!(f.contains("id=\"a&#39;b\""), "{f}");
+    }
+
+    #[test]
+    fn sample_urls_are_links_only_when_http() {
+        let mut r = Map::new();
+        r.insert("id".into(), Value::String("1".into()));
+        r.insert("url".into(), Value::String("javascript:alert(1)".into()));
+        let t = sample_table(&[r.clone()], false);
+        assert!(!t.contains("href"), "{t}");
+        r.insert(
+            "url".into(),
+            Value::String("https://a.example/\"><b>".into()),
+        );
+        let t = sample_table(&[r], false);
+        assert!(
+            t.contains("<a href=\"https://a.example/%22%3E%3Cb%3E\""),
+            "{t}"
+        );
     }
 
     #[test]

@@ -252,13 +252,19 @@ impl Spec {
         if !errs.is_empty() {
             return Err(SpecErrors(errs));
         }
-        Spec::from_value(v)
+        Spec::validate(v, Rules::New)
     }
 
-    /// Validates a resolved tree (as stored in job.json) and builds the spec.
+    /// Validates a resolved tree (as stored in job.json) and builds the spec. Rules
+    /// added after a job could have been stored (stage names) apply to new specs
+    /// only ([`Spec::from_text`]), so every stored job still loads.
     pub fn from_value(v: Value) -> Result<Spec, SpecErrors> {
+        Spec::validate(v, Rules::Stored)
+    }
+
+    fn validate(v: Value, rules: Rules) -> Result<Spec, SpecErrors> {
         let sink = Sink::default();
-        let spec = build(&v, &sink);
+        let spec = build(&v, &sink, rules);
         if !sink.is_empty() {
             return Err(sink.into_errors());
         }
@@ -344,7 +350,25 @@ pub fn canonical_json(v: &Value) -> String {
     sorted(v).to_string()
 }
 
-fn build(v: &Value, sink: &Sink) -> Option<Spec> {
+/// Which rules a tree is held to: a new spec to all of them, a stored `job.json` to
+/// those of the version that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rules {
+    New,
+    Stored,
+}
+
+/// Whether `name` is 1-64 characters of `[A-Za-z0-9_-]` (job and stage names: they
+/// become parts of job ids, `--set` paths and the HTML report).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn build(v: &Value, sink: &Sink, rules: Rules) -> Option<Spec> {
     let root = Obj::new(Some(v), "", sink);
     if let Some(ver) = root.opt_u64("version")
         && ver != 1
@@ -355,16 +379,11 @@ fn build(v: &Value, sink: &Sink) -> Option<Spec> {
         );
     }
     let name = root.opt_str("name").unwrap_or_else(|| "job".to_string());
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        || name.len() > 64
-    {
+    if !is_plain_name(&name) {
         sink.error("name", "must be 1-64 characters of [A-Za-z0-9_-]");
     }
     let input = build_input(&root.obj("input"), sink);
-    let stages = build_stages(&root, sink);
+    let stages = build_stages(&root, sink, rules);
     let output = build_output(&root.obj("output"), sink);
     let rejects = {
         let r = root.obj("rejects");
@@ -576,7 +595,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
     })
 }
 
-fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
+fn build_stages(root: &Obj, sink: &Sink, rules: Rules) -> Option<Vec<StageSpec>> {
     let Some(list) = root.opt_list("stages") else {
         return Some(vec![]);
     };
@@ -591,8 +610,15 @@ fn build_stages(root: &Obj, sink: &Sink) -> Option<Vec<StageSpec>> {
             so.finish();
             continue;
         };
-        let name = so.opt_str("name").unwrap_or_else(|| op.clone());
-        if !names.insert(name.clone()) {
+        let given = so.opt_str("name");
+        let name = given.clone().unwrap_or_else(|| op.clone());
+        // A name not given is the operator's, checked against the registry.
+        if rules == Rules::New && given.is_some() && !is_plain_name(&name) {
+            sink.error(
+                &so.field_path("name"),
+                format!("{name:?} must be 1-64 characters of [A-Za-z0-9_-]"),
+            );
+        } else if !names.insert(name.clone()) {
             sink.error(
                 &so.field_path("name"),
                 format!("duplicate stage name {name:?}; give each stage a unique name"),

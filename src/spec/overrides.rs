@@ -2,6 +2,11 @@
 //! `--set path.to.key=value` overrides, `--input`/`--output` shortcuts and
 //! `${ENV_VAR}` / `${ENV_VAR:-default}` interpolation (`$${` is a literal `${`).
 //! Environment lookups are injected so tests never depend on the process environment.
+//! Interpolation never reads a secret: the resolved spec is stored in `job.json` and
+//! its values reach workers, logs and remote hosts (`download.user_agent`), so a
+//! reference to a credential or token variable ([`secret_pattern`]) is a spec error.
+//! Credentials reach the object store through the standard AWS variables and
+//! credential chain when a command runs, never through the spec.
 use super::reader::{FieldError, SpecErrors};
 use serde_json::{Map, Value};
 
@@ -92,14 +97,78 @@ pub fn apply_set(root: &mut Value, assignment: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// The environment variable with more secret names (comma- or space-separated,
+/// `*` matches any run of characters), added to [`SECRET_PATTERNS`].
+pub const SECRET_VARS_ENV: &str = "MDF_SECRET_VARS";
+
+/// Variable names that hold credentials or tokens and are never interpolated
+/// (matched without regard to case; `*` matches any run of characters).
+pub const SECRET_PATTERNS: [&str; 9] = [
+    "*SECRET*",
+    "*TOKEN*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "*APIKEY*",
+    "*_KEY",
+    "AWS_*",
+    "HF_TOKEN",
+];
+
+/// The pattern (built in, or from `extra`: the value of [`SECRET_VARS_ENV`]) that
+/// marks the variable `name` secret, if one does.
+pub fn secret_pattern(name: &str, extra: Option<&str>) -> Option<String> {
+    let upper = name.to_ascii_uppercase();
+    let extra = extra
+        .unwrap_or("")
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|p| !p.is_empty());
+    SECRET_PATTERNS
+        .iter()
+        .copied()
+        .chain(extra)
+        .find(|p| glob_match(&p.to_ascii_uppercase(), &upper))
+        .map(str::to_string)
+}
+
+/// `*`-only glob matching over ASCII names.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
 /// Replaces `${NAME}` and `${NAME:-default}` in every string; returns every missing
-/// variable as an error at the field path where it appears.
+/// variable, and every reference to a secret variable ([`secret_pattern`], whether
+/// set or not), as an error at the field path where it appears.
 pub fn interpolate(
     root: &mut Value,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), SpecErrors> {
     let mut errors = Vec::new();
-    walk(root, "", lookup, &mut errors);
+    let extra = lookup(SECRET_VARS_ENV);
+    let lookup = |name: &str| -> Result<Option<String>, String> {
+        match secret_pattern(name, extra.as_deref()) {
+            Some(p) => Err(format!(
+                "${{{name}}} names a secret (matches {p}): credentials and tokens are never interpolated into a spec, which is stored in job.json; S3 credentials come from the AWS environment or credential chain at run time"
+            )),
+            None => Ok(lookup(name)),
+        }
+    };
+    walk(root, "", &lookup, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -107,12 +176,10 @@ pub fn interpolate(
     }
 }
 
-fn walk(
-    v: &mut Value,
-    path: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-    errors: &mut Vec<FieldError>,
-) {
+/// An environment lookup that refuses some names.
+type Lookup<'a> = dyn Fn(&str) -> Result<Option<String>, String> + 'a;
+
+fn walk(v: &mut Value, path: &str, lookup: &Lookup, errors: &mut Vec<FieldError>) {
     match v {
         Value::String(s) if s.contains('$') => match expand(s, lookup) {
             Ok(out) => *s = out,
@@ -135,7 +202,7 @@ fn walk(
     }
 }
 
-fn expand(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+fn expand(s: &str, lookup: &Lookup) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(pos) = rest.find('$') {
@@ -156,7 +223,7 @@ fn expand(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, St
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("invalid environment variable name {name:?}"));
             }
-            match lookup(name)
+            match lookup(name)?
                 .filter(|v| !v.is_empty())
                 .or(default.map(str::to_string))
             {
@@ -205,5 +272,87 @@ mod tests {
             e.0[0].to_string(),
             "o.uri: environment variable MISSING is not set"
         );
+    }
+
+    #[test]
+    fn secret_names_match_the_built_in_and_user_patterns() {
+        for name in [
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SESSION_TOKEN",
+            "AWS_REGION",
+            "HF_TOKEN",
+            "HUGGING_FACE_HUB_TOKEN",
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "MYSQL_PASSWD",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "OPENAI_API_KEY",
+            "STRIPE_APIKEY",
+            "SSH_PRIVATE_KEY",
+            "client_secret",
+            "my_token",
+        ] {
+            assert!(secret_pattern(name, None).is_some(), "{name}");
+        }
+        for name in [
+            "HOME_BUCKET",
+            "MDF_ORT_PROVIDER",
+            "MDF_CLIP_IMAGE_MODEL",
+            "KEYBOARD",
+            "MONKEY",
+            "OUT",
+            "A_KEYS",
+        ] {
+            assert_eq!(secret_pattern(name, None), None, "{name}");
+        }
+        let extra = Some("INTERNAL_*, ,CORP_*_AUTH SIGNING");
+        assert_eq!(
+            secret_pattern("internal_mirror", extra).as_deref(),
+            Some("INTERNAL_*")
+        );
+        assert_eq!(
+            secret_pattern("CORP_X_AUTH", extra).as_deref(),
+            Some("CORP_*_AUTH")
+        );
+        assert_eq!(secret_pattern("SIGNING", extra).as_deref(), Some("SIGNING"));
+        assert_eq!(secret_pattern("SIGNING_2", extra), None);
+        assert_eq!(secret_pattern("CORP_X_AUTHZ", extra), None);
+        assert_eq!(secret_pattern("HOME_BUCKET", extra), None);
+    }
+
+    #[test]
+    fn secrets_are_never_interpolated_set_or_not() {
+        let env = |k: &str| match k {
+            "AWS_SECRET_ACCESS_KEY" => Some("wJalrXUtnFEMI".to_string()),
+            "CORP_MIRROR" => Some("mirror.corp".to_string()),
+            "MDF_SECRET_VARS" => Some("CORP_*".to_string()),
+            "BUCKET" => Some("bkt".to_string()),
+            _ => None,
+        };
+        let mut v = json!({
+            "input": {"download": {"user_agent": "x ${AWS_SECRET_ACCESS_KEY}"}},
+            "output": {"uri": "s3://${BUCKET}/${HF_TOKEN:-anon}"},
+            "s3": {"endpoint": "https://${CORP_MIRROR}"},
+            "name": "$${AWS_SECRET_ACCESS_KEY}"
+        });
+        let e = interpolate(&mut v, &env).unwrap_err();
+        let e: Vec<String> = e.0.iter().map(|e| e.to_string()).collect();
+        let why = "credentials and tokens are never interpolated into a spec, which is stored in job.json; S3 credentials come from the AWS environment or credential chain at run time";
+        assert_eq!(
+            e,
+            vec![
+                format!(
+                    "input.download.user_agent: ${{AWS_SECRET_ACCESS_KEY}} names a secret (matches *SECRET*): {why}"
+                ),
+                format!("output.uri: ${{HF_TOKEN}} names a secret (matches *TOKEN*): {why}"),
+                format!("s3.endpoint: ${{CORP_MIRROR}} names a secret (matches CORP_*): {why}"),
+            ]
+        );
+        assert!(e.iter().all(|m| !m.contains("wJalrXUtnFEMI")));
+        // `$${` stays a literal, whatever name follows it.
+        let mut lit = json!({"name": "$${AWS_SECRET_ACCESS_KEY}"});
+        interpolate(&mut lit, &env).unwrap();
+        assert_eq!(lit, json!({"name": "${AWS_SECRET_ACCESS_KEY}"}));
     }
 }

@@ -1,8 +1,9 @@
 //! The image downloader of `format: laion` inputs: bounded concurrency, connect and
 //! total timeouts, retries with backoff on transient failures, a redirect limit, a
 //! maximum body size (streamed, never buffered past it), a content-type check, and
-//! refusal of private, loopback, link-local and other non-public addresses unless
-//! the spec allows them (SSRF): names resolve through a resolver that drops such
+//! refusal of private, loopback, link-local and every other address the IANA
+//! special-purpose registries do not call globally reachable (NAT64, 6to4 and Teredo
+//! addresses judged by the IPv4 address inside) unless the spec allows them (SSRF): names resolve through a resolver that drops such
 //! addresses, so a redirect or a rebinding DNS answer cannot reach them either, and
 //! IP-literal URLs (first and redirected) are checked before any connection.
 //! Every URL gets an outcome; a failure is a reject with its reason, never an error.
@@ -23,7 +24,8 @@ pub struct DownloadSpec {
     /// Accepted `Content-Type` prefixes (a missing header is accepted: the decoder
     /// decides).
     pub content_types: Vec<String>,
-    /// Allow private, loopback and link-local addresses (tests, internal mirrors).
+    /// Allow every address that is not public (`special.rs`: private, loopback,
+    /// link-local, NAT64 of those, ...), for tests and internal mirrors.
     pub allow_private: bool,
     pub user_agent: String,
 }
@@ -44,38 +46,11 @@ impl Default for DownloadSpec {
     }
 }
 
-/// Whether an address is reachable on the public internet (not loopback, private,
-/// link-local, CGNAT, unique-local, multicast, documentation or unspecified).
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v) => {
-            let o = v.octets();
-            !(v.is_loopback()
-                || v.is_private()
-                || v.is_link_local()
-                || v.is_broadcast()
-                || v.is_unspecified()
-                || v.is_multicast()
-                || v.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1])) // CGNAT 100.64/10
-                || (o[0] == 198 && (o[1] == 18 || o[1] == 19)) // benchmarking
-                || o[0] >= 240)
-        }
-        IpAddr::V6(v) => {
-            if let Some(m) = v.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(m));
-            }
-            let s = v.segments();
-            !(v.is_loopback()
-                || v.is_unspecified()
-                || v.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local
-                || (s[0] & 0xffc0) == 0xfe80 // link local
-                || (s[0] == 0x2001 && s[1] == 0x0db8)) // documentation
-        }
-    }
-}
+mod special;
+
+/// Whether an address is reachable on the public internet: the IANA special-purpose
+/// registries (`special.rs`), IPv6 blocks that carry an IPv4 address judged by it.
+pub use special::{is_public, not_public_block};
 
 /// The resolver every connection goes through: public addresses only.
 struct PublicOnly;
@@ -98,11 +73,13 @@ impl reqwest::dns::Resolve for PublicOnly {
     }
 }
 
-fn literal_blocked(url: &reqwest::Url) -> bool {
+/// The block that makes an IP-literal URL's host not public (names go through
+/// the resolver instead).
+fn literal_block(url: &reqwest::Url) -> Option<&'static str> {
     url.host_str()
         .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
         .and_then(|h| h.parse::<IpAddr>().ok())
-        .is_some_and(|ip| !is_public(ip))
+        .and_then(not_public_block)
 }
 
 /// What one URL gave.
@@ -129,7 +106,7 @@ impl Downloader {
         let policy = reqwest::redirect::Policy::custom(move |a| {
             if a.previous().len() >= max {
                 a.error(format!("more than {max} redirects"))
-            } else if !allow && literal_blocked(a.url()) {
+            } else if !allow && literal_block(a.url()).is_some() {
                 a.error("blocked_address: redirect to a non-public address")
             } else {
                 a.follow()
@@ -184,10 +161,12 @@ impl Downloader {
                 };
             }
         };
-        if !self.spec.allow_private && literal_blocked(&parsed) {
+        if !self.spec.allow_private
+            && let Some(block) = literal_block(&parsed)
+        {
             return Outcome::Failed {
                 reason: "blocked_address".into(),
-                detail: format!("{url}: not a public address"),
+                detail: format!("{url}: not a public address ({block})"),
             };
         }
         let mut attempt = 0;
@@ -351,10 +330,14 @@ mod tests {
     /// What the redirect policy and the first request check before connecting.
     #[test]
     fn ip_literal_urls_are_checked() {
-        let b = |u: &str| literal_blocked(&reqwest::Url::parse(u).unwrap());
+        let b = |u: &str| literal_block(&reqwest::Url::parse(u).unwrap()).is_some();
         assert!(b("http://169.254.169.254/latest/meta-data/"));
         assert!(b("http://[::1]:8080/x"));
         assert!(b("https://10.0.0.7/a.jpg"));
+        assert!(b("http://[64:ff9b::a9fe:a9fe]/latest/meta-data/"), "NAT64");
+        assert!(b("http://[2002:a9fe:a9fe::1]/"), "6to4");
+        assert!(b("http://192.0.0.170/"));
+        assert!(b("http://[::ffff:7f00:1]/"));
         assert!(!b("https://93.184.216.34/a.jpg"));
         assert!(
             !b("https://example.org/a.jpg"),

@@ -192,10 +192,41 @@ pub fn job_uri(o: &Output) -> String {
         .to_string()
 }
 
-/// The S3 server of the tests (MDF_TEST_S3_ENDPOINT, bucket MDF_TEST_S3_BUCKET or
-/// `mdf-test`), with the dummy credentials it accepts; `None` when not configured.
+/// The endpoint of the tests' S3 server (MDF_TEST_S3_ENDPOINT), or `None`: the
+/// caller skips its S3 part. Panics instead when the S3 tests are required (see
+/// [`s3_endpoint_from`]), so a CI run never passes by skipping them.
+pub fn s3_endpoint() -> Option<String> {
+    match s3_endpoint_from(&|k: &str| std::env::var(k).ok()) {
+        Ok(Some(ep)) => Some(ep),
+        Ok(None) => {
+            eprintln!("skipping the S3 part: MDF_TEST_S3_ENDPOINT is not set");
+            None
+        }
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// [`s3_endpoint`]'s decision over an injected environment: the endpoint when set;
+/// otherwise an error when `CI` or `MDF_REQUIRE_S3` is set (to anything but empty,
+/// `0` or `false`; `.ci/run` sets MDF_REQUIRE_S3=1), else `None` (skip).
+pub fn s3_endpoint_from(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
+    if let Some(ep) = env("MDF_TEST_S3_ENDPOINT").filter(|e| !e.trim().is_empty()) {
+        return Ok(Some(ep));
+    }
+    let on = |k: &str| env(k).is_some_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+    match ["MDF_REQUIRE_S3", "CI"].into_iter().find(|k| on(k)) {
+        Some(k) => Err(format!(
+            "{k} is set, so the S3 tests must run, but MDF_TEST_S3_ENDPOINT is not set (.ci/run starts a moto server and sets it)"
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The S3 server of the tests ([`s3_endpoint`], bucket MDF_TEST_S3_BUCKET or
+/// `mdf-test`), with the dummy credentials it accepts; `None` when not configured
+/// and not required.
 pub fn test_s3() -> Option<(String, String, object_store::aws::AmazonS3)> {
-    let endpoint = std::env::var("MDF_TEST_S3_ENDPOINT").ok()?;
+    let endpoint = s3_endpoint()?;
     let bucket = std::env::var("MDF_TEST_S3_BUCKET").unwrap_or_else(|_| "mdf-test".into());
     let s3 = object_store::aws::AmazonS3Builder::new()
         .with_bucket_name(&bucket)
