@@ -227,7 +227,7 @@ async fn lance_output_on_s3_reads_back_in_pylance() {
 /// file instead of reading the new bytes under the old task id and byte ranges.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_input_rewritten_after_submit_fails_on_s3() {
-    if endpoint().is_none() {
+    if s3_endpoint().is_none() {
         return;
     }
     let (ep, bucket, s3) = test_s3().expect("endpoint set");
