@@ -142,6 +142,8 @@ pub async fn submit(
             Err(SubmitError::Conflict { uri: job_uri })
         };
     }
+    // Leases and commits need a store that refuses a second create.
+    crate::protocol::probe::require_create_only(reg, &job, entropy, &retry).await?;
     check_output_empty(spec, reg).await?;
 
     // 1. Task manifests (deterministic content: an identical existing one is fine).

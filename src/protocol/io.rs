@@ -22,6 +22,10 @@ pub enum ProtoError {
     },
     #[error("corrupt record at {path}: {message}")]
     Corrupt { path: String, message: String },
+    #[error(
+        "store {store} does not refuse a second create of {path}: mdf needs conditional create (PUT with If-None-Match: *) for its leases and commits; use a store that supports it (AWS S3, MinIO since RELEASE.2024-11, Ceph since Squid)"
+    )]
+    NoConditionalCreate { store: String, path: String },
 }
 
 impl ProtoError {
