@@ -239,6 +239,12 @@ async fn a_job_under_every_http_fault_equals_a_clean_run() {
             proxy.fired()
         );
     }
+    // One probe (two creates) for the submit and both workers of the process.
+    assert_eq!(
+        proxy.seen("PUT", "/probe/"),
+        2,
+        "the probe runs once per process"
+    );
     let mut st = mdf();
     st.args(["status", &job, "--json"]);
     aws_env(&mut st, &ep);

@@ -143,7 +143,14 @@ pub async fn submit(
         };
     }
     // Leases and commits need a store that refuses a second create.
-    crate::protocol::probe::require_create_only(reg, &job, entropy, &retry).await?;
+    crate::protocol::probe::require_create_only(
+        store.as_ref(),
+        &job,
+        &reg.describe(&job),
+        entropy,
+        &retry,
+    )
+    .await?;
     check_output_empty(spec, reg).await?;
 
     // 1. Task manifests (deterministic content: an identical existing one is fine).

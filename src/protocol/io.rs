@@ -23,7 +23,7 @@ pub enum ProtoError {
     #[error("corrupt record at {path}: {message}")]
     Corrupt { path: String, message: String },
     #[error(
-        "store {store} does not refuse a second create of {path}: mdf needs conditional create (PUT with If-None-Match: *) for its leases and commits; use a store that supports it (AWS S3, MinIO since RELEASE.2024-11, Ceph since Squid)"
+        "store {store} does not refuse a second create of {path}: mdf needs conditional create (PUT with If-None-Match: *) for its leases and commits; use a store that supports it (AWS S3 does; older MinIO and Ceph releases do not)"
     )]
     NoConditionalCreate { store: String, path: String },
 }

@@ -8,7 +8,7 @@
 //! are not probed. The probe never reads or writes anything but its own object.
 use super::io::{Created, ProtoError, Retry, create_json};
 use crate::clock::Entropy;
-use crate::store::{Registry, Uri};
+use crate::store::Uri;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
@@ -19,28 +19,25 @@ fn passed() -> &'static Mutex<HashSet<String>> {
     P.get_or_init(Default::default)
 }
 
-/// Checks, once per process, that the store of the job at `job` refuses a second
-/// create; an error names the store and the requirement.
+/// Checks, once per process and store, that `store` (the store of the job at `job`,
+/// named `name` as [`crate::store::Registry::describe`] names it) refuses a second
+/// create; the error names the store and the requirement.
 pub async fn require_create_only(
-    reg: &Registry,
+    store: &dyn ObjectStore,
     job: &Uri,
+    name: &str,
     entropy: &Entropy,
     retry: &Retry,
 ) -> Result<(), ProtoError> {
-    if !job.store.starts_with("s3://") {
+    if !job.store.starts_with("s3://") || passed().lock().expect("probe cache").contains(name) {
         return Ok(());
     }
-    let name = reg.describe(job);
-    if passed().lock().expect("probe cache").contains(&name) {
-        return Ok(());
-    }
-    let store = reg.open(job).map_err(|e| ProtoError::Corrupt {
-        path: job.to_uri_string(),
-        message: e.to_string(),
-    })?;
     let path = job.child(&format!("probe/{}.json", entropy.hex_id(8))).path;
-    probe(store.as_ref(), &path, &name, entropy, retry).await?;
-    passed().lock().expect("probe cache").insert(name);
+    probe(store, &path, name, entropy, retry).await?;
+    passed()
+        .lock()
+        .expect("probe cache")
+        .insert(name.to_string());
     Ok(())
 }
 

@@ -295,12 +295,20 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let retry = Retry::new(opts.entropy.clone());
     let mut job = load_job(reg, &opts.job_uri, &retry).await?;
     let base = reg.with_s3(job.spec.s3.clone());
-    // Leases and commits need a store that refuses a second create.
-    crate::protocol::probe::require_create_only(&base, &job.uri, &opts.entropy, &retry).await?;
     let counts = Arc::new(RequestCounts::default());
     let coord = base.counting_into(counts.clone());
     job.spec = with_assets(&coord, &job, &retry, opts.gpu).await?;
     let store = coord.open(&job.uri).map_err(JobError::from)?;
+    // Leases and commits need a store that refuses a second create.
+    let name = coord.describe(&job.uri);
+    crate::protocol::probe::require_create_only(
+        store.as_ref(),
+        &job.uri,
+        &name,
+        &opts.entropy,
+        &retry,
+    )
+    .await?;
     let worker_id = opts
         .worker_id
         .clone()

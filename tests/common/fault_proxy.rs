@@ -68,6 +68,8 @@ struct State {
     rng: u64,
     fired: Vec<Fired>,
     requests: u64,
+    /// Every request's method and path, in order.
+    seen: Vec<(String, String)>,
     /// Requests (method and path) that already met a fault: their retries pass, so
     /// faults never pile up on one request beyond what a client's retries absorb.
     faulted: std::collections::HashSet<(String, String)>,
@@ -84,6 +86,7 @@ impl State {
 
     fn pick(&mut self, method: &str, path: &str) -> Option<Kind> {
         self.requests += 1;
+        self.seen.push((method.to_string(), path.to_string()));
         let key = (method.to_string(), path.to_string());
         let faulted = self.faulted.contains(&key);
         for i in 0..self.rules.len() {
@@ -198,6 +201,17 @@ impl FaultProxy {
     /// How many faults of `kind` fired.
     pub fn fired_of(&self, kind: Kind) -> usize {
         self.fired().iter().filter(|f| f.kind == kind).count()
+    }
+
+    /// How many requests with `method` had a path containing `path_contains`.
+    pub fn seen(&self, method: &str, path_contains: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|(m, p)| m == method && p.contains(path_contains))
+            .count()
     }
 
     /// Requests seen so far.
