@@ -13,7 +13,7 @@ use common::*;
 use fault_proxy::{FaultProxy, Kind};
 use futures::TryStreamExt;
 use mdf::clock::{Entropy, MockClock};
-use mdf::protocol::io::Retry;
+use mdf::protocol::io::{Retry, put_json};
 use mdf::protocol::lease::{Claim, CommitOutcome, LeaseCtx};
 use mdf::protocol::records::{CommitRecord, LeaseRecord};
 use mdf::spec::S3Settings;
@@ -152,6 +152,31 @@ async fn every_http_fault_on_claim_renew_and_commit_leaves_the_lease_ours() {
         let c = read_json(&direct, &commit).await;
         assert_eq!(c["write_id"], rec.write_id.as_str(), "{kind:?}");
     }
+}
+
+/// A plain PUT (worker stats, `_manifest.json`) answered 409 `OperationAborted` is
+/// retried, not reported as "already exists".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_409_on_a_plain_put_is_retried() {
+    let Some(ep) = endpoint() else { return };
+    let (_, bucket, direct) = test_s3().expect("endpoint set");
+    let proxy = FaultProxy::start(&ep, 14);
+    let store = mdf_store(&proxy.endpoint, &bucket);
+    let retry = Retry::new(Entropy::seeded(6));
+    let root = format!("s3faults-put-{}", Entropy::from_os().hex_id(6));
+    for (n, kind) in [Kind::OperationAborted, Kind::Conflict]
+        .into_iter()
+        .enumerate()
+    {
+        let p = Path::from(format!("{root}/workers/w{n}.json"));
+        proxy.fail("PUT", p.as_ref(), kind, 1);
+        let v = serde_json::json!({ "n": n });
+        put_json(store.as_ref(), &p, &v, &retry)
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(read_json(&direct, &p).await, v, "{kind:?}");
+    }
+    assert_eq!(proxy.fired().len(), 2);
 }
 
 /// Spec of a small job: two phases, exact dedup, so leases, commits and the shuffle

@@ -3,7 +3,7 @@
 //! a response cut off after the request went out) and maps 409 to `AlreadyExists`;
 //! for a conditional create both turn a write that landed, or one that S3 asked to
 //! repeat, into "another writer was first": a lost lease, a task error. So creates go
-//! through a second client with no retries of its own, and a 409
+//! through a second client with no retries of its own, and a 409 on any PUT
 //! (`ConditionalRequestConflict`, `OperationAborted`) comes back as a transient error;
 //! `protocol::io::create_bytes` retries it and reads back its `write_id` after any
 //! attempt that may have landed. Every other request keeps object_store's retries.
@@ -60,15 +60,16 @@ pub fn build(
     )))
 }
 
-/// Routes create-only PUTs to a client without retries and reports S3's 409 as a
-/// transient error.
+/// Routes create-only PUTs to a client without retries and reports S3's 409 on any
+/// PUT as a transient error (on a plain PUT it is `OperationAborted`, never "already
+/// exists").
 #[derive(Debug)]
 struct S3Creates {
     main: Arc<dyn ObjectStore>,
     create: Arc<dyn ObjectStore>,
 }
 
-/// A create answered 409: S3 asks to repeat it (`ConditionalRequestConflict`: another
+/// A PUT answered 409: S3 asks to repeat it (`ConditionalRequestConflict`: another
 /// conditional write to the key was in flight; `OperationAborted`). object_store
 /// reports 412 and 304 as `AlreadyExists` wrapping its own `Precondition` /
 /// `NotModified`, and a bare 409 as `AlreadyExists` wrapping the HTTP error.
@@ -95,13 +96,15 @@ impl ObjectStore for S3Creates {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        if opts.mode != PutMode::Create {
-            return self.main.put_opts(location, payload, opts).await;
-        }
-        match self.create.put_opts(location, payload, opts).await {
+        let r = if opts.mode == PutMode::Create {
+            self.create.put_opts(location, payload, opts).await
+        } else {
+            self.main.put_opts(location, payload, opts).await
+        };
+        match r {
             Err(e) if is_conflict(&e) => Err(object_store::Error::Generic {
                 store: "S3",
-                source: format!("409 Conflict on create, to be retried: {e}").into(),
+                source: format!("409 Conflict on PUT, to be retried: {e}").into(),
             }),
             r => r,
         }
