@@ -7,9 +7,18 @@
 //! that the manifest does not list. The pipeline includes an exact dedup, so the
 //! shuffle phases are under fire too.
 //!
-//! Longer runs: `scripts/chaos.sh` (MDF_CHAOS_KILLS, MDF_CHAOS_WORKERS, MDF_CHAOS_FILES).
+//! On S3, submit and workers reach the server through the fault-injecting HTTP proxy
+//! (`tests/common/fault_proxy.rs`) at a low rate (MDF_CHAOS_HTTP_FAULTS, per kind and
+//! request; default 0.003): 409 on creates, 500 after the write applied, 503
+//! SlowDown, reset connections and responses dropped after the write applied.
+//!
+//! Longer runs: `scripts/chaos.sh` (MDF_CHAOS_KILLS, MDF_CHAOS_WORKERS, MDF_CHAOS_FILES,
+//! MDF_CHAOS_HTTP_FAULTS).
 mod common;
+#[path = "common/fault_proxy.rs"]
+mod fault_proxy;
 use common::*;
+use fault_proxy::{FaultProxy, Kind};
 use object_store::ObjectStoreExt;
 use std::collections::BTreeSet;
 use std::process::{Child, Stdio};
@@ -26,11 +35,28 @@ fn env_or(name: &str, default: usize) -> usize {
 struct Place {
     root: String,
     s3: Option<(String, std::sync::Arc<dyn object_store::ObjectStore>)>,
+    /// On S3: the fault proxy that submit and the workers go through.
+    proxy: Option<FaultProxy>,
 }
 
 impl Place {
+    /// The S3 environment, through the fault proxy when there is one.
     fn aws(&self, cmd: &mut std::process::Command) {
+        match &self.proxy {
+            Some(p) => self.aws_at(cmd, &p.endpoint),
+            None => self.aws_direct(cmd),
+        }
+    }
+
+    /// The S3 environment, straight to the server.
+    fn aws_direct(&self, cmd: &mut std::process::Command) {
         if let Some((ep, _)) = &self.s3 {
+            self.aws_at(cmd, ep);
+        }
+    }
+
+    fn aws_at(&self, cmd: &mut std::process::Command, ep: &str) {
+        if self.s3.is_some() {
             cmd.env("AWS_ENDPOINT_URL", ep)
                 .env("AWS_ACCESS_KEY_ID", "test")
                 .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -155,13 +181,35 @@ fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
     let d = tempfile::tempdir().unwrap();
     let tag = mdf::clock::Entropy::from_os().hex_id(6);
     let place = match test_s3() {
-        Some((ep, bucket, s3)) => Place {
-            root: format!("s3://{bucket}/chaos-{tag}"),
-            s3: Some((ep, std::sync::Arc::new(s3))),
-        },
+        Some((ep, bucket, s3)) => {
+            let proxy = FaultProxy::start(&ep, 0xC4A05);
+            let p: f64 = std::env::var("MDF_CHAOS_HTTP_FAULTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.003);
+            for kind in [Kind::Conflict, Kind::OperationAborted] {
+                proxy.random("PUT", "/leases/", kind, p);
+                proxy.random("PUT", "/commits/", kind, p);
+            }
+            for kind in [
+                Kind::InternalError,
+                Kind::SlowDown,
+                Kind::Reset,
+                Kind::DropResponse,
+            ] {
+                proxy.random("PUT", "", kind, p);
+                proxy.random("GET", "", kind, p);
+            }
+            Place {
+                root: format!("s3://{bucket}/chaos-{tag}"),
+                s3: Some((ep, std::sync::Arc::new(s3))),
+                proxy: Some(proxy),
+            }
+        }
         None => Place {
             root: d.path().join("place").display().to_string(),
             s3: None,
+            proxy: None,
         },
     };
     // Inputs: every document twice (in two files), so the dedup has work.
@@ -256,9 +304,21 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    if let Some(p) = &place.proxy {
+        let fired = p.fired();
+        eprintln!(
+            "chaos: {} of {} HTTP requests faulted by the proxy",
+            fired.len(),
+            p.requests()
+        );
+        assert!(
+            !fired.is_empty(),
+            "the workers went through the fault proxy"
+        );
+    }
     let mut st = mdf();
     st.args(["status", &job, "--json"]);
-    place.aws(&mut st);
+    place.aws_direct(&mut st);
     let v: serde_json::Value = serde_json::from_slice(&run_ok(&mut st).stdout).unwrap();
     assert_eq!(v["succeeded"], true, "{v:#}");
     assert!(kills >= kills_wanted);
@@ -284,7 +344,7 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     ])
     .arg(format!("{}/jobs-ref", place.root))
     .args(["--set", "stages.throttle.params.records_per_sec=100000000"]);
-    place.aws(&mut r);
+    place.aws_direct(&mut r);
     run_ok(&mut r);
     let mut a = ids.clone();
     let mut b = ids_of(&place.list(&rt, "out-ref"));

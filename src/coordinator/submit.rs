@@ -142,6 +142,15 @@ pub async fn submit(
             Err(SubmitError::Conflict { uri: job_uri })
         };
     }
+    // Leases and commits need a store that refuses a second create.
+    crate::protocol::probe::require_create_only(
+        store.as_ref(),
+        &job,
+        &reg.describe(&job),
+        entropy,
+        &retry,
+    )
+    .await?;
     // The output and rejects prefixes must be this job's own: finalize sweeps them.
     let inputs: Vec<String> = plan.files.iter().map(|f| f.uri.clone()).collect();
     super::ownership::check(spec, reg, &root, &job, &inputs, &retry).await?;

@@ -25,6 +25,10 @@ pub enum ProtoError {
     /// A listing still lacks objects that must exist (a lagging LIST); worth retrying.
     #[error("incomplete listing of {path}: {message}")]
     Incomplete { path: String, message: String },
+    #[error(
+        "store {store} does not refuse a second create of {path}: mdf needs conditional create (PUT with If-None-Match: *) for its leases and commits; use a store that supports it (AWS S3 does; older MinIO and Ceph releases do not)"
+    )]
+    NoConditionalCreate { store: String, path: String },
 }
 
 impl ProtoError {

@@ -3,6 +3,7 @@
 //! this module must never read record data or call operators.
 pub mod io;
 pub mod lease;
+pub mod probe;
 pub mod records;
 
 use crate::store::Uri;

@@ -1,6 +1,7 @@
 //! A fault-injecting [`ObjectStore`] wrapper, the one place where storage failures are
 //! simulated: an error before the write, the write landing but its response lost,
-//! latency, 503 SlowDown, 409 Conflict and 403 AccessDenied. Tests script faults
+//! latency, 503 SlowDown, 409 Conflict, 403 AccessDenied, and a create-only PUT
+//! that overwrites (a store that ignores `If-None-Match`). Tests script faults
 //! through [`FaultStore`];
 //! worker processes in chaos tests get them from `MDF_FAULTS`
 //! (`op:kind:probability[:path-substring]`, comma separated, e.g.
@@ -45,6 +46,9 @@ pub enum Fault {
     SlowDown,
     /// Fails with a 409 Conflict, without doing anything.
     Conflict,
+    /// A create-only PUT overwrites like a plain PUT (a store that ignores
+    /// `If-None-Match`).
+    IgnoreCreate,
     /// Fails with 403 AccessDenied, as a store answers bad or insufficient
     /// credentials (moto accepts any, so this is how they are tested).
     Denied,
@@ -206,6 +210,7 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                 "slowdown" => Fault::SlowDown,
                 "conflict" => Fault::Conflict,
                 "denied" => Fault::Denied,
+                "ignorecreate" => Fault::IgnoreCreate,
                 k if k.starts_with("latency=") => Fault::Latency(Duration::from_millis(
                     k[8..]
                         .parse()
@@ -252,7 +257,16 @@ impl FaultStore {
     where
         F: std::future::Future<Output = Result<T>>,
     {
-        match self.state.pick(op, path.as_ref()) {
+        self.under(self.state.pick(op, path.as_ref()), path, f)
+            .await
+    }
+
+    /// Runs `f` under `fault`.
+    async fn under<T, F>(&self, fault: Option<Fault>, path: &Path, f: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        match fault {
             None => f.await,
             Some(Fault::ErrorBefore) => Err(injected("injected error before the request")),
             Some(Fault::SlowDown) => Err(injected(
@@ -266,6 +280,9 @@ impl FaultStore {
                 source: "403 AccessDenied: the credentials may not access this key (injected)"
                     .into(),
             }),
+            // `put_opts` has turned its create into an overwrite; any other request
+            // runs as it is.
+            Some(Fault::IgnoreCreate) => f.await,
             Some(Fault::Latency(d)) => {
                 tokio::time::sleep(d).await;
                 f.await
@@ -296,8 +313,13 @@ impl ObjectStore for FaultStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.guard(
-            Op::Put,
+        let mut opts = opts;
+        let fault = self.state.pick(Op::Put, location.as_ref());
+        if fault == Some(Fault::IgnoreCreate) {
+            opts.mode = object_store::PutMode::Overwrite;
+        }
+        self.under(
+            fault,
             location,
             self.inner.put_opts(location, payload, opts),
         )

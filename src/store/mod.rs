@@ -6,6 +6,7 @@
 //! a [`CountingStore`], so every request is counted. Nothing here knows about jobs.
 pub mod counting;
 pub mod fault;
+pub mod s3;
 
 pub use counting::{CountingStore, RequestCounts, RequestSnapshot};
 
@@ -216,17 +217,32 @@ impl Registry {
         })
     }
 
-    fn build_s3(&self, bucket: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
-        use object_store::aws::AmazonS3Builder;
-        use object_store::{ClientOptions, RetryConfig};
-        let s3 = &self.inner.s3;
-        let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
-        let endpoint = s3
+    /// The S3 endpoint from the spec or the standard variables; `None`: AWS.
+    fn s3_endpoint(&self) -> Option<String> {
+        self.inner
+            .s3
             .endpoint
             .clone()
             .or_else(|| std::env::var("AWS_ENDPOINT_URL_S3").ok())
             .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-            .filter(|e| !e.is_empty());
+            .filter(|e| !e.is_empty())
+    }
+
+    /// Names the store of `uri` for messages and caches: the store, and for S3 the
+    /// endpoint it is reached at (`s3://b at http://127.0.0.1:9000`).
+    pub fn describe(&self, uri: &Uri) -> String {
+        match (uri.store.starts_with("s3://"), self.s3_endpoint()) {
+            (true, Some(ep)) => format!("{} at {ep}", uri.store),
+            _ => uri.store.clone(),
+        }
+    }
+
+    fn build_s3(&self, bucket: &str) -> object_store::Result<Arc<dyn ObjectStore>> {
+        use object_store::ClientOptions;
+        use object_store::aws::AmazonS3Builder;
+        let s3 = &self.inner.s3;
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        let endpoint = self.s3_endpoint();
         let mut opts = ClientOptions::new()
             .with_timeout(std::time::Duration::from_secs(60))
             .with_connect_timeout(std::time::Duration::from_secs(10));
@@ -248,15 +264,7 @@ impl Registry {
         if s3.anonymous_buckets.iter().any(|a| a == bucket) {
             b = b.with_skip_signature(true);
         }
-        let retry = RetryConfig {
-            max_retries: 8,
-            retry_timeout: std::time::Duration::from_secs(180),
-            ..Default::default()
-        };
-        let store = b.with_client_options(opts).with_retry(retry).build()?;
-        let limited =
-            object_store::limit::LimitStore::new(store, s3.max_concurrent_requests.max(1));
-        Ok(Arc::new(limited))
+        crate::store::s3::build(b, opts, s3.max_concurrent_requests)
     }
 }
 

@@ -317,6 +317,16 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let coord = base.counting_into(counts.clone());
     job.spec = with_assets(&coord, &job, &retry, opts.gpu).await?;
     let store = coord.open(&job.uri).map_err(JobError::from)?;
+    // Leases and commits need a store that refuses a second create.
+    let name = coord.describe(&job.uri);
+    crate::protocol::probe::require_create_only(
+        store.as_ref(),
+        &job.uri,
+        &name,
+        &opts.entropy,
+        &retry,
+    )
+    .await?;
     let worker_id = opts
         .worker_id
         .clone()
