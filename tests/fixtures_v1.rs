@@ -74,10 +74,10 @@ fn records_from_a_newer_format_are_refused() {
         .unwrap(),
     )
     .unwrap();
-    v["version"] = 2.into();
+    v["version"] = 3.into();
     let e = decode::<CommitRecord>(&Path::from("c.json"), v.to_string().as_bytes()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "corrupt record at c.json: c.json: written by a newer mdf (format version 2, this build reads up to 1)"
+        "corrupt record at c.json: c.json: written by a newer mdf (format version 3, this build reads up to 2)"
     );
 }

@@ -224,8 +224,57 @@ fn a_job_never_sweeps_another_jobs_prefix() {
         "{}",
         stderr(&o)
     );
+    // `output.overwrite` is about the output: it never takes a shared rejects prefix.
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out3\", overwrite: true"),
+        &format!("rejects: {{uri: \"{dp}/rejects\"}}"),
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("rejects.uri: "), "{}", stderr(&o));
     assert_eq!(files_under(&d.path().join("rejects")), rejects_before);
     assert!(output_ids(&d.path().join("out1")).len() > 50);
+}
+
+/// `output.overwrite: true` replaces a finished job's output, never that of a job still
+/// running (its workers would go on publishing into the prefix the new job sweeps).
+#[test]
+fn overwrite_waits_for_the_previous_job_to_finish() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(44, 60));
+    let jobs = d.path().join("jobs");
+    let s = prefix_spec(d.path(), &format!("uri: \"{dp}/out\""), "");
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let first = stdout(&o).lines().last().unwrap().to_string();
+    let again = |words: &str| {
+        let s = prefix_spec(
+            d.path(),
+            &format!("uri: \"{dp}/out\", overwrite: true"),
+            &format!("# {words}"),
+        );
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs)
+            .output()
+            .unwrap()
+    };
+    let o = again("while the first runs");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("has not finished"), "{}", stderr(&o));
+    run_ok(mdf().args(["worker", "--job", &first]));
+    let o = again("after it finished");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(output_ids(&d.path().join("out")).len() > 30);
 }
 
 /// Item 2: finalize deletes stray objects only under a prefix whose owner marker names
@@ -255,9 +304,21 @@ fn finalize_sweeps_only_a_prefix_it_owns() {
     std::fs::remove_file(&marker).unwrap();
     std::fs::write(d.path().join("rej/keep.txt"), "mine").unwrap();
     std::fs::write(d.path().join("out/stray.txt"), "old").unwrap();
+    // A nested prefix with a marker of its own is another job's: never swept.
+    std::fs::create_dir_all(d.path().join("out/sub")).unwrap();
+    std::fs::write(
+        d.path().join("out/sub/_mdf_owner.json"),
+        r#"{"version": 2, "job_id": "other", "job_uri": "file:///elsewhere/jobs/other", "role": "output"}"#,
+    )
+    .unwrap();
+    std::fs::write(d.path().join("out/sub/part.parquet"), "theirs").unwrap();
     run_ok(mdf().args(["worker", "--job", &job]));
     assert!(d.path().join("rej/keep.txt").exists(), "not swept");
     assert!(!d.path().join("out/stray.txt").exists(), "swept");
+    assert!(
+        d.path().join("out/sub/part.parquet").exists(),
+        "nested prefix kept"
+    );
     assert!(output_ids(&d.path().join("out")).len() > 30);
 }
 
@@ -471,7 +532,7 @@ fn a_changed_asset_file_is_not_reused() {
         write_spec(
             d.path(),
             &format!(
-                "name: assets\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - op: url_filter\n    params: {{domains: [\"{1}\"]}}\n    end_phase: true\n  - op: text_length\noutput: {{uri: \"{0}/{out}\"}}\njob: {{poll_millis: 20}}\n",
+                "name: assets\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - op: url_filter\n    params: {{domains: [\"{1}\"]}}\n    end_phase: true\n  - op: text_length\noutput: {{uri: \"{0}/{out}\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
                 d.path().display(),
                 list.display()
             ),
@@ -502,6 +563,20 @@ fn a_changed_asset_file_is_not_reused() {
         20,
         "site1.org is now blocked too"
     );
+    // The same spec run again after the list changed is a new job, not the old one
+    // found complete.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&list, "site2.org\n").unwrap();
+    let s = spec("o2");
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    assert!(stderr(&o).contains("submitted job"), "{}", stderr(&o));
+    let urls = strings(&output_batches(&d.path().join("o2")), "url");
+    assert_eq!(urls.len(), 40);
+    assert!(urls.iter().all(|u| !u.contains("site2.org")), "{urls:?}");
 }
 
 /// Old jobs keep working: a job.json written before owner markers and asset pins (the

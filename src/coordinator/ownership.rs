@@ -120,8 +120,18 @@ pub async fn check(
             ));
             continue;
         }
+        // `output.overwrite` replaces a previous job's output, never a shared rejects
+        // prefix (that job's rejects would be swept), and never a job still running.
+        let overwrite = spec.output.overwrite && *field == "output.uri";
         match foreign_owner(reg, prefix, job_uri, retry).await? {
-            Some((at, m)) if at != *prefix || !spec.output.overwrite => {
+            Some((at, m)) if at == *prefix && overwrite && !finished(reg, &m, retry).await? => {
+                err(format!(
+                    "{shown} is the output of job {} ({}), which has not finished; output.overwrite replaces a finished job's output only: wait for it, or choose another prefix",
+                    m.job_id, m.job_uri
+                ));
+                continue;
+            }
+            Some((at, m)) if at != *prefix || !overwrite => {
                 let whose = if at == *prefix {
                     format!("{shown} is")
                 } else {
@@ -131,7 +141,7 @@ pub async fn check(
                     "{whose} owned by job {} ({}); every job needs prefixes of its own{}",
                     m.job_id,
                     m.job_uri,
-                    if at == *prefix {
+                    if at == *prefix && *field == "output.uri" {
                         " (or set output.overwrite: true to replace that job's output)"
                     } else {
                         ""
@@ -156,7 +166,7 @@ pub async fn check(
                 let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
                 if let Some(t) = read_marker(reg, &at, retry).await?
                     && t.job_uri != job_uri.to_uri_string()
-                    && !(here && spec.output.overwrite)
+                    && !(here && overwrite)
                 {
                     blocker = Some(format!(
                         "{shown} holds the output of job {} ({}, marker {}); every job needs prefixes of its own",
@@ -168,10 +178,15 @@ pub async fn check(
                 }
                 continue;
             }
-            if !spec.output.overwrite {
+            if !overwrite {
                 blocker = Some(format!(
-                    "{shown} is not empty (it holds {}); choose an empty prefix or set output.overwrite: true",
-                    m.location
+                    "{shown} is not empty (it holds {}); choose an empty prefix{}",
+                    m.location,
+                    if *field == "output.uri" {
+                        " or set output.overwrite: true"
+                    } else {
+                        " (output.overwrite never applies to a rejects prefix of its own)"
+                    }
                 ));
                 break;
             }
@@ -185,6 +200,30 @@ pub async fn check(
     } else {
         Err(SpecErrors(errors).into())
     }
+}
+
+/// Whether the job a marker names has finished (its finalize task committed), or never
+/// came to exist (a submit that crashed after writing the marker).
+async fn finished(reg: &Registry, m: &OwnerMarker, retry: &Retry) -> Result<bool, ProtoError> {
+    use crate::protocol::JobPaths;
+    use crate::protocol::records::{FINALIZE, JobManifest};
+    let Ok((store, uri)) = reg.resolve(&m.job_uri) else {
+        return Ok(true);
+    };
+    let paths = JobPaths::new(uri);
+    let Some(job) =
+        crate::protocol::io::get_json::<JobManifest>(store.as_ref(), &paths.job_json(), retry)
+            .await?
+    else {
+        return Ok(true);
+    };
+    Ok(get_bytes(
+        store.as_ref(),
+        &paths.commit(FINALIZE, &job.finalize_task),
+        retry,
+    )
+    .await?
+    .is_some())
 }
 
 async fn read_marker(
@@ -257,7 +296,7 @@ pub async fn write_markers(
         {
             let other: OwnerMarker = decode(&at.path, &b)?;
             if other.job_uri != marker.job_uri {
-                if !spec.output.overwrite {
+                if !(spec.output.overwrite && field == "output.uri") {
                     return Err(SpecErrors(vec![FieldError {
                         path: field.into(),
                         message: format!(

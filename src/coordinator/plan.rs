@@ -530,7 +530,16 @@ pub fn hash16(parts: &[&str]) -> String {
 /// input that changes a phase's output is in it: the mdf version, the input format,
 /// schema and download settings, each stage's operator and parameters, the version of
 /// each asset file a stage loads, and the output settings of the last phase.
-pub fn fingerprints(spec: &Spec, input_schema: &Schema, assets: &Assets) -> Vec<String> {
+///
+/// A phase that ends in a dedup writes its keys cut into the dedup's partitions, so
+/// the resolved partition count (`partitions` maps phase index to it) is part of that
+/// phase's fingerprint: a map task is never reused into a shuffle cut another way.
+pub fn fingerprints(
+    spec: &Spec,
+    input_schema: &Schema,
+    assets: &Assets,
+    partitions: &std::collections::BTreeMap<usize, u32>,
+) -> Vec<String> {
     let phases = spec.phases();
     let mut prev = serde_json::to_string(&json!({
         "format": spec.input.format,
@@ -555,6 +564,9 @@ pub fn fingerprints(spec: &Spec, input_schema: &Schema, assets: &Assets) -> Vec<
             json!({"stages": stages, "protocol": VERSION, "batch_rows": spec.job.batch_rows});
         if !used.is_empty() {
             what["assets"] = json!(used);
+        }
+        if let Some(n) = partitions.get(&pi) {
+            what["dedup_partitions"] = json!(n);
         }
         if pi + 1 == phases.len() {
             let o = &spec.output;
@@ -627,8 +639,13 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let cols = input_columns(spec, reg, &files).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
-    let fps = fingerprints(spec, &input_schema, &assets);
     let phases_idx = spec.phases();
+    let partitions = phases_idx
+        .iter()
+        .enumerate()
+        .filter_map(|(pi, idxs)| Some((pi, dedup_partitions(spec.dedup_ending(idxs)?.1, &files))))
+        .collect();
+    let fps = fingerprints(spec, &input_schema, &assets, &partitions);
     let groups = split(
         &files,
         spec.input.format,
@@ -647,16 +664,10 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             .flatten()
             .map(|(i, d)| {
                 let map_phase = phases.len() - 1;
-                // ~2 KiB of input per record; each record's key entries.
-                let keys_bytes = plan_input_bytes(&files) / 2048
-                    * d.kind.keys_per_record()
-                    * (d.kind.entry_bytes() + 8);
                 DedupPhase {
                     stage: spec.stages[i].name.clone(),
                     params: d.clone(),
-                    partitions: d
-                        .partitions
-                        .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32),
+                    partitions: dedup_partitions(d, &files),
                     map_phase,
                     step: 0,
                 }
@@ -788,6 +799,16 @@ pub fn shuffle_identity(map_fp: &str, partitions: u32, map_tasks: &[TaskManifest
     hash16(&["shuffle", map_fp, &partitions.to_string(), set.as_str()])
 }
 
+/// A dedup's key partitions (= reduce tasks): `params.partitions`, or for `auto` about
+/// 128 MiB of keys each, from the input size (~2 KiB of input per record, each
+/// record's key entries).
+pub fn dedup_partitions(d: &crate::ops::dedup::DedupParams, files: &[InputFile]) -> u32 {
+    let keys_bytes =
+        plan_input_bytes(files) / 2048 * d.kind.keys_per_record() * (d.kind.entry_bytes() + 8);
+    d.partitions
+        .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32)
+}
+
 fn plan_input_bytes(files: &[InputFile]) -> u64 {
     files.iter().map(|f| f.size).sum()
 }
@@ -902,14 +923,20 @@ mod tests {
                 },
             )])
         };
-        let base = fingerprints(&spec("a"), &schema, &v("e1"));
-        assert_eq!(base, fingerprints(&spec("a"), &schema, &v("e1")));
+        let none = Default::default();
+        let fp = |ua: &str, etag: &str, parts: &std::collections::BTreeMap<usize, u32>| {
+            fingerprints(&spec(ua), &schema, &v(etag), parts)
+        };
+        let base = fp("a", "e1", &none);
+        assert_eq!(base, fp("a", "e1", &none));
+        assert_ne!(base, fp("b", "e1", &none), "download");
+        assert_ne!(base, fp("a", "e2", &none), "asset");
+        let parts = std::collections::BTreeMap::from([(0, 7)]);
         assert_ne!(
             base,
-            fingerprints(&spec("b"), &schema, &v("e1")),
-            "download"
+            fp("a", "e1", &parts),
+            "partitions of a dedup's map phase"
         );
-        assert_ne!(base, fingerprints(&spec("a"), &schema, &v("e2")), "asset");
     }
 
     #[test]

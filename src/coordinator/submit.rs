@@ -63,10 +63,15 @@ impl From<SpecErrors> for SubmitError {
     }
 }
 
-/// Hash of what a job computes: the resolved spec and the input files.
+/// Hash of what a job computes: the resolved spec, the input files and the versions
+/// of the operators' asset files (a re-run after a block list changed is a new job,
+/// not the old one resumed).
 pub fn plan_hash(spec: &Spec, plan: &Plan) -> String {
     let mut h = blake3::Hasher::new();
     h.update(spec.hash().as_bytes());
+    if !plan.assets.is_empty() {
+        h.update(&serde_json::to_vec(&plan.assets).expect("json"));
+    }
     for f in &plan.files {
         h.update(
             format!(

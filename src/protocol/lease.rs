@@ -158,7 +158,11 @@ impl LeaseCtx<'_> {
                 until_ms: now + self.ttl_ms,
             });
         }
-        let Some(top) = self.latest(dir).await? else {
+        let top = self.latest(dir).await?;
+        // Observed now, after the listing and read (which retries may stretch): an
+        // observation is never dated before the record could have been seen.
+        let now = self.clock.now_ms();
+        let Some(top) = top else {
             let h = new_attempt(0, 0, None, 0);
             return Ok(match self.try_create(h, 0).await? {
                 Some(held) => Claim::Acquired(held),

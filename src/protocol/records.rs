@@ -7,8 +7,12 @@ use arrow_schema::Schema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The protocol version this build writes.
-pub const VERSION: u32 = 1;
+/// The protocol version this build writes. Version 2 (issue 22): jobs own their output
+/// and rejects prefixes through `_mdf_owner.json` markers, pin assets and inputs to
+/// their planned etags, and derive dedup fingerprints from the shuffle. A version-1
+/// build must not run such a job (its finalize would sweep a shared rejects prefix),
+/// so it refuses the records as newer; this build reads version-1 records as before.
+pub const VERSION: u32 = 2;
 
 /// Name of the phase that publishes the output manifest.
 pub const FINALIZE: &str = "finalize";

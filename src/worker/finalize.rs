@@ -134,21 +134,44 @@ pub async fn run(
             "a prefix does not carry this job's owner marker: nothing in it is deleted"
         );
     }
+    // (prefix, sweep, the prefix whose marker owns it)
     let mut prefixes = if lance {
-        vec![(out_uri.child("data"), false)]
+        vec![(out_uri.child("data"), false, out_uri.clone())]
     } else {
-        vec![(out_uri.clone(), sweep_out)]
+        vec![(out_uri.clone(), sweep_out, out_uri.clone())]
     };
     if lance || !rej_in_out {
-        prefixes.push((rej_uri.clone(), sweep_rej));
+        let owner = if rej_in_out {
+            out_uri.clone()
+        } else {
+            rej_uri.clone()
+        };
+        prefixes.push((rej_uri.clone(), sweep_rej, owner));
     }
     let manifest_uri = out_uri.child(MANIFEST).to_uri_string();
-    for (prefix, sweep) in &prefixes {
+    for (prefix, sweep, owner) in &prefixes {
         let s = reg.open(prefix).map_err(|e| err(&e))?;
-        for m in list_all(s.as_ref(), &prefix.path, &ctx.retry)
+        let listed = list_all(s.as_ref(), &prefix.path, &ctx.retry)
             .await
-            .map_err(|e| err(&e))?
-        {
+            .map_err(|e| err(&e))?;
+        // A subtree with an owner marker of its own is another job's prefix (ours sit
+        // at the owned prefixes themselves): nothing in it is ever deleted.
+        let nested: Vec<Path> = listed
+            .iter()
+            .filter(|m| m.location.filename() == Some(OWNER_MARKER))
+            .filter_map(|m| {
+                let parts: Vec<_> = m.location.parts().collect();
+                let parent = Path::from_iter(parts[..parts.len() - 1].iter().cloned());
+                (parent != prefix.path).then_some(parent)
+            })
+            .collect();
+        // The marker is read again just before deleting: the prefix may have changed
+        // hands (an overwrite) while this task listed it.
+        let sweep = *sweep && (!job.manifest.owner_markers || marks_us(owner.clone()).await?);
+        for m in listed {
+            if nested.iter().any(|n| m.location.prefix_matches(n)) {
+                continue;
+            }
             let u = Uri {
                 store: prefix.store.clone(),
                 path: m.location.clone(),
@@ -162,7 +185,7 @@ pub async fn run(
                     && rej_uri.path != out_uri.path);
             if wanted.contains(&u) {
                 existing.insert(u);
-            } else if *sweep
+            } else if sweep
                 && u != manifest_uri
                 && m.location.filename() != Some(OWNER_MARKER)
                 && !lances
@@ -219,6 +242,12 @@ pub async fn run(
         rejects,
         failed_tasks: failed,
     };
+    if job.manifest.owner_markers && !marks_us(out_uri.clone()).await? {
+        return Err(format!(
+            "{} is no longer this job's output (its owner marker names another job): the manifest is not written",
+            out_uri.to_uri_string()
+        ));
+    }
     let ms = reg.open(&out_uri).map_err(|e| err(&e))?;
     let mpath = out_uri.child(MANIFEST).path;
     put_json(ms.as_ref(), &mpath, &manifest, &ctx.retry)

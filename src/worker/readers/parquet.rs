@@ -8,8 +8,8 @@ use crate::records::{ID, SOURCE_ID, file_key, record_id};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
@@ -25,9 +25,9 @@ pub struct ObjectReader {
     pub store: Arc<dyn ObjectStore>,
     pub path: Path,
     pub size: u64,
-    /// The planned version: single-range reads (the footer first of all) are pinned
-    /// to it, so a file rewritten after planning fails with `Precondition` instead
-    /// of being read under the old size. Coalesced column-chunk reads are not.
+    /// The planned version: every read (the footer, the coalesced column chunks) is
+    /// pinned to it, so a file rewritten after planning fails with `Precondition`
+    /// instead of being read under the old size and offsets.
     pub etag: Option<String>,
 }
 
@@ -57,10 +57,12 @@ impl AsyncFileReader for ObjectReader {
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
-            self.store
-                .get_ranges(&self.path, &ranges)
-                .await
-                .map_err(|e| ParquetError::External(Box::new(e)))
+            let r = match &self.etag {
+                None => self.store.get_ranges(&self.path, &ranges).await,
+                // Pinned: coalesced like get_ranges, each request If-Match the plan.
+                Some(etag) => pinned_ranges(self.store.as_ref(), &self.path, etag, &ranges).await,
+            };
+            r.map_err(|e| ParquetError::External(Box::new(e)))
         })
     }
 
@@ -77,6 +79,47 @@ impl AsyncFileReader for ObjectReader {
             Ok(Arc::new(md))
         })
     }
+}
+
+/// Reads `ranges` of the object's version `etag`: ranges less than 1 MiB apart are
+/// fetched as one request (as object_store's `get_ranges` does), up to 10 at a time,
+/// each a GET with `If-Match`.
+async fn pinned_ranges(
+    store: &dyn ObjectStore,
+    path: &Path,
+    etag: &str,
+    ranges: &[Range<u64>],
+) -> object_store::Result<Vec<Bytes>> {
+    const GAP: u64 = 1 << 20;
+    let mut sorted: Vec<Range<u64>> = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::new();
+    for r in sorted {
+        match merged.last_mut() {
+            Some(m) if r.start <= m.end.saturating_add(GAP) => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    let fetched: Vec<Bytes> =
+        futures::stream::iter(merged.iter().cloned().map(|range| async move {
+            let opts = object_store::GetOptions {
+                range: Some(range.into()),
+                if_match: Some(etag.to_string()),
+                ..Default::default()
+            };
+            store.get_opts(path, opts).await?.bytes().await
+        }))
+        .buffered(10)
+        .try_collect()
+        .await?;
+    Ok(ranges
+        .iter()
+        .map(|r| {
+            let i = merged.partition_point(|m| m.start <= r.start) - 1;
+            let m = &merged[i];
+            fetched[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
+        })
+        .collect())
 }
 
 /// Types a planned schema uses for a Parquet column (large/view strings → Utf8).
@@ -208,7 +251,17 @@ pub fn read(
         let batch = match next {
             None => break,
             Some(Ok(b)) => b,
-            Some(Err(ParquetError::External(e))) => return Err(storage(e.to_string())),
+            Some(Err(ParquetError::External(e))) => {
+                if let Some(object_store::Error::Precondition { .. }) =
+                    e.downcast_ref::<object_store::Error>()
+                {
+                    return Err(ReadError::Changed {
+                        uri: slice.uri.clone(),
+                        message: e.to_string(),
+                    });
+                }
+                return Err(storage(e.to_string()));
+            }
             Some(Err(e)) => {
                 let at = first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg;
                 out(Item::Rejects(vec![file_reject(
