@@ -714,6 +714,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
                         PhaseKind::Propagate
                     },
                     dedup: Some(DedupPhase { step, ..dd.clone() }),
+                    task_digest: Some(digest_of(&list)),
                 });
                 tasks.push(list);
             }
@@ -770,6 +771,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
                 PhaseKind::Map
             },
             dedup,
+            task_digest: Some(digest_of(&list)),
         });
         tasks.push(list);
     }
@@ -807,6 +809,13 @@ pub fn dedup_partitions(d: &crate::ops::dedup::DedupParams, files: &[InputFile])
         plan_input_bytes(files) / 2048 * d.kind.keys_per_record() * (d.kind.entry_bytes() + 8);
     d.partitions
         .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32)
+}
+
+/// The [`PhasePlan::task_digest`] of a phase's tasks.
+fn digest_of(tasks: &[TaskManifest]) -> String {
+    let mut ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    ids.sort_unstable();
+    crate::protocol::records::task_digest(&ids)
 }
 
 fn plan_input_bytes(files: &[InputFile]) -> u64 {

@@ -181,8 +181,13 @@ async fn status_with(
             let ids = if name == FINALIZE {
                 vec![job.manifest.finalize_task.clone()]
             } else {
-                crate::protocol::planned_task_ids(store.as_ref(), &job.paths, &name, total, retry)
-                    .await?
+                let plan = job
+                    .manifest
+                    .phases
+                    .iter()
+                    .find(|p| p.name == name)
+                    .expect("a planned phase");
+                crate::protocol::planned_task_ids(store.as_ref(), &job.paths, plan, retry).await?
             };
             locations.extend(
                 ids.iter()

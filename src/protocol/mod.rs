@@ -133,10 +133,27 @@ pub fn task_of(path: &Path) -> Option<String> {
 pub async fn planned_task_ids(
     store: &dyn object_store::ObjectStore,
     paths: &JobPaths,
-    phase: &str,
-    planned: u64,
+    plan: &records::PhasePlan,
     retry: &io::Retry,
 ) -> Result<Vec<String>, io::ProtoError> {
+    planned_task_ids_within(
+        store,
+        paths,
+        plan,
+        retry,
+        std::time::Duration::from_secs(120),
+    )
+    .await
+}
+
+async fn planned_task_ids_within(
+    store: &dyn object_store::ObjectStore,
+    paths: &JobPaths,
+    plan: &records::PhasePlan,
+    retry: &io::Retry,
+    limit: std::time::Duration,
+) -> Result<Vec<String>, io::ProtoError> {
+    let (phase, planned) = (plan.name.as_str(), plan.tasks);
     let prefix = paths.tasks(phase);
     let mut waited = std::time::Duration::ZERO;
     let mut n = 0u32;
@@ -149,20 +166,32 @@ pub async fn planned_task_ids(
         v.sort();
         v.dedup();
         let found = v.len() as u64;
-        if found == planned {
+        let digest_ok = || {
+            plan.task_digest
+                .as_deref()
+                .is_none_or(|d| d == records::task_digest(&v))
+        };
+        if found == planned && digest_ok() {
             return Ok(v);
         }
         if found > planned {
             return Err(io::ProtoError::Corrupt {
                 path: prefix.to_string(),
-                message: format!("{found} task manifests where the plan has {planned}"),
+                message: format!(
+                    "{found} task manifests where the plan has {planned}: stray manifests (a crashed submit of another plan under this job id?); submit under a new job id"
+                ),
             });
         }
-        if waited >= std::time::Duration::from_secs(120) {
+        if waited >= limit {
             return Err(io::ProtoError::Incomplete {
                 path: prefix.to_string(),
                 message: format!(
-                    "the listing shows {found} of the {planned} planned task manifests after {}s; the store's LIST lags or manifests were deleted",
+                    "the listing shows {found} of the {planned} planned task manifests{} after {}s; the store's LIST lags, or manifests were deleted or replaced",
+                    if found == planned {
+                        " (not the planned ids)"
+                    } else {
+                        ""
+                    },
                     waited.as_secs()
                 ),
             });
@@ -185,6 +214,47 @@ pub async fn planned_task_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn task_ids_are_believed_only_when_they_are_the_planned_ones() {
+        use object_store::ObjectStoreExt;
+        let store = object_store::memory::InMemory::new();
+        let paths = JobPaths::new(Uri::parse("memory://t/jobs/j").unwrap());
+        let plan: records::PhasePlan = serde_json::from_value(serde_json::json!({
+            "name": "p00", "fingerprint": "f", "stages": [],
+            "input_schema": {"fields": [], "metadata": {}},
+            "output_schema": {"fields": [], "metadata": {}},
+            "last": true, "gpu": false, "tasks": 2,
+            "task_digest": records::task_digest(&["a", "b"]),
+        }))
+        .unwrap();
+        let mut retry = io::Retry::new(crate::clock::Entropy::seeded(1));
+        retry.base = std::time::Duration::from_millis(1);
+        let put = |t: &str| {
+            let p = paths.task("p00", t);
+            let s = &store;
+            async move { s.put(&p, "{}".into()).await.unwrap() }
+        };
+        let short = std::time::Duration::from_millis(300);
+        put("a").await;
+        put("stray").await;
+        // Two manifests, as planned, but one is not a planned task (a lagging LIST
+        // leaves b out): never believed.
+        let e = planned_task_ids_within(&store, &paths, &plan, &retry, short)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("not the planned ids"), "{e}");
+        put("b").await;
+        let e = planned_task_ids_within(&store, &paths, &plan, &retry, short)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("stray"), "{e}");
+        store.delete(&paths.task("p00", "stray")).await.unwrap();
+        let ids = planned_task_ids_within(&store, &paths, &plan, &retry, short)
+            .await
+            .unwrap();
+        assert_eq!(ids, ["a", "b"]);
+    }
 
     #[test]
     fn commit_record_files_must_be_staged_by_this_job_or_a_reused_sibling() {

@@ -43,6 +43,22 @@ pub struct PhasePlan {
     /// For the three phases of a dedup stage: its plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup: Option<DedupPhase>,
+    /// blake3 of the phase's sorted task ids, one per line (format version 2): a
+    /// listing of its task manifests is believed only when it hashes to this, so a
+    /// stray manifest (left by a crashed submit of another plan under the same job
+    /// id) can never stand in for a planned task that a lagging LIST left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_digest: Option<String>,
+}
+
+/// The [`PhasePlan::task_digest`] of sorted task ids.
+pub fn task_digest<S: AsRef<str>>(sorted_ids: &[S]) -> String {
+    let mut h = blake3::Hasher::new();
+    for id in sorted_ids {
+        h.update(id.as_ref().as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex().to_string()
 }
 
 /// The role of a phase.

@@ -282,8 +282,7 @@ async fn earlier_keys(
     let ids = crate::protocol::planned_task_ids(
         store.as_ref(),
         &old.paths,
-        map_name,
-        old.manifest.phases[od.map_phase].tasks,
+        &old.manifest.phases[od.map_phase],
         &ctx.retry,
     )
     .await

@@ -355,7 +355,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     names.push(FINALIZE.to_string());
     let mut ids = Vec::new();
     for p in &job.manifest.phases {
-        ids.push(planned_task_ids(store.as_ref(), &job.paths, &p.name, p.tasks, &retry).await?);
+        ids.push(planned_task_ids(store.as_ref(), &job.paths, p, &retry).await?);
     }
     ids.push(vec![job.manifest.finalize_task.clone()]);
     let _ = ctx.ids.set(ids.clone());
