@@ -277,26 +277,32 @@ fn overwrite_waits_for_the_previous_job_to_finish() {
     assert!(output_ids(&d.path().join("out")).len() > 30);
 }
 
-/// Item 2: finalize deletes stray objects only under a prefix whose owner marker names
-/// its job; without the marker (say a user removed it) nothing there is deleted.
-#[test]
-fn finalize_sweeps_only_a_prefix_it_owns() {
-    let d = tempfile::tempdir().unwrap();
-    let dp = d.path().display().to_string();
-    let mut lines = docs(43, 60);
+/// Submits (without running) a job over 60 documents and a bad line, writing to `out`
+/// with its rejects in a prefix of their own, `rej`; returns the job URI.
+fn submit_with_own_rejects(dir: &Path, seed: u64) -> String {
+    let dp = dir.display().to_string();
+    let mut lines = docs(seed, 60);
     lines.insert(3, "{not json".into());
-    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    write_lines(&dir.join("in/a.jsonl"), &lines);
     let s = prefix_spec(
-        d.path(),
+        dir,
         &format!("uri: \"{dp}/out\""),
         &format!("rejects: {{uri: \"{dp}/rej\"}}"),
     );
     let o = run_ok(
         mdf()
             .args(["submit", s.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs")),
+            .arg(dir.join("jobs")),
     );
-    let job = stdout(&o).lines().last().unwrap().to_string();
+    stdout(&o).lines().last().unwrap().to_string()
+}
+
+/// Item 2: finalize deletes stray objects only under a prefix whose owner marker names
+/// its job; without the marker (say a user removed it) nothing there is deleted.
+#[test]
+fn finalize_sweeps_only_a_prefix_it_owns() {
+    let d = tempfile::tempdir().unwrap();
+    let job = submit_with_own_rejects(d.path(), 43);
     let marker = d.path().join("rej/_mdf_owner.json");
     assert!(marker.exists(), "submit marks the rejects prefix");
     assert!(d.path().join("out/_mdf_owner.json").exists());
@@ -585,21 +591,7 @@ fn a_changed_asset_file_is_not_reused() {
 #[test]
 fn a_job_planned_before_owner_markers_still_completes() {
     let d = tempfile::tempdir().unwrap();
-    let dp = d.path().display().to_string();
-    let mut lines = docs(71, 60);
-    lines.insert(5, "{not json".into());
-    write_lines(&d.path().join("in/a.jsonl"), &lines);
-    let s = prefix_spec(
-        d.path(),
-        &format!("uri: \"{dp}/out\""),
-        &format!("rejects: {{uri: \"{dp}/rej\"}}"),
-    );
-    let o = run_ok(
-        mdf()
-            .args(["submit", s.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job = submit_with_own_rejects(d.path(), 71);
     let job_json = d
         .path()
         .join("jobs/jobs")

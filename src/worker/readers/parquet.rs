@@ -81,6 +81,24 @@ impl AsyncFileReader for ObjectReader {
     }
 }
 
+/// The read error for a storage failure under the Parquet reader: the planned version
+/// gone (`input_changed`), or a storage error to retry.
+fn store_error(
+    slice: &InputSlice,
+    e: &(dyn std::error::Error + Send + Sync + 'static),
+) -> ReadError {
+    match e.downcast_ref::<object_store::Error>() {
+        Some(object_store::Error::Precondition { .. }) => ReadError::Changed {
+            uri: slice.uri.clone(),
+            message: e.to_string(),
+        },
+        _ => ReadError::Storage {
+            uri: slice.uri.clone(),
+            message: e.to_string(),
+        },
+    }
+}
+
 /// Reads `ranges` of the object's version `etag`: ranges less than 1 MiB apart are
 /// fetched as one request (as object_store's `get_ranges` does), up to 10 at a time,
 /// each a GET with `If-Match`.
@@ -192,15 +210,7 @@ pub fn read(
             {
                 return Ok(reject_file("input_missing", e.to_string(), out));
             }
-            if let Some(object_store::Error::Precondition { .. }) =
-                e.downcast_ref::<object_store::Error>()
-            {
-                return Err(ReadError::Changed {
-                    uri: slice.uri.clone(),
-                    message: e.to_string(),
-                });
-            }
-            return Err(storage(e.to_string()));
+            return Err(store_error(slice, &*e));
         }
         Err(e) => return Ok(reject_file("corrupt_input", e.to_string(), out)),
     };
@@ -251,17 +261,7 @@ pub fn read(
         let batch = match next {
             None => break,
             Some(Ok(b)) => b,
-            Some(Err(ParquetError::External(e))) => {
-                if let Some(object_store::Error::Precondition { .. }) =
-                    e.downcast_ref::<object_store::Error>()
-                {
-                    return Err(ReadError::Changed {
-                        uri: slice.uri.clone(),
-                        message: e.to_string(),
-                    });
-                }
-                return Err(storage(e.to_string()));
-            }
+            Some(Err(ParquetError::External(e))) => return Err(store_error(slice, &*e)),
             Some(Err(e)) => {
                 let at = first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg;
                 out(Item::Rejects(vec![file_reject(
