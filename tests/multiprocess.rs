@@ -622,3 +622,68 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     assert_eq!(a.len(), 4800, "every record");
     assert_eq!(a, b, "same record ids as a clean run");
 }
+
+/// A zombie whose last upload was in flight when it was paused: the file lands only
+/// when it resumes, after the rescuer's finalize janitor has run. Fenced, the zombie
+/// must delete it itself, or it stays in the job forever.
+#[test]
+fn a_zombie_deletes_what_it_staged_after_the_janitor_ran() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    // One task of about 0.6 s, whose staged uploads each take 3 s more.
+    let spec = slow_spec_n(d.path(), &out, 1);
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    let zombie_log = d.path().join("zombie.log");
+    let mut zombie = mdf()
+        .args(["worker", "--job", &job, "--worker-id", "zombie"])
+        .env("MDF_FAULTS", "put:latency=3000:1:/staging/")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&zombie_log).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let first = loop {
+        let l = files_under(&job_dir.join("leases/p00"));
+        if let Some(f) = l.first() {
+            break job_dir.join("leases/p00").join(f);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no lease taken");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // 2 s in: the records are processed, the first upload is still in flight.
+    std::thread::sleep(Duration::from_millis(2000));
+    unsafe { libc::kill(zombie.id() as i32, libc::SIGSTOP) };
+    let lease: serde_json::Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
+    let attempt = lease["attempt"].as_str().unwrap().to_string();
+    assert!(
+        files_under(&job_dir.join("staging")).is_empty(),
+        "the zombie's upload landed before it was paused; the test needs it in flight"
+    );
+
+    let mut rescuer = worker(&job, "rescuer");
+    wait_all(std::slice::from_mut(&mut rescuer), Duration::from_secs(60));
+    assert_eq!(status_json(&job)["succeeded"], true);
+
+    unsafe { libc::kill(zombie.id() as i32, libc::SIGCONT) };
+    wait_all(std::slice::from_mut(&mut zombie), Duration::from_secs(30));
+    let log = std::fs::read_to_string(&zombie_log).unwrap();
+    assert!(
+        log.contains("0 committed") && log.contains("1 fenced"),
+        "{log}"
+    );
+    let left: Vec<String> = files_under(&job_dir.join("staging"))
+        .into_iter()
+        .filter(|f| f.contains(&attempt))
+        .collect();
+    assert!(left.is_empty(), "the zombie's late files remain: {left:?}");
+    let ids = output_ids(&out);
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+}
