@@ -5,7 +5,9 @@
 //! still complete with exactly the output of a clean single-worker run: the same
 //! record ids, no duplicates, none missing, and no object under the output prefix
 //! that the manifest does not list. The pipeline includes an exact dedup, so the
-//! shuffle phases are under fire too.
+//! shuffle phases are under fire too. Some victims are not killed but paused
+//! (SIGSTOP) past the lease TTL and resumed (SIGCONT): zombies that must find
+//! themselves fenced.
 //!
 //! On S3, submit and workers reach the server through the fault-injecting HTTP proxy
 //! (`tests/common/fault_proxy.rs`) at a low rate (MDF_CHAOS_HTTP_FAULTS, per kind and
@@ -13,7 +15,7 @@
 //! SlowDown, reset connections and responses dropped after the write applied.
 //!
 //! Longer runs: `scripts/chaos.sh` (MDF_CHAOS_KILLS, MDF_CHAOS_WORKERS, MDF_CHAOS_FILES,
-//! MDF_CHAOS_HTTP_FAULTS).
+//! MDF_CHAOS_HTTP_FAULTS, MDF_CHAOS_PAUSE_EVERY).
 mod common;
 #[path = "common/fault_proxy.rs"]
 mod fault_proxy;
@@ -268,6 +270,7 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
         c.spawn().unwrap()
     };
     let mut live: Vec<Child> = (0..n_workers).map(|i| spawn(format!("w{i}"))).collect();
+    let mut zombies = Zombies::new(env_or("MDF_CHAOS_PAUSE_EVERY", 5));
     let mut x = 0x9E37_79B9u64;
     let mut kills = 0;
     let t0 = Instant::now();
@@ -277,18 +280,27 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
             "chaos took too long"
         );
         std::thread::sleep(Duration::from_millis(120 + (x % 120)));
+        zombies.resume_due(&mut live);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         let i = (x as usize) % live.len();
         let mut victim = live.swap_remove(i);
         if victim.try_wait().unwrap().is_none() {
-            victim.kill().unwrap();
-            kills += 1;
+            match zombies.maybe_pause(victim) {
+                None => {}
+                Some(mut v) => {
+                    v.kill().unwrap();
+                    kills += 1;
+                    v.wait().unwrap();
+                }
+            }
+        } else {
+            victim.wait().unwrap();
         }
-        victim.wait().unwrap();
         live.push(spawn(format!("k{kills}-{}", x % 1000)));
     }
+    zombies.resume_all(&mut live);
     // Let the survivors finish.
     let t1 = Instant::now();
     for c in live.iter_mut() {
@@ -353,8 +365,68 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     assert_eq!(a.len(), b.len(), "none missing, none extra");
     assert_eq!(a, b, "the same records as a clean single-worker run");
     eprintln!(
-        "chaos: {kills} SIGKILLs, {n_workers} workers, {} s, {} records kept",
+        "chaos: {kills} SIGKILLs, {} zombies, {n_workers} workers, {} s, {} records kept",
+        zombies.paused,
         t0.elapsed().as_secs(),
         a.len()
     );
+}
+
+/// Zombies: every `every`-th victim is paused with SIGSTOP instead of killed and
+/// resumed with SIGCONT once its leases have expired (TTL 2 s), so other workers
+/// have taken its tasks over; it must then find itself fenced and commit nothing.
+struct Zombies {
+    every: usize,
+    victims: usize,
+    paused: usize,
+    /// Paused workers and when to resume them.
+    asleep: Vec<(Child, Instant)>,
+}
+
+impl Zombies {
+    /// Past the 2 s lease TTL, with room for a takeover.
+    const PAUSE: Duration = Duration::from_millis(3500);
+
+    fn new(every: usize) -> Self {
+        Zombies {
+            every,
+            victims: 0,
+            paused: 0,
+            asleep: Vec::new(),
+        }
+    }
+
+    /// Pauses `victim` if its turn has come (it then wakes up later); else hands it
+    /// back to be killed.
+    fn maybe_pause(&mut self, victim: Child) -> Option<Child> {
+        self.victims += 1;
+        if self.every == 0 || !self.victims.is_multiple_of(self.every) {
+            return Some(victim);
+        }
+        unsafe { libc::kill(victim.id() as i32, libc::SIGSTOP) };
+        self.paused += 1;
+        self.asleep.push((victim, Instant::now() + Self::PAUSE));
+        None
+    }
+
+    /// Resumes the zombies whose pause is over; they rejoin the live workers.
+    fn resume_due(&mut self, live: &mut Vec<Child>) {
+        let now = Instant::now();
+        let (due, asleep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.asleep)
+            .into_iter()
+            .partition(|(_, t)| *t <= now);
+        self.asleep = asleep;
+        for (c, _) in due {
+            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
+            live.push(c);
+        }
+    }
+
+    /// Resumes every zombie (after the pause they are owed) before the end.
+    fn resume_all(&mut self, live: &mut Vec<Child>) {
+        if let Some(last) = self.asleep.iter().map(|(_, t)| *t).max() {
+            std::thread::sleep(last.saturating_duration_since(Instant::now()));
+        }
+        self.resume_due(live);
+    }
 }

@@ -453,3 +453,237 @@ fn held_pass2(job_dir: &Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// A zombie: a worker paused (SIGSTOP) mid-task while it holds the lease and has
+/// staged a file, for longer than the lease TTL. Another worker takes the task over
+/// and finishes the job; then the zombie resumes (SIGCONT). It must find itself
+/// fenced and commit nothing: the output equals a clean run's, no record twice, and
+/// no staged file of the zombie's attempt is left.
+#[test]
+fn a_paused_zombie_is_fenced_on_resume_and_leaves_nothing_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    // Two tasks of 2,400 records of ~800 bytes: past the 1 MiB target, a task stages
+    // its first file about half way through (at 1,000 records/s).
+    let words = ["alpha", "beta", "gamma", "delta", "crawl", "token", "model"];
+    for f in 0..2u64 {
+        let mut x = 0x2545_f491_4f6c_dd1du64 ^ f;
+        let lines: Vec<String> = (0..2400)
+            .map(|i| {
+                let text: Vec<&str> = (0..130)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        words[(x % 7) as usize]
+                    })
+                    .collect();
+                serde_json::json!({"url": format!("https://z.org/{f}/{i}"), "text": text.join(" ")})
+                    .to_string()
+            })
+            .collect();
+        write_lines(&d.path().join(format!("in/{f}.jsonl")), &lines);
+    }
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            r#"
+name: zombie
+input: {{uris: ["{0}/in/*.jsonl"]}}
+stages:
+  - op: throttle
+    params: {{records_per_sec: 1000}}
+  - op: text_length
+output: {{uri: "{1}", target_file_bytes: 1MiB}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, batch_rows: 50}}
+"#,
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    let zombie_log = d.path().join("zombie.log");
+    let mut zombie = mdf()
+        .args(["worker", "--job", &job, "--worker-id", "zombie"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&zombie_log).unwrap())
+        .spawn()
+        .unwrap();
+
+    // Pause it as soon as it has staged a file (complete, not a temporary one).
+    let t0 = Instant::now();
+    let staged = loop {
+        let done: Vec<String> = files_under(&job_dir.join("staging"))
+            .into_iter()
+            .filter(|f| f.ends_with(".parquet") && !f.contains('#'))
+            .collect();
+        if let Some(f) = done.first() {
+            unsafe { libc::kill(zombie.id() as i32, libc::SIGSTOP) };
+            break f.clone();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the worker staged no file"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // `p00/<task>/<attempt>/<file>`: the zombie's task and attempt.
+    let parts: Vec<&str> = staged.split('/').collect();
+    let (task, attempt) = (parts[1].to_string(), parts[2].to_string());
+    assert!(
+        !job_dir.join(format!("commits/p00/{task}.json")).exists(),
+        "the zombie was paused after committing; the test needs it mid-task"
+    );
+    let leases = files_under(&job_dir.join(format!("leases/p00/{task}")));
+    let last: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(job_dir.join(format!("leases/p00/{task}/{}", leases.last().unwrap())))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (last["kind"].as_str(), last["worker"].as_str()),
+        (Some("lease"), Some("zombie")),
+        "the zombie holds the lease while paused"
+    );
+
+    // Another worker takes the task over once the lease expires and finishes the job.
+    let mut rescuer = worker(&job, "rescuer");
+    wait_all(std::slice::from_mut(&mut rescuer), Duration::from_secs(90));
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    let took_over = files_under(&job_dir.join(format!("leases/p00/{task}")))
+        .iter()
+        .map(|f| {
+            let p = job_dir.join(format!("leases/p00/{task}/{f}"));
+            serde_json::from_slice::<serde_json::Value>(&std::fs::read(p).unwrap()).unwrap()
+        })
+        .any(|v| v["worker"] == "rescuer" && v["lost"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        took_over,
+        "the rescuer took the zombie's expired lease over"
+    );
+
+    // The zombie wakes up: fenced, it commits nothing and exits.
+    unsafe { libc::kill(zombie.id() as i32, libc::SIGCONT) };
+    wait_all(std::slice::from_mut(&mut zombie), Duration::from_secs(30));
+    let log = std::fs::read_to_string(&zombie_log).unwrap();
+    assert!(
+        log.contains("worker zombie: 0 committed, 0 failed, 0 released, 1 fenced"),
+        "{log}"
+    );
+    for phase in ["p00", "finalize"] {
+        for f in files_under(&job_dir.join("commits").join(phase)) {
+            let p = job_dir.join("commits").join(phase).join(&f);
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+            assert_ne!(
+                v["worker"], "zombie",
+                "{phase}/{f} was committed by the zombie"
+            );
+            assert_ne!(v["attempt"].as_str(), Some(attempt.as_str()));
+        }
+    }
+    let left: Vec<String> = files_under(&job_dir.join("staging"))
+        .into_iter()
+        .filter(|f| f.contains(&attempt))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the zombie's staged files remain: {left:?}"
+    );
+
+    // The output: every record once, as in a clean run.
+    let ids = output_ids(&out);
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+    assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
+    let out2 = d.path().join("out-ref");
+    run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--workers", "1", "-o"])
+            .arg(&out2)
+            .args([
+                "--set",
+                "stages.throttle.params.records_per_sec=1000000",
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs-ref")),
+    );
+    let mut a = ids;
+    let mut b = output_ids(&out2);
+    a.sort();
+    b.sort();
+    assert_eq!(a.len(), 4800, "every record");
+    assert_eq!(a, b, "same record ids as a clean run");
+}
+
+/// A zombie whose last upload was in flight when it was paused: the file lands only
+/// when it resumes, after the rescuer's finalize janitor has run. Fenced, the zombie
+/// must delete it itself, or it stays in the job forever.
+#[test]
+fn a_zombie_deletes_what_it_staged_after_the_janitor_ran() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    // One task of about 0.6 s, whose staged uploads each take 3 s more.
+    let spec = slow_spec_n(d.path(), &out, 1);
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    let zombie_log = d.path().join("zombie.log");
+    let mut zombie = mdf()
+        .args(["worker", "--job", &job, "--worker-id", "zombie"])
+        .env("MDF_FAULTS", "put:latency=3000:1:/staging/")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&zombie_log).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let first = loop {
+        let l = files_under(&job_dir.join("leases/p00"));
+        if let Some(f) = l.first() {
+            break job_dir.join("leases/p00").join(f);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no lease taken");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // 2 s in: the records are processed, the first upload is still in flight.
+    std::thread::sleep(Duration::from_millis(2000));
+    unsafe { libc::kill(zombie.id() as i32, libc::SIGSTOP) };
+    let lease: serde_json::Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
+    let attempt = lease["attempt"].as_str().unwrap().to_string();
+    assert!(
+        files_under(&job_dir.join("staging")).is_empty(),
+        "the zombie's upload landed before it was paused; the test needs it in flight"
+    );
+
+    let mut rescuer = worker(&job, "rescuer");
+    wait_all(std::slice::from_mut(&mut rescuer), Duration::from_secs(60));
+    assert_eq!(status_json(&job)["succeeded"], true);
+
+    unsafe { libc::kill(zombie.id() as i32, libc::SIGCONT) };
+    wait_all(std::slice::from_mut(&mut zombie), Duration::from_secs(30));
+    let log = std::fs::read_to_string(&zombie_log).unwrap();
+    assert!(
+        log.contains("0 committed") && log.contains("1 fenced"),
+        "{log}"
+    );
+    let left: Vec<String> = files_under(&job_dir.join("staging"))
+        .into_iter()
+        .filter(|f| f.contains(&attempt))
+        .collect();
+    assert!(left.is_empty(), "the zombie's late files remain: {left:?}");
+    let ids = output_ids(&out);
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no duplicates");
+}

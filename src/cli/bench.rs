@@ -334,6 +334,7 @@ async fn protocol(
             clock: Arc::new(SystemClock),
             entropy: Entropy::from_os(),
             shutdown: Default::default(),
+            give_up_after: None,
         };
         hs.push(tokio::spawn(async move { worker::run(&reg, o).await }));
     }

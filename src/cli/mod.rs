@@ -171,6 +171,10 @@ enum Cmd {
         /// A GPU worker also takes CPU tasks when no GPU task is ready.
         #[arg(long)]
         cpu_work: bool,
+        /// Exit with an error once the store has been unavailable this long (seconds);
+        /// by default a worker waits out any outage, backing off up to 30 s a try.
+        #[arg(long, value_name = "SECS")]
+        give_up_after: Option<u64>,
     },
     /// Show a job's progress: tasks per phase, the operator table, requests and cost.
     ///
@@ -418,6 +422,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             worker_id,
             resources,
             cpu_work,
+            give_up_after,
         } => {
             let gpu = match resources.as_str() {
                 "cpu" => false,
@@ -441,6 +446,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     clock: Arc::new(SystemClock),
                     entropy: Entropy::from_os(),
                     shutdown,
+                    give_up_after: give_up_after.map(std::time::Duration::from_secs),
                 };
                 let r = worker::run(&reg, opts).await?;
                 eprintln!(
@@ -581,6 +587,7 @@ async fn run_local(
             clock: Arc::new(SystemClock),
             entropy: Entropy::from_os(),
             shutdown: shutdown.clone(),
+            give_up_after: None,
         };
         handles.push(tokio::spawn(async move { worker::run(&reg, opts).await }));
     }

@@ -177,6 +177,10 @@ pub struct JobSettings {
     pub batch_bytes: usize,
     pub channel_batches: usize,
     pub poll_millis: u64,
+    /// Tries per storage request in a worker before its error surfaces (the worker
+    /// then backs off as in an outage), and the first backoff between them.
+    pub retry_attempts: u32,
+    pub retry_base_millis: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -777,6 +781,8 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     let batch_bytes = o.opt_bytes("batch_bytes").unwrap_or(8 << 20).max(1) as usize;
     let channel_batches = o.u64_in("channel_batches", 4, 1, 1024) as usize;
     let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
+    let retry_attempts = o.u64_in("retry_attempts", 8, 1, 100) as u32;
+    let retry_base_millis = o.u64_in("retry_base_millis", 25, 1, 60_000);
     o.finish();
     JobSettings {
         task_bytes,
@@ -791,6 +797,8 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
         batch_bytes,
         channel_batches,
         poll_millis,
+        retry_attempts,
+        retry_base_millis,
     }
 }
 

@@ -1,11 +1,13 @@
 //! A fault-injecting [`ObjectStore`] wrapper, the one place where storage failures are
 //! simulated: an error before the write, the write landing but its response lost,
-//! latency, 503 SlowDown, 409 Conflict, 403 AccessDenied, and a create-only PUT
-//! that overwrites (a store that ignores `If-None-Match`). Tests script faults
-//! through [`FaultStore`];
+//! latency, 503 SlowDown, 409 Conflict, 403 AccessDenied, a create-only PUT that
+//! overwrites (a store that ignores `If-None-Match`), an outage window (from the Nth
+//! matching request, every matching request fails for a while: the store is down) and
+//! a lagging LIST. Tests script faults through [`FaultStore`];
 //! worker processes in chaos tests get them from `MDF_FAULTS`
 //! (`op:kind:probability[:path-substring]`, comma separated, e.g.
-//! `put:after:0.05:commits/,get:latency=200:0.1,any:slowdown:0.02,get:denied:1:in/`;
+//! `put:after:0.05:commits/,get:latency=200:0.1,any:slowdown:0.02,get:denied:1:in/`,
+//! `any:outage=3000@200:1` for 3 s from the 200th request;
 //! seed from `MDF_FAULTS_SEED`). Injected errors look like a store's errors: transient
 //! ones retried, AccessDenied not. A `panic:<stage>:<substring>` rule is no store's:
 //! it makes that stage's operator panic on records containing the substring.
@@ -20,7 +22,7 @@ use object_store::{
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which requests a rule applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +57,9 @@ pub enum Fault {
     /// A listing leaves out objects written less than this long ago, as the LIST of
     /// an eventually consistent S3-compatible store does (listings only).
     ListLag(Duration),
+    /// From the `after`-th matching request on, every matching request fails with a
+    /// 503 for `millis` ms (a regional outage), without doing anything; then none.
+    Outage { after: u64, millis: u64 },
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +77,8 @@ struct State {
     rules: Vec<Rule>,
     rng: StdRng,
     fired: u64,
+    /// Per outage rule (by index): matching requests seen, and when its window began.
+    windows: Vec<(u64, Option<Instant>)>,
 }
 
 /// Shared fault configuration; wraps stores.
@@ -84,6 +91,7 @@ impl Wrapper {
             rules,
             rng: StdRng::seed_from_u64(seed),
             fired: 0,
+            windows: Vec::new(),
         })))
     }
 
@@ -134,8 +142,14 @@ impl Wrapper {
 
     fn pick(&self, op: Op, path: &str) -> Option<Fault> {
         let mut st = self.0.lock().expect("faults");
-        let State { rules, rng, fired } = &mut *st;
-        for r in rules.iter_mut() {
+        let State {
+            rules,
+            rng,
+            fired,
+            windows,
+        } = &mut *st;
+        windows.resize(rules.len(), (0, None));
+        for (r, w) in rules.iter_mut().zip(windows.iter_mut()) {
             if (r.op != Op::Any && r.op != op)
                 || r.remaining == Some(0)
                 || r.path_contains
@@ -143,6 +157,17 @@ impl Wrapper {
                     .is_some_and(|p| !path.contains(p))
             {
                 continue;
+            }
+            if let Fault::Outage { after, millis } = r.fault {
+                w.0 += 1;
+                if w.1.is_none() && w.0 >= after.max(1) {
+                    w.1 = Some(Instant::now());
+                }
+                let down =
+                    w.1.is_some_and(|t| t.elapsed() < Duration::from_millis(millis));
+                if !down {
+                    continue;
+                }
             }
             if r.probability >= 1.0 || rng.random::<f64>() < r.probability {
                 if let Some(n) = &mut r.remaining {
@@ -221,6 +246,14 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                         .parse()
                         .map_err(|_| format!("fault rule {r:?}: bad lag"))?,
                 )),
+                k if k.starts_with("outage=") => {
+                    let bad = || format!("fault rule {r:?}: expected outage=MILLIS@N");
+                    let (ms, n) = k[7..].split_once('@').ok_or_else(bad)?;
+                    Fault::Outage {
+                        millis: ms.parse().map_err(|_| bad())?,
+                        after: n.parse().map_err(|_| bad())?,
+                    }
+                }
                 k => return Err(format!("fault rule {r:?}: unknown kind {k:?}")),
             };
             let probability: f64 = parts[2]
@@ -274,6 +307,9 @@ impl FaultStore {
             )),
             Some(Fault::Conflict) => Err(injected(
                 "409 Conflict: a conflicting operation is in progress (injected)",
+            )),
+            Some(Fault::Outage { .. }) => Err(injected(
+                "503 Service Unavailable: the store is down (injected outage)",
             )),
             Some(Fault::Denied) => Err(object_store::Error::PermissionDenied {
                 path: path.to_string(),
@@ -359,7 +395,8 @@ impl ObjectStore for FaultStore {
                 | Fault::ErrorAfter
                 | Fault::SlowDown
                 | Fault::Conflict
-                | Fault::Denied,
+                | Fault::Denied
+                | Fault::Outage { .. },
             ) => Box::pin(futures::stream::once(async {
                 Err(injected("injected list failure"))
             })),
@@ -439,6 +476,45 @@ mod tests {
         assert_eq!(r[3].fault, Fault::ListLag(Duration::from_millis(1500)));
         assert_eq!(r[1].fault, Fault::Latency(Duration::from_millis(20)));
         assert!(parse_rules("put:explode:1").is_err());
+        let r = parse_rules("any:outage=1500@40:1").unwrap();
+        assert_eq!(
+            r[0].fault,
+            Fault::Outage {
+                after: 40,
+                millis: 1500
+            }
+        );
+        assert!(parse_rules("any:outage=1500:1").is_err());
+    }
+
+    #[tokio::test]
+    async fn an_outage_fails_every_request_from_the_nth_for_its_window() {
+        let w = Wrapper::new(parse_rules("any:outage=300@3:1").unwrap(), 1);
+        let s = w.wrap(Arc::new(InMemory::new()));
+        let p = Path::from("k");
+        assert!(s.put(&p, "x".into()).await.is_ok());
+        assert!(s.get(&p).await.is_ok());
+        // The third request opens the window: everything fails, lists included.
+        for _ in 0..3 {
+            let e = s.get(&p).await.unwrap_err();
+            assert!(crate::protocol::io::is_transient(&e), "{e}");
+        }
+        assert!(s.put(&Path::from("j"), "y".into()).await.is_err());
+        assert!(
+            futures::StreamExt::next(&mut s.list(None))
+                .await
+                .unwrap()
+                .is_err()
+        );
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        // Over: the store answers again, and the failed put did nothing.
+        assert!(s.get(&p).await.is_ok());
+        assert!(
+            s.get(&Path::from("j"))
+                .await
+                .is_err_and(|e| matches!(e, object_store::Error::NotFound { .. }))
+        );
+        assert_eq!(w.fired(), 5);
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ pub mod keyspill;
 #[cfg(feature = "lance")]
 pub mod lance_out;
 pub mod near;
+pub mod outage;
 pub mod pipeline;
 pub mod publish;
 pub mod readers;
@@ -46,6 +47,9 @@ pub struct WorkerOptions {
     pub entropy: Entropy,
     /// Set on SIGTERM: stop claiming, hand leases back, exit.
     pub shutdown: Arc<AtomicBool>,
+    /// Stop (with an error) once the store has been unavailable this long; `None`:
+    /// wait out any outage.
+    pub give_up_after: Option<Duration>,
 }
 
 /// What a worker did.
@@ -69,6 +73,8 @@ pub enum WorkerError {
     Proto(#[from] ProtoError),
     #[error("{0}")]
     Plan(String),
+    #[error("storage unavailable for {secs} s, giving up (--give-up-after): {last}")]
+    Outage { secs: u64, last: String },
 }
 
 /// Shared, read-only context of one worker.
@@ -256,6 +262,8 @@ async fn with_assets(
                 })
                 .await
                 .map_err(|e| match e {
+                    // An outage, not a bad asset: the caller waits it out.
+                    e if crate::protocol::io::is_transient(&e) => ProtoError::store(&uri.path, e).into(),
                     object_store::Error::Precondition { .. } => WorkerError::Plan(format!(
                         "stage {}: {}: input_changed: {} was rewritten after the job was planned; submit a new job to use the new version",
                         st.name, a.param, a.uri
@@ -309,13 +317,32 @@ impl View {
 }
 
 /// Runs a worker until the job is complete, `max_tasks` is reached, or shutdown.
+///
+/// A storage error that outlasts the request retries does not end it: the worker
+/// backs off and tries again (see [`outage`]) until `give_up_after`, if set. Only a
+/// missing job, denied access or a corrupt record end it at once.
 pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, WorkerError> {
-    let retry = Retry::new(opts.entropy.clone());
-    let mut job = load_job(reg, &opts.job_uri, &retry).await?;
+    let mut outage =
+        outage::Outage::new(opts.clock.clone(), opts.entropy.clone(), opts.give_up_after);
+    let mut retry = Retry::new(opts.entropy.clone());
+    let mut job = loop {
+        match load_job(reg, &opts.job_uri, &retry).await {
+            Ok(j) => break j,
+            Err(e) => outage.back_off(e.into()).await?,
+        }
+    };
+    retry.attempts = job.spec.job.retry_attempts;
+    retry.base = Duration::from_millis(job.spec.job.retry_base_millis);
     let base = reg.with_s3(job.spec.s3.clone());
     let counts = Arc::new(RequestCounts::default());
     let coord = base.counting_into(counts.clone());
-    job.spec = with_assets(&coord, &job, &retry, opts.gpu).await?;
+    job.spec = loop {
+        match with_assets(&coord, &job, &retry, opts.gpu).await {
+            Ok(s) => break s,
+            Err(e) => outage.back_off(e).await?,
+        }
+    };
+    outage.over();
     let store = coord.open(&job.uri).map_err(JobError::from)?;
     // Leases and commits need a store that refuses a second create.
     let name = coord.describe(&job.uri);
@@ -355,7 +382,14 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     names.push(FINALIZE.to_string());
     let mut ids = Vec::new();
     for p in &job.manifest.phases {
-        ids.push(planned_task_ids(store.as_ref(), &job.paths, p, &retry).await?);
+        let v = loop {
+            match planned_task_ids(store.as_ref(), &job.paths, p, &retry).await {
+                Ok(v) => break v,
+                Err(e) => outage.back_off(e.into()).await?,
+            }
+        };
+        outage.over();
+        ids.push(v);
     }
     ids.push(vec![job.manifest.finalize_task.clone()]);
     let _ = ctx.ids.set(ids.clone());
@@ -414,12 +448,28 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut last_stats = Instant::now();
     let mut need_refresh = true;
     let mut consecutive_lost = 0u32;
+    // A storage request's result; on an outage, wait and start the round again.
+    macro_rules! or_back_off {
+        ($r:expr) => {
+            match $r {
+                Ok(v) => {
+                    outage.over();
+                    v
+                }
+                Err(e) => {
+                    outage.back_off(e.into()).await?;
+                    need_refresh = true;
+                    continue;
+                }
+            }
+        };
+    }
     loop {
         if ctx.shutdown.load(Ordering::Relaxed) || opts.max_tasks.is_some_and(|m| attempts >= m) {
             break;
         }
         if need_refresh {
-            refresh(&store, &ctx, &mut view, &retry).await?;
+            or_back_off!(refresh(&store, &ctx, &mut view, &retry).await);
             need_refresh = false;
             consecutive_lost = 0;
         }
@@ -444,29 +494,41 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             let path = job.paths.commit(&phase_name, &task);
             match retry.run(|| store.head(&path)).await {
                 Ok(_) => {
+                    outage.over();
                     view.terminal.insert(key);
                     continue;
                 }
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(ProtoError::store(&path, e).into()),
+                Err(object_store::Error::NotFound { .. }) => outage.over(),
+                Err(e) => {
+                    outage.back_off(ProtoError::store(&path, e).into()).await?;
+                    need_refresh = true;
+                    continue;
+                }
             }
         }
         // Lease cap: hold a slot first.
         let slot = match job.spec.job.lease_caps.get(&phase_name) {
             None => None,
-            Some(&cap) => match acquire_slot(&lease, &ctx, &phase_name, cap, offset).await? {
-                Some(s) => Some(s),
-                None => {
-                    view.busy_until
-                        .insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
-                    continue;
+            Some(&cap) => {
+                match or_back_off!(acquire_slot(&lease, &ctx, &phase_name, cap, offset).await) {
+                    Some(s) => Some(s),
+                    None => {
+                        view.busy_until
+                            .insert(key, ctx.clock.now_ms() + poll.as_millis() as u64);
+                        continue;
+                    }
                 }
-            },
+            }
         };
         let claim = lease
             .claim(&job.paths.lease_dir(&phase_name, &task), fresh)
-            .await?;
-        let held = match claim {
+            .await;
+        if claim.is_err()
+            && let Some(s) = &slot
+        {
+            let _ = lease.release(s, None).await;
+        }
+        let held = match or_back_off!(claim) {
             Claim::Acquired(h) => h,
             Claim::Busy { until_ms } => {
                 if let Some(s) = &slot {

@@ -1,7 +1,8 @@
 //! One task attempt: read its manifest, resolve its inputs, run the pipeline while a
 //! heartbeat renews the lease, then commit (create-only) and publish — or release the
 //! lease with the error, or record the task as failed after `job.max_attempts`
-//! identical failures. A fenced attempt stops at once and commits nothing.
+//! identical failures. A fenced attempt stops at once, commits nothing and deletes
+//! what it staged.
 use super::WorkerCtx;
 use super::pipeline::{self, PipelineError, PipelineSpec};
 use super::publish;
@@ -161,6 +162,7 @@ pub async fn run(
             "lease taken over by another worker; attempt abandoned"
         );
         release_slot().await;
+        discard_staged(ctx, &phase_name, task, &attempt_id).await;
         return Ok(Outcome::Fenced);
     }
     let mut record = CommitRecord {
@@ -264,8 +266,14 @@ pub async fn run(
                 Outcome::Failed
             }
         }
-        Ok(CommitOutcome::AlreadyCommitted(_)) => Outcome::AlreadyCommitted,
-        Err(LeaseError::Fenced { .. }) => Outcome::Fenced,
+        Ok(CommitOutcome::AlreadyCommitted(_)) => {
+            discard_staged(ctx, &phase_name, task, &attempt_id).await;
+            Outcome::AlreadyCommitted
+        }
+        Err(LeaseError::Fenced { .. }) => {
+            discard_staged(ctx, &phase_name, task, &attempt_id).await;
+            Outcome::Fenced
+        }
         Err(LeaseError::Proto(e)) => {
             release_slot().await;
             return Err(e);
@@ -273,6 +281,30 @@ pub async fn run(
     };
     release_slot().await;
     Ok(outcome)
+}
+
+/// Deletes what a fenced (or outraced) attempt staged: no commit names these files,
+/// ever. The finalize janitor deletes such files too, but only those staged before it
+/// ran; a zombie resumed after the job finished would otherwise leave its last
+/// writes behind for good. Best effort: what fails here is only a leftover.
+async fn discard_staged(ctx: &WorkerCtx, phase: &str, task: &str, attempt: &str) {
+    let dir = ctx.job.paths.attempt_dir(phase, task, attempt);
+    let Ok(store) = ctx.coord.open(&dir) else {
+        return;
+    };
+    let files = match crate::protocol::io::list_all(store.as_ref(), &dir.path, &ctx.retry).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list a fenced attempt's staged files");
+            return;
+        }
+    };
+    for f in files {
+        use object_store::ObjectStoreExt;
+        if let Err(e) = ctx.retry.run(|| store.delete(&f.location)).await {
+            tracing::warn!(error = %e, "could not delete a fenced attempt's staged file");
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
