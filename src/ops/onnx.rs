@@ -220,7 +220,12 @@ impl Model {
     }
 
     fn run(&self, value: ort::value::DynValue) -> Result<(Vec<usize>, Vec<f32>), String> {
-        let mut s = self.session.lock().map_err(|_| "model session poisoned")?;
+        // A panic while the lock was held (a hostile record, quarantined by the
+        // worker) leaves no half-updated state in the session: keep using it.
+        let mut s = self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let out = s
             .run(ort::inputs![self.input.as_str() => value])
             .map_err(|e| format!("inference: {e}"))?;

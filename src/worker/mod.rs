@@ -346,14 +346,22 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let store = coord.open(&job.uri).map_err(JobError::from)?;
     // Leases and commits need a store that refuses a second create.
     let name = coord.describe(&job.uri);
-    crate::protocol::probe::require_create_only(
-        store.as_ref(),
-        &job.uri,
-        &name,
-        &opts.entropy,
-        &retry,
-    )
-    .await?;
+    loop {
+        match crate::protocol::probe::require_create_only(
+            store.as_ref(),
+            &job.uri,
+            &name,
+            &opts.entropy,
+            &retry,
+        )
+        .await
+        {
+            Ok(()) => break,
+            // An outage is waited out; a store that overwrites is refused at once.
+            Err(e) => outage.back_off(e.into()).await?,
+        }
+    }
+    outage.over();
     let worker_id = opts
         .worker_id
         .clone()

@@ -426,7 +426,10 @@ fn run_guarded(
             bad.push((row, message));
         }
     }
-    if bad.is_empty() {
+    // Nothing singled out, or every record of a batch of several (an operator broken
+    // for all input, not a few hostile records): the task fails with the message,
+    // rather than turning the whole dataset into rejects under a green job.
+    if bad.is_empty() || (batch.num_rows() > 1 && bad.len() == batch.num_rows()) {
         return Err(first);
     }
     tracing::warn!(
@@ -607,6 +610,22 @@ mod tests {
             }
             other => panic!("expected a failed stage, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_operator_that_panics_on_every_record_fails_the_stage() {
+        // Every record panics on its own: a broken operator, not hostile records. The
+        // task fails instead of turning the whole batch into rejects.
+        let batch = ops::testing::text_batch(&[Some("x1"), Some("x2"), Some("x3")]);
+        let mut h = Default::default();
+        assert!(matches!(
+            run_guarded(&stage(Fragile("x")), batch, true, &mut h),
+            Err(PipelineError::OperatorPanicked { .. })
+        ));
+        // A one-record batch that panics is that record's: quarantined.
+        let batch = ops::testing::text_batch(&[Some("x1")]);
+        let (kept, rejects) = run_guarded(&stage(Fragile("x")), batch, true, &mut h).unwrap();
+        assert_eq!((kept.num_rows(), rejects.len()), (0, 1));
     }
 
     fn strings(b: &RecordBatch, col: &str) -> Vec<String> {
