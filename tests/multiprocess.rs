@@ -46,6 +46,34 @@ fn worker(job: &str, id: &str) -> Child {
         .unwrap()
 }
 
+/// Checks `out` holds every record once, no file its manifest does not list, and the
+/// same record ids as a clean run of `spec` (throttle lifted, `workers` in-process
+/// workers) into `<dir>/out-ref`; returns the ids, sorted.
+fn same_as_a_clean_run(dir: &Path, spec: &Path, out: &Path, workers: &str) -> Vec<String> {
+    let mut a = output_ids(out);
+    let unique: BTreeSet<&String> = a.iter().collect();
+    assert_eq!(unique.len(), a.len(), "no duplicates");
+    assert!(orphans(out).is_empty(), "orphans: {:?}", orphans(out));
+    let out2 = dir.join("out-ref");
+    run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--workers", workers, "-o"])
+            .arg(&out2)
+            .args([
+                "--set",
+                "stages.throttle.params.records_per_sec=1000000",
+                "--job-root",
+            ])
+            .arg(dir.join("jobs-ref")),
+    );
+    let mut b = output_ids(&out2);
+    a.sort();
+    b.sort();
+    assert_eq!(a.len(), b.len(), "none missing");
+    assert_eq!(a, b, "same record ids as a clean run");
+    a
+}
+
 fn wait_all(children: &mut [Child], limit: Duration) {
     let t0 = Instant::now();
     for c in children.iter_mut() {
@@ -101,30 +129,8 @@ fn killed_workers_are_replaced_and_output_is_exactly_once() {
         takeovers > 0,
         "no lease was taken over; the kills missed every task"
     );
-    let ids = output_ids(&out);
-    let unique: BTreeSet<&String> = ids.iter().collect();
-    assert_eq!(unique.len(), ids.len(), "no duplicates");
-    assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
-
-    // Reference: a single process with one worker on the same inputs.
-    let out2 = d.path().join("out-ref");
-    run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--workers", "4", "-o"])
-            .arg(&out2)
-            .args([
-                "--set",
-                "stages.throttle.params.records_per_sec=1000000",
-                "--job-root",
-            ])
-            .arg(d.path().join("jobs-ref")),
-    );
-    let mut a = ids.clone();
-    let mut b = output_ids(&out2);
-    a.sort();
-    b.sort();
-    assert_eq!(a.len(), b.len(), "none missing");
-    assert_eq!(a, b, "same record ids as a clean run");
+    // Reference: a single process with four workers on the same inputs.
+    same_as_a_clean_run(d.path(), &spec, &out, "4");
     // The staged files of killed attempts were cleaned up by the janitor.
     let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
     let staged: BTreeSet<String> = files_under(&job_dir.join("staging"))
@@ -599,28 +605,8 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     );
 
     // The output: every record once, as in a clean run.
-    let ids = output_ids(&out);
-    let unique: BTreeSet<&String> = ids.iter().collect();
-    assert_eq!(unique.len(), ids.len(), "no duplicates");
-    assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
-    let out2 = d.path().join("out-ref");
-    run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--workers", "1", "-o"])
-            .arg(&out2)
-            .args([
-                "--set",
-                "stages.throttle.params.records_per_sec=1000000",
-                "--job-root",
-            ])
-            .arg(d.path().join("jobs-ref")),
-    );
-    let mut a = ids;
-    let mut b = output_ids(&out2);
-    a.sort();
-    b.sort();
-    assert_eq!(a.len(), 4800, "every record");
-    assert_eq!(a, b, "same record ids as a clean run");
+    let ids = same_as_a_clean_run(d.path(), &spec, &out, "1");
+    assert_eq!(ids.len(), 4800, "every record");
 }
 
 /// A zombie whose last upload was in flight when it was paused: the file lands only

@@ -97,6 +97,7 @@ job: {{task_bytes: 4KiB, poll_millis: 50}}
 }
 
 fn refused(spec: &Path, jobs: &Path, field: &str, words: &str) {
+    let before = files_under(&jobs.join("jobs"));
     let o = mdf()
         .args([
             "run",
@@ -114,8 +115,9 @@ fn refused(spec: &Path, jobs: &Path, field: &str, words: &str) {
         e.contains(&format!("{field}: ")) && e.contains(words),
         "expected {field} ... {words}:\n{e}"
     );
-    assert!(
-        !jobs.join("jobs").exists() || files_under(&jobs.join("jobs")).is_empty(),
+    assert_eq!(
+        files_under(&jobs.join("jobs")),
+        before,
         "nothing was written for a refused job"
     );
 }
@@ -200,43 +202,21 @@ fn a_job_never_sweeps_another_jobs_prefix() {
         &format!("uri: \"{dp}/out2\""),
         &format!("rejects: {{uri: \"{dp}/rejects\"}}"),
     );
-    let o = mdf()
-        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
-        .arg(&jobs)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("rejects.uri: "), "{}", stderr(&o));
+    refused(&s, &jobs, "rejects.uri", "owned by job");
     // Inside the first job's output, with overwrite: refused too.
     let s = prefix_spec(
         d.path(),
         &format!("uri: \"{dp}/out1/sub\", overwrite: true"),
         "",
     );
-    let o = mdf()
-        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
-        .arg(&jobs)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("output.uri: ") && stderr(&o).contains("owned by job"),
-        "{}",
-        stderr(&o)
-    );
+    refused(&s, &jobs, "output.uri", "owned by job");
     // `output.overwrite` is about the output: it never takes a shared rejects prefix.
     let s = prefix_spec(
         d.path(),
         &format!("uri: \"{dp}/out3\", overwrite: true"),
         &format!("rejects: {{uri: \"{dp}/rejects\"}}"),
     );
-    let o = mdf()
-        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
-        .arg(&jobs)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("rejects.uri: "), "{}", stderr(&o));
+    refused(&s, &jobs, "rejects.uri", "owned by job");
     assert_eq!(files_under(&d.path().join("rejects")), rejects_before);
     assert!(output_ids(&d.path().join("out1")).len() > 50);
 }

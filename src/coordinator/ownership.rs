@@ -5,7 +5,9 @@
 //! and are empty (or `output.overwrite: true`, which replaces a previous job's output
 //! but never reaches inside another job's). An [`OwnerMarker`] in each prefix then
 //! records the owner; finalize sweeps only a prefix whose marker names its job.
-use crate::protocol::io::{Created, ProtoError, Retry, create_bytes, decode, get_bytes, put_json};
+use crate::protocol::io::{
+    Created, ProtoError, Retry, create_bytes, decode, get_bytes, get_json, put_json,
+};
 use crate::protocol::records::{OWNER_MARKER, OwnerMarker, VERSION};
 use crate::spec::Spec;
 use crate::spec::reader::{FieldError, SpecErrors};
@@ -211,10 +213,7 @@ async fn finished(reg: &Registry, m: &OwnerMarker, retry: &Retry) -> Result<bool
         return Ok(true);
     };
     let paths = JobPaths::new(uri);
-    let Some(job) =
-        crate::protocol::io::get_json::<JobManifest>(store.as_ref(), &paths.job_json(), retry)
-            .await?
-    else {
+    let Some(job) = get_json::<JobManifest>(store.as_ref(), &paths.job_json(), retry).await? else {
         return Ok(true);
     };
     Ok(get_bytes(
@@ -234,10 +233,7 @@ async fn read_marker(
     let Ok((store, _)) = reg.resolve(&at.to_uri_string()) else {
         return Ok(None);
     };
-    match get_bytes(store.as_ref(), &at.path, retry).await? {
-        None => Ok(None),
-        Some(b) => decode::<OwnerMarker>(&at.path, &b).map(Some),
-    }
+    get_json(store.as_ref(), &at.path, retry).await
 }
 
 /// The nearest marker at or above `prefix` that names another job, with the prefix
@@ -315,19 +311,6 @@ pub async fn write_markers(
         }
     }
     Ok(())
-}
-
-/// Whether the marker in `prefix` names the job at `job_uri` (finalize sweeps only
-/// then).
-pub async fn owns(
-    reg: &Registry,
-    prefix: &Uri,
-    job_uri: &Uri,
-    retry: &Retry,
-) -> Result<bool, ProtoError> {
-    Ok(read_marker(reg, &marker_of(prefix), retry)
-        .await?
-        .is_some_and(|m| m.job_uri == job_uri.to_uri_string()))
 }
 
 #[cfg(test)]

@@ -520,27 +520,24 @@ mod tests {
     #[tokio::test]
     async fn a_lagging_listing_leaves_out_fresh_objects_only() {
         use futures::TryStreamExt;
-        let w = Wrapper::new(parse_rules("list:lag=60000:1:dir").unwrap(), 1);
-        let s = w.wrap(Arc::new(InMemory::new()));
-        s.put(&Path::from("dir/a"), "x".into()).await.unwrap();
-        let listed: Vec<_> = s
-            .list(Some(&Path::from("dir")))
-            .try_collect()
-            .await
-            .unwrap();
-        assert!(listed.is_empty(), "a fresh object is not listed yet");
+        // Writes dir/a through a store with `rule`, lists dir; the store for reads.
+        async fn listed_after_put(rule: &str) -> (usize, Arc<dyn ObjectStore>) {
+            let w = Wrapper::new(parse_rules(rule).unwrap(), 1);
+            let s = w.wrap(Arc::new(InMemory::new()));
+            s.put(&Path::from("dir/a"), "x".into()).await.unwrap();
+            let listed: Vec<_> = s
+                .list(Some(&Path::from("dir")))
+                .try_collect()
+                .await
+                .unwrap();
+            (listed.len(), s)
+        }
+        let (n, s) = listed_after_put("list:lag=60000:1:dir").await;
+        assert_eq!(n, 0, "a fresh object is not listed yet");
         assert!(
             s.get(&Path::from("dir/a")).await.is_ok(),
             "but it can be read"
         );
-        let w = Wrapper::new(parse_rules("list:lag=0:1:dir").unwrap(), 1);
-        let s = w.wrap(Arc::new(InMemory::new()));
-        s.put(&Path::from("dir/a"), "x".into()).await.unwrap();
-        let listed: Vec<_> = s
-            .list(Some(&Path::from("dir")))
-            .try_collect()
-            .await
-            .unwrap();
-        assert_eq!(listed.len(), 1);
+        assert_eq!(listed_after_put("list:lag=0:1:dir").await.0, 1);
     }
 }
