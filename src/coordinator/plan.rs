@@ -515,16 +515,7 @@ fn bind_dropping(
     }
 }
 
-/// The first 16 hex digits of blake3 over length-prefixed parts: task ids. Workers
-/// derive downstream task ids with this same function.
-pub fn hash16(parts: &[&str]) -> String {
-    let mut h = blake3::Hasher::new();
-    for p in parts {
-        h.update(&(p.len() as u64).to_le_bytes());
-        h.update(p.as_bytes());
-    }
-    h.finalize().to_hex()[..16].to_string()
-}
+pub use crate::protocol::hash16;
 
 /// Phase fingerprints: what the phase computes, chained through earlier phases. Every
 /// input that changes a phase's output is in it: the mdf version, the input format,

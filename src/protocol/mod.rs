@@ -2,6 +2,7 @@
 //! storage primitives and the lease state machine. docs/PROTOCOL.md is the contract;
 //! this module must never read record data or call operators.
 pub mod io;
+pub mod job;
 pub mod lease;
 pub mod probe;
 pub mod records;
@@ -209,6 +210,17 @@ async fn planned_task_ids_within(
         waited += d;
         n += 1;
     }
+}
+
+/// The first 16 hex digits of blake3 over length-prefixed parts: task ids. Workers
+/// derive downstream task ids with this same function.
+pub fn hash16(parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().to_hex()[..16].to_string()
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ pub struct InputSpec {
     /// A CommonCrawl crawl, expanded through its `<kind>.paths.gz` at planning.
     pub commoncrawl: Option<CommonCrawl>,
     /// `format: laion`: how images are fetched.
-    pub download: crate::worker::download::DownloadSpec,
+    pub download: DownloadSpec,
 }
 
 /// `input.commoncrawl`: the files of one crawl.
@@ -183,13 +183,41 @@ pub struct JobSettings {
     pub retry_base_millis: u64,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct S3Settings {
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    pub anonymous_buckets: Vec<String>,
-    pub allow_http: Option<bool>,
-    pub max_concurrent_requests: usize,
+/// The store's S3 settings, as the spec's `s3:` section sets them.
+pub use crate::store::S3Settings;
+
+/// `input.download` in the spec.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DownloadSpec {
+    pub concurrency: usize,
+    pub connect_timeout_ms: u64,
+    pub timeout_ms: u64,
+    pub retries: u32,
+    pub max_redirects: usize,
+    pub max_bytes: u64,
+    /// Accepted `Content-Type` prefixes (a missing header is accepted: the decoder
+    /// decides).
+    pub content_types: Vec<String>,
+    /// Allow every address that is not public (`special.rs`: private, loopback,
+    /// link-local, NAT64 of those, ...), for tests and internal mirrors.
+    pub allow_private: bool,
+    pub user_agent: String,
+}
+
+impl Default for DownloadSpec {
+    fn default() -> Self {
+        DownloadSpec {
+            concurrency: 64,
+            connect_timeout_ms: 5_000,
+            timeout_ms: 20_000,
+            retries: 2,
+            max_redirects: 5,
+            max_bytes: 16 << 20,
+            content_types: vec!["image/".into(), "application/octet-stream".into()],
+            allow_private: false,
+            user_agent: "mdf-downloader/0.1 (+https://github.com/mdf)".into(),
+        }
+    }
 }
 
 /// A validated, built pipeline spec.
@@ -557,8 +585,8 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
     let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
     let download = {
         let d = o.obj("download");
-        let def = crate::worker::download::DownloadSpec::default();
-        let out = crate::worker::download::DownloadSpec {
+        let def = DownloadSpec::default();
+        let out = DownloadSpec {
             concurrency: d.u64_in("concurrency", def.concurrency as u64, 1, 4096) as usize,
             connect_timeout_ms: (d
                 .opt_f64("connect_timeout_secs")

@@ -10,13 +10,22 @@ pub mod s3;
 
 pub use counting::{CountingStore, RequestCounts, RequestSnapshot};
 
-use crate::spec::S3Settings;
 use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// S3 settings (the spec's `s3:` section): endpoint, region, anonymous buckets.
+#[derive(Debug, Clone, Default)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub anonymous_buckets: Vec<String>,
+    pub allow_http: Option<bool>,
+    pub max_concurrent_requests: usize,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

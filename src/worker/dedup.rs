@@ -6,7 +6,7 @@ use super::WorkerCtx;
 use super::keyspill::KeySpill;
 use super::near;
 use super::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
-use crate::coordinator::plan::hash16;
+use crate::protocol::hash16;
 use crate::protocol::io::get_json;
 use crate::protocol::records::{
     CLUSTER_SIZE, CommitRecord, DedupPhase, NEAR_GROUP_SIZE, OutputFile, TaskStats, TaskStatus,
@@ -268,7 +268,7 @@ async fn earlier_keys(
     r: u32,
     sorter: &mut ExternalSort<Sourced>,
 ) -> Result<u64, String> {
-    let old = crate::coordinator::load_job(reg, uri, &ctx.retry)
+    let old = crate::protocol::job::load_job(reg, uri, &ctx.retry)
         .await
         .map_err(|e| format!("params.against: {e}"))?;
     let od = old

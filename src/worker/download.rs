@@ -12,39 +12,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `input.download` in the spec.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DownloadSpec {
-    pub concurrency: usize,
-    pub connect_timeout_ms: u64,
-    pub timeout_ms: u64,
-    pub retries: u32,
-    pub max_redirects: usize,
-    pub max_bytes: u64,
-    /// Accepted `Content-Type` prefixes (a missing header is accepted: the decoder
-    /// decides).
-    pub content_types: Vec<String>,
-    /// Allow every address that is not public (`special.rs`: private, loopback,
-    /// link-local, NAT64 of those, ...), for tests and internal mirrors.
-    pub allow_private: bool,
-    pub user_agent: String,
-}
-
-impl Default for DownloadSpec {
-    fn default() -> Self {
-        DownloadSpec {
-            concurrency: 64,
-            connect_timeout_ms: 5_000,
-            timeout_ms: 20_000,
-            retries: 2,
-            max_redirects: 5,
-            max_bytes: 16 << 20,
-            content_types: vec!["image/".into(), "application/octet-stream".into()],
-            allow_private: false,
-            user_agent: "mdf-downloader/0.1 (+https://github.com/mdf)".into(),
-        }
-    }
-}
+/// `input.download` in the spec (defined with the spec, which is below the worker).
+pub use crate::spec::DownloadSpec;
 
 mod special;
 

@@ -18,10 +18,10 @@ pub mod task;
 pub mod writer;
 
 use crate::clock::{Clock, Entropy};
-use crate::coordinator::plan::hash16;
-use crate::coordinator::{JobError, LoadedJob, load_job};
 use crate::ops;
+use crate::protocol::hash16;
 use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
+use crate::protocol::job::{JobError, LoadedJob, load_job};
 use crate::protocol::lease::{Claim, Held, LeaseCtx};
 use crate::protocol::records::{CommitRecord, FINALIZE, PhaseKind, VERSION, WorkerStats};
 use crate::protocol::{planned_task_ids, task_of};

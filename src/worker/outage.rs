@@ -6,8 +6,8 @@
 //! an outage: they surface as before. Nothing here touches the store itself.
 use super::WorkerError;
 use crate::clock::{Clock, Entropy};
-use crate::coordinator::JobError;
 use crate::protocol::io::{ProtoError, is_transient};
+use crate::protocol::job::JobError;
 use crate::store::StoreError;
 use std::sync::Arc;
 use std::time::Duration;
