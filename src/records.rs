@@ -12,16 +12,8 @@ pub const ID: &str = "id";
 /// An input column that was already named `id` is carried under this name.
 pub const SOURCE_ID: &str = "source_id";
 
-/// Column types a spec can declare (`input.schema`).
-pub fn parse_type(s: &str) -> Option<DataType> {
-    match s {
-        "string" | "str" | "utf8" | "json" => Some(DataType::Utf8),
-        "int" | "int64" | "integer" => Some(DataType::Int64),
-        "float" | "float64" | "double" => Some(DataType::Float64),
-        "bool" | "boolean" => Some(DataType::Boolean),
-        _ => None,
-    }
-}
+/// Column types a spec can declare (`input.schema`); defined with the spec.
+pub use crate::spec::parse_type;
 
 /// 16 hex digits identifying an input file by its URI.
 pub fn file_key(uri: &str) -> String {

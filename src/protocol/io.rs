@@ -85,23 +85,8 @@ impl Retry {
     }
 }
 
-/// Errors worth retrying: anything that is not a definite answer from the store.
-pub fn is_transient(e: &object_store::Error) -> bool {
-    use object_store::Error as E;
-    !matches!(
-        e,
-        E::NotFound { .. }
-            | E::AlreadyExists { .. }
-            | E::Precondition { .. }
-            | E::NotModified { .. }
-            | E::InvalidPath { .. }
-            | E::NotSupported { .. }
-            | E::NotImplemented { .. }
-            | E::PermissionDenied { .. }
-            | E::Unauthenticated { .. }
-            | E::UnknownConfigurationKey { .. }
-    )
-}
+/// Errors worth retrying (defined with the store, re-exported for protocol callers).
+pub use crate::store::is_transient;
 
 /// Result of a create-only write.
 #[derive(Debug)]

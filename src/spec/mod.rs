@@ -183,6 +183,17 @@ pub struct JobSettings {
     pub retry_base_millis: u64,
 }
 
+/// Column types a spec can declare (`input.schema`).
+pub fn parse_type(s: &str) -> Option<DataType> {
+    match s {
+        "string" | "str" | "utf8" | "json" => Some(DataType::Utf8),
+        "int" | "int64" | "integer" => Some(DataType::Int64),
+        "float" | "float64" | "double" => Some(DataType::Float64),
+        "bool" | "boolean" => Some(DataType::Boolean),
+        _ => None,
+    }
+}
+
 /// The store's S3 settings, as the spec's `s3:` section sets them.
 pub use crate::store::S3Settings;
 
@@ -568,7 +579,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         let mut cols = Vec::new();
         for k in so.keys() {
             if let Some(t) = so.opt_str(&k) {
-                match crate::records::parse_type(&t) {
+                match parse_type(&t) {
                     Some(dt) => cols.push((k.clone(), dt)),
                     None => sink.error(
                         &so.field_path(&k),

@@ -497,7 +497,7 @@ mod tests {
         // The third request opens the window: everything fails, lists included.
         for _ in 0..3 {
             let e = s.get(&p).await.unwrap_err();
-            assert!(crate::protocol::io::is_transient(&e), "{e}");
+            assert!(crate::store::is_transient(&e), "{e}");
         }
         assert!(s.put(&Path::from("j"), "y".into()).await.is_err());
         assert!(

@@ -359,6 +359,24 @@ fn is_hidden(p: &Path) -> bool {
         .is_some_and(|f| f.starts_with('_') || f.starts_with('.') || f.contains('#'))
 }
 
+/// Errors worth retrying: anything that is not a definite answer from the store.
+pub fn is_transient(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    !matches!(
+        e,
+        E::NotFound { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::InvalidPath { .. }
+            | E::NotSupported { .. }
+            | E::NotImplemented { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::UnknownConfigurationKey { .. }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
