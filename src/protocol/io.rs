@@ -245,7 +245,7 @@ pub fn decode<T: DeserializeOwned>(path: &Path, b: &[u8]) -> Result<T, ProtoErro
         path: path.to_string(),
         message,
     };
-    check_version(path.as_ref(), b).map_err(corrupt)?;
+    check_version(path.as_ref(), b).map_err(|e| corrupt(e.to_string()))?;
     serde_json::from_slice(b).map_err(|e| corrupt(e.to_string()))
 }
 

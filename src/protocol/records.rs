@@ -547,18 +547,38 @@ pub struct WorkerStats {
     pub updated_ms: u64,
 }
 
+/// Why a record's `version` field refuses it. All are fatal: rereading the same
+/// bytes gives the same answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    #[error("{what}: not valid JSON: {message}")]
+    NotJson { what: String, message: String },
+    #[error("{what}: missing version")]
+    Missing { what: String },
+    #[error(
+        "{what}: written by a newer mdf (format version {found}, this build reads up to {VERSION})"
+    )]
+    Newer { what: String, found: u32 },
+}
+
 /// Checks the `version` field of a record before full decoding.
-pub fn check_version(what: &str, bytes: &[u8]) -> Result<(), String> {
+pub fn check_version(what: &str, bytes: &[u8]) -> Result<(), VersionError> {
     #[derive(Deserialize)]
     struct V {
         version: Option<u32>,
     }
-    let v: V = serde_json::from_slice(bytes).map_err(|e| format!("{what}: not valid JSON: {e}"))?;
+    let v: V = serde_json::from_slice(bytes).map_err(|e| VersionError::NotJson {
+        what: what.to_string(),
+        message: e.to_string(),
+    })?;
     match v.version {
-        None => Err(format!("{what}: missing version")),
-        Some(n) if n > VERSION => Err(format!(
-            "{what}: written by a newer mdf (format version {n}, this build reads up to {VERSION})"
-        )),
+        None => Err(VersionError::Missing {
+            what: what.to_string(),
+        }),
+        Some(found) if found > VERSION => Err(VersionError::Newer {
+            what: what.to_string(),
+            found,
+        }),
         Some(_) => Ok(()),
     }
 }

@@ -208,16 +208,34 @@ pub fn parse_panic_rules(spec: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An `MDF_FAULTS` rule that does not parse: the rule and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fault rule {rule:?}: {message}")]
+pub struct BadRule {
+    pub rule: String,
+    pub message: String,
+}
+
+impl BadRule {
+    fn new(rule: &str, message: String) -> BadRule {
+        BadRule {
+            rule: rule.to_string(),
+            message,
+        }
+    }
+}
+
 /// Parses `op:kind:probability[:path]` rules (`panic:` rules are not the store's and
 /// are skipped: [`panic_rules`]).
-pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
+pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, BadRule> {
     spec.split(',')
         .filter(|s| !s.trim().is_empty() && !is_panic_rule(s))
         .map(|r| {
             let parts: Vec<&str> = r.trim().splitn(4, ':').collect();
             if parts.len() < 3 {
-                return Err(format!(
-                    "fault rule {r:?}: expected op:kind:probability[:path]"
+                return Err(BadRule::new(
+                    r,
+                    "expected op:kind:probability[:path]".into(),
                 ));
             }
             let op = match parts[0] {
@@ -227,7 +245,7 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                 "delete" => Op::Delete,
                 "copy" => Op::Copy,
                 "any" => Op::Any,
-                o => return Err(format!("fault rule {r:?}: unknown op {o:?}")),
+                o => return Err(BadRule::new(r, format!("unknown op {o:?}"))),
             };
             let fault = match parts[1] {
                 "before" => Fault::ErrorBefore,
@@ -239,26 +257,26 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, String> {
                 k if k.starts_with("latency=") => Fault::Latency(Duration::from_millis(
                     k[8..]
                         .parse()
-                        .map_err(|_| format!("fault rule {r:?}: bad latency"))?,
+                        .map_err(|_| BadRule::new(r, "bad latency".into()))?,
                 )),
                 k if k.starts_with("lag=") => Fault::ListLag(Duration::from_millis(
                     k[4..]
                         .parse()
-                        .map_err(|_| format!("fault rule {r:?}: bad lag"))?,
+                        .map_err(|_| BadRule::new(r, "bad lag".into()))?,
                 )),
                 k if k.starts_with("outage=") => {
-                    let bad = || format!("fault rule {r:?}: expected outage=MILLIS@N");
+                    let bad = || BadRule::new(r, "expected outage=MILLIS@N".into());
                     let (ms, n) = k[7..].split_once('@').ok_or_else(bad)?;
                     Fault::Outage {
                         millis: ms.parse().map_err(|_| bad())?,
                         after: n.parse().map_err(|_| bad())?,
                     }
                 }
-                k => return Err(format!("fault rule {r:?}: unknown kind {k:?}")),
+                k => return Err(BadRule::new(r, format!("unknown kind {k:?}"))),
             };
             let probability: f64 = parts[2]
                 .parse()
-                .map_err(|_| format!("fault rule {r:?}: bad probability"))?;
+                .map_err(|_| BadRule::new(r, "bad probability".into()))?;
             Ok(Rule {
                 op,
                 fault,
