@@ -1,0 +1,337 @@
+//! Gopher quality and Gopher repetition (Rae et al. 2021, as datatrove implements them).
+use super::*;
+
+/// Gopher quality thresholds (defaults as published).
+#[derive(Debug, Clone)]
+pub struct GopherQuality {
+    pub min_doc_words: Option<usize>,
+    pub max_doc_words: Option<usize>,
+    pub min_avg_word_length: Option<f64>,
+    pub max_avg_word_length: Option<f64>,
+    pub max_symbol_word_ratio: Option<f64>,
+    pub max_bullet_lines_ratio: Option<f64>,
+    pub max_ellipsis_lines_ratio: Option<f64>,
+    pub max_non_alpha_words_ratio: Option<f64>,
+    pub min_stop_words: Option<usize>,
+    pub stop_words: Vec<String>,
+}
+
+impl Default for GopherQuality {
+    fn default() -> Self {
+        GopherQuality {
+            min_doc_words: Some(50),
+            max_doc_words: Some(100_000),
+            min_avg_word_length: Some(3.0),
+            max_avg_word_length: Some(10.0),
+            max_symbol_word_ratio: Some(0.1),
+            max_bullet_lines_ratio: Some(0.9),
+            max_ellipsis_lines_ratio: Some(0.3),
+            max_non_alpha_words_ratio: Some(0.8),
+            min_stop_words: Some(2),
+            stop_words: ["the", "be", "to", "of", "and", "that", "have", "with"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// The Gopher quality rules in their published order; one pass over the words
+/// gathers what the word rules need.
+pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
+    // Words, words with a non-punctuation character (by construction the middle
+    // piece of a token, see `pieces`) and their characters, words with a letter,
+    // and which stop words occur.
+    let (mut n_words, mut n, mut chars, mut alpha) = (0usize, 0usize, 0usize, 0usize);
+    let mut stop_first = [false; 256];
+    for s in &q.stop_words {
+        if let Some(&c) = s.as_bytes().first() {
+            stop_first[c as usize] = true;
+        }
+    }
+    let mut stop_seen = vec![false; q.stop_words.len()];
+    let mut stops_found = 0usize;
+    let want_stops = q.min_stop_words.unwrap_or(0);
+    for tok in tokens(text) {
+        let [lead, core, trail] = pieces(tok);
+        n_words += usize::from(lead.is_some()) + usize::from(trail.is_some());
+        for w in [lead, trail].into_iter().flatten().chain(core) {
+            if stops_found < want_stops && stop_first[w.as_bytes()[0] as usize] {
+                for (i, s) in q.stop_words.iter().enumerate() {
+                    if !stop_seen[i] && s == w {
+                        stop_seen[i] = true;
+                        stops_found += 1;
+                    }
+                }
+            }
+        }
+        if let Some(w) = core {
+            n_words += 1;
+            n += 1;
+            if w.is_ascii() {
+                chars += w.len();
+                alpha += usize::from(w.bytes().any(|c| c.is_ascii_alphabetic()));
+            } else {
+                chars += w.chars().count();
+                alpha += usize::from(w.chars().any(char::is_alphabetic));
+            }
+        }
+    }
+    let n_words_f = n_words.max(1) as f64;
+    if q.min_doc_words.is_some_and(|m| n < m) {
+        return Some("gopher_short_doc");
+    }
+    if q.max_doc_words.is_some_and(|m| n > m) {
+        return Some("gopher_long_doc");
+    }
+    let avg = chars as f64 / n.max(1) as f64;
+    if q.min_avg_word_length.is_some_and(|m| avg < m) {
+        return Some("gopher_below_avg_threshold");
+    }
+    if q.max_avg_word_length.is_some_and(|m| avg > m) {
+        return Some("gopher_above_avg_threshold");
+    }
+    if let Some(m) = q.max_symbol_word_ratio {
+        if count_byte(text, b'#') as f64 / n_words_f > m {
+            return Some("gopher_too_many_hashes");
+        }
+        if (count_str(text, "...") + count_str(text, "…")) as f64 / n_words_f > m {
+            return Some("gopher_too_many_ellipsis");
+        }
+    }
+    if q.max_bullet_lines_ratio.is_some() || q.max_ellipsis_lines_ratio.is_some() {
+        let (mut lines, mut bullets, mut ellipsis) = (0usize, 0usize, 0usize);
+        for l in text.lines() {
+            lines += 1;
+            let t = l.trim_start();
+            bullets += usize::from(t.starts_with('•') || t.starts_with('-'));
+            let t = l.trim_end();
+            ellipsis += usize::from(t.ends_with("...") || t.ends_with('…'));
+        }
+        let n_lines = lines.max(1) as f64;
+        if q.max_bullet_lines_ratio
+            .is_some_and(|m| bullets as f64 / n_lines > m)
+        {
+            return Some("gopher_too_many_bullets");
+        }
+        if q.max_ellipsis_lines_ratio
+            .is_some_and(|m| ellipsis as f64 / n_lines > m)
+        {
+            return Some("gopher_too_many_end_ellipsis");
+        }
+    }
+    if q.max_non_alpha_words_ratio
+        .is_some_and(|m| (alpha as f64 / n_words_f) < m)
+    {
+        return Some("gopher_below_alpha_threshold");
+    }
+    if q.min_stop_words.is_some_and(|m| stops_found < m) {
+        return Some("gopher_enough_stop_words");
+    }
+    None
+}
+
+/// Gopher repetition thresholds (defaults as published).
+#[derive(Debug, Clone)]
+pub struct GopherRepetition {
+    pub dup_line_frac: Option<f64>,
+    pub dup_para_frac: Option<f64>,
+    pub dup_line_char_frac: Option<f64>,
+    pub dup_para_char_frac: Option<f64>,
+    pub top_n_grams: Vec<(usize, f64)>,
+    pub dup_n_grams: Vec<(usize, f64)>,
+}
+
+impl Default for GopherRepetition {
+    fn default() -> Self {
+        GopherRepetition {
+            dup_line_frac: Some(0.3),
+            dup_para_frac: Some(0.3),
+            dup_line_char_frac: Some(0.2),
+            dup_para_char_frac: Some(0.2),
+            top_n_grams: vec![(2, 0.2), (3, 0.18), (4, 0.16)],
+            dup_n_grams: vec![
+                (5, 0.15),
+                (6, 0.14),
+                (7, 0.13),
+                (8, 0.12),
+                (9, 0.11),
+                (10, 0.10),
+            ],
+        }
+    }
+}
+
+/// (duplicate elements, characters in duplicates) of a sequence.
+pub(super) fn duplicates<'a>(xs: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
+    let mut seen = FastSet::default();
+    let (mut n, mut chars) = (0, 0);
+    for x in xs {
+        if !seen.insert(x) {
+            n += 1;
+            chars += x.chars().count();
+        }
+    }
+    (n, chars)
+}
+
+/// A document's words as small integers (equal words, equal ids) with their
+/// character counts: n-grams are then compared as word sequences (the Gopher paper's
+/// definition) by hashing a few integers, and no string is built per n-gram.
+pub(super) struct WordIds {
+    pub(super) ids: Vec<u32>,
+    chars: Vec<u32>,
+}
+
+impl WordIds {
+    pub(super) fn new(words: &[&str]) -> WordIds {
+        let mut intern: FastMap<&str, u32> = FastMap::default();
+        intern.reserve(words.len());
+        let mut ids = Vec::with_capacity(words.len());
+        let mut chars = Vec::with_capacity(words.len());
+        for w in words {
+            let next = intern.len() as u32;
+            ids.push(*intern.entry(w).or_insert(next));
+            chars.push(w.chars().count() as u32);
+        }
+        WordIds { ids, chars }
+    }
+
+    /// Characters of the n-gram at `i`, joined without separators.
+    fn chars_of(&self, i: usize, n: usize) -> usize {
+        self.chars[i..i + n].iter().map(|&c| c as usize).sum()
+    }
+}
+
+/// A rolling (polynomial) hash of every window of `n` word ids: one multiply-add per
+/// word instead of hashing `n` ids per window. Equal windows have equal keys; callers
+/// confirm a key match by comparing the windows, so a collision never makes two
+/// different n-grams count as one.
+pub(super) fn window_keys(ids: &[u32], n: usize) -> Vec<u64> {
+    const P: u64 = 0x9E37_79B9_7F4A_7C15;
+    if n == 0 || ids.len() < n {
+        return Vec::new();
+    }
+    let top = P.wrapping_pow(n as u32 - 1);
+    let v = |x: u32| x as u64 + 1;
+    let mut h = ids[..n]
+        .iter()
+        .fold(0u64, |h, &x| h.wrapping_mul(P).wrapping_add(v(x)));
+    let mut out = Vec::with_capacity(ids.len() - n + 1);
+    out.push(h);
+    for i in n..ids.len() {
+        h = h
+            .wrapping_sub(v(ids[i - n]).wrapping_mul(top))
+            .wrapping_mul(P)
+            .wrapping_add(v(ids[i]));
+        out.push(h);
+    }
+    out
+}
+
+/// Characters covered by repeated word n-grams, counting non-overlapping repeats.
+pub(super) fn all_duplicate_chars(w: &WordIds, n: usize) -> usize {
+    let keys = window_keys(&w.ids, n);
+    let mut seen: FastMap<u64, u32> = FastMap::default();
+    seen.reserve(keys.len());
+    let same = |a: usize, b: usize| w.ids[a..a + n] == w.ids[b..b + n];
+    let (mut i, mut chars) = (0, 0);
+    while i < keys.len() {
+        match seen.get(&keys[i]) {
+            Some(&j) if same(j as usize, i) => {
+                chars += w.chars_of(i, n);
+                i += n;
+            }
+            Some(_) => i += 1, // a hash collision: a different n-gram
+            None => {
+                seen.insert(keys[i], i as u32);
+                i += 1;
+            }
+        }
+    }
+    chars
+}
+
+pub(super) fn top_name(n: usize) -> &'static str {
+    match n {
+        2 => "top_2_gram",
+        3 => "top_3_gram",
+        4 => "top_4_gram",
+        _ => "top_n_gram",
+    }
+}
+
+pub(super) fn dup_name(n: usize) -> &'static str {
+    const NAMES: [&str; 6] = [
+        "duplicated_5_n_grams",
+        "duplicated_6_n_grams",
+        "duplicated_7_n_grams",
+        "duplicated_8_n_grams",
+        "duplicated_9_n_grams",
+        "duplicated_10_n_grams",
+    ];
+    NAMES
+        .get(n.wrapping_sub(5))
+        .copied()
+        .unwrap_or("duplicated_n_grams")
+}
+
+pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static str> {
+    let len = text.chars().count().max(1) as f64;
+    let paras: Vec<&str> = split_runs(text.trim(), 2);
+    let (pd, pc) = duplicates(paras.iter().copied());
+    if r.dup_para_frac
+        .is_some_and(|m| pd as f64 / paras.len().max(1) as f64 > m)
+    {
+        return Some("dup_para_frac");
+    }
+    if r.dup_para_char_frac.is_some_and(|m| pc as f64 / len > m) {
+        return Some("dup_para_char_frac");
+    }
+    let lines: Vec<&str> = split_runs(text, 1);
+    let (ld, lc) = duplicates(lines.iter().copied());
+    if r.dup_line_frac
+        .is_some_and(|m| ld as f64 / lines.len().max(1) as f64 > m)
+    {
+        return Some("dup_line_frac");
+    }
+    if r.dup_line_char_frac.is_some_and(|m| lc as f64 / len > m) {
+        return Some("dup_line_char_frac");
+    }
+    let words = WordIds::new(&words(text));
+    for &(n, frac) in &r.top_n_grams {
+        if words.ids.len() < n {
+            continue;
+        }
+        let keys = window_keys(&words.ids, n);
+        let same = |a: usize, b: usize| words.ids[a..a + n] == words.ids[b..b + n];
+        // key -> (count, first window with it)
+        let mut counts: FastMap<u64, (usize, usize)> = FastMap::default();
+        counts.reserve(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let e = counts.entry(*k).or_insert((0, i));
+            if e.1 == i || same(e.1, i) {
+                e.0 += 1;
+            }
+        }
+        // The most frequent n-gram (first seen wins ties, as Counter.most_common does).
+        let mut best: Option<(usize, usize)> = None;
+        for (i, k) in keys.iter().enumerate() {
+            let (c, first) = counts[k];
+            if first == i && best.is_none_or(|(_, bc)| c > bc) {
+                best = Some((i, c));
+            }
+        }
+        // Its characters as datatrove joins it: with a space between words.
+        if let Some((i, c)) = best
+            && ((words.chars_of(i, n) + n - 1) * c) as f64 / len > frac
+        {
+            return Some(top_name(n));
+        }
+    }
+    for &(n, frac) in &r.dup_n_grams {
+        if all_duplicate_chars(&words, n) as f64 / len > frac {
+            return Some(dup_name(n));
+        }
+    }
+    None
+}
