@@ -1,0 +1,139 @@
+//! Choosing the main-content blocks by region and text/link density.
+use super::*;
+
+/// Main text shorter than this (bytes) is chosen again with class-word boilerplate
+/// ignored.
+pub(super) const FALLBACK_BELOW: usize = 500;
+
+/// Share of the good text a content region must hold to be used.
+pub(super) const REGION_SHARE: f64 = 0.5;
+/// Share of the good text the main container holds (0.6–0.7 score best on the
+/// development set; 0.5 and 0.9 lose 0.001–0.003 F1).
+pub(super) const MAIN_SHARE: f64 = 0.7;
+/// Good blocks outside the main container are kept from this many bytes.
+pub(super) const OUTSIDE_MIN: usize = 100;
+
+/// Chooses the main-content blocks and joins them with newlines; `relaxed` trusts
+/// only tag, role and hiding boilerplate (see [`FALLBACK_BELOW`]).
+pub(super) fn select(all_blocks: &Blocks, relaxed: bool) -> String {
+    let blocks = &all_blocks.list[..];
+    let text = |b: &Block| all_blocks.text(b);
+    let chars = |b: &Block| text(b).chars().count();
+    let boiler = |b: &Block| if relaxed { b.hard } else { b.boiler };
+    // Classify: good (long, few links), short (neutral), bad. In a content region
+    // (blocks under content markup), only its blocks are candidates.
+    #[derive(Clone, Copy, PartialEq)]
+    enum C {
+        Good,
+        Near,
+        Bad,
+    }
+    let classify = |use_region: bool| -> Vec<C> {
+        blocks
+            .iter()
+            .map(|b| {
+                if boiler(b) || (use_region && !b.content) {
+                    return C::Bad;
+                }
+                let n = chars(b).max(1);
+                let density = b.link_chars as f64 / n as f64;
+                if density > 0.5 {
+                    C::Bad
+                } else if (n >= 50 && density < 0.25) || (use_region && b.item && density < 0.3) {
+                    C::Good
+                } else if b.heading || (use_region && n >= 20) || n < 30 {
+                    C::Near
+                } else {
+                    C::Good
+                }
+            })
+            .collect()
+    };
+    let mut class = classify(false);
+    // The region is used when it holds enough of the good text: markup that says
+    // "content" around a teaser box must not hide an article it does not mark.
+    let (mut in_region, mut all) = (0usize, 0usize);
+    for (b, c) in blocks.iter().zip(&class) {
+        if *c == C::Good {
+            all += text(b).len();
+            if b.content {
+                in_region += text(b).len();
+            }
+        }
+    }
+    if in_region >= 200 && in_region as f64 >= REGION_SHARE * all as f64 {
+        class = classify(true);
+    }
+    // The main container: the deepest element holding at least MAIN_SHARE of the
+    // good text. Outside it only long good blocks are kept (an article split
+    // around an ad or a gallery); bios, calls to action and teasers are not.
+    let mut under: crate::kernels::FastMap<u32, (usize, usize)> = Default::default();
+    let mut good = 0usize;
+    for (b, c) in blocks.iter().zip(&class) {
+        if *c == C::Good {
+            let n = text(b).len();
+            good += n;
+            for (depth, id) in all_blocks.path(b).iter().enumerate() {
+                let e = under.entry(*id).or_insert((depth, 0));
+                e.1 += n;
+            }
+        }
+    }
+    let main = under
+        .iter()
+        .filter(|(_, (_, n))| *n as f64 >= MAIN_SHARE * good as f64)
+        .max_by_key(|(_, (d, _))| *d)
+        .map(|(id, _)| *id);
+    let inside = |b: &Block| main.is_none_or(|m| all_blocks.path(b).contains(&m));
+    // The article around the main container: its good blocks before that
+    // container are kept (a lead in the article's header, a summary box).
+    let article = main.and_then(|m| {
+        let b = blocks.iter().find(|b| all_blocks.path(b).contains(&m))?;
+        let path = all_blocks.path(b);
+        let upto = path.iter().position(|id| *id == m)?;
+        path[..=upto]
+            .iter()
+            .rev()
+            .find(|id| all_blocks.articles.binary_search(id).is_ok())
+            .copied()
+    });
+    let first_inside = blocks.iter().position(inside).unwrap_or(0);
+    let in_article = |b: &Block| article.is_some_and(|a| all_blocks.path(b).contains(&a));
+    let mut out = String::new();
+    for (i, b) in blocks.iter().enumerate() {
+        let long_good = class[i] == C::Good
+            && (text(b).len() >= OUTSIDE_MIN || (i < first_inside && in_article(b)));
+        if !(inside(b) || long_good) {
+            continue;
+        }
+        let keep = match class[i] {
+            C::Good => true,
+            C::Bad => false,
+            // Near blocks survive when a good block is close by (context, as
+            // jusText does).
+            C::Near => {
+                let near_good = |r: std::ops::Range<usize>| {
+                    r.filter(|&j| j < blocks.len()).any(|j| class[j] == C::Good)
+                };
+                // Between good blocks; or leading into good text as a heading, or as
+                // a short link-free line in content (a bold paragraph used as a
+                // heading, a list's lead-in).
+                near_good(i + 1..i + 3)
+                    && (near_good(i.saturating_sub(2)..i)
+                        || b.heading
+                        || (b.content && b.link_chars == 0))
+            }
+        };
+        if keep {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(text(b));
+        }
+    }
+    out
+}
+
+pub(super) fn collapse(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
