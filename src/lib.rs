@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod clock;
 pub mod coordinator;
+pub mod dedup;
 pub mod kernels;
 pub mod ops;
 pub mod protocol;

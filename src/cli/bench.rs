@@ -671,11 +671,11 @@ fn dedup_shuffle(
     per_task: u64,
     memory: u64,
 ) -> anyhow::Result<()> {
-    use crate::worker::shuffle::{self, Decision, ExternalSort, KeyEntry, Sourced};
+    use crate::dedup::{self as shuffle, Decision, ExternalSort, KeyEntry, Sourced};
     let mut next = crate::kernels::xorshift(0x2545_F491_4F6C_DD1Du64);
     let distinct = ((n as f64) * (1.0 - dup_ratio)).max(1.0) as u64;
     let tasks = n.div_ceil(per_task);
-    let dir = crate::worker::dedup::spill_dir();
+    let dir = crate::dedup::spill_dir();
     // Pass 1: each task's entries partitioned, sorted and encoded.
     let mut objects = Vec::new();
     let t = Instant::now();

@@ -765,8 +765,8 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
     format!("{what}{}", if ph.gpu { " (GPU)" } else { "" })
 }
 
-fn near_kind(k: &crate::ops::dedup::DedupKind) -> String {
-    use crate::ops::dedup::DedupKind;
+fn near_kind(k: &crate::protocol::records::DedupPhaseKind) -> String {
+    use crate::protocol::records::DedupPhaseKind as DedupKind;
     match k {
         DedupKind::Exact => "exact".into(),
         DedupKind::Minhash {

@@ -2,9 +2,10 @@
 //! schema error at once, by field path), derive phase fingerprints and split the
 //! inputs into tasks with deterministic ids. Reads only listings and file headers
 //! (a JSONL sample, a Parquet footer), never record data, and writes nothing.
+use crate::dedup::plan as dedup_plan;
 use crate::ops;
 use crate::protocol::records::{
-    DedupPhase, InputSlice, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
+    InputSlice, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
 };
 use crate::records::with_id_column;
 use crate::spec::reader::{FieldError, SpecErrors};
@@ -218,74 +219,12 @@ pub struct AssetVersion {
 /// Asset versions by URI.
 pub type Assets = std::collections::BTreeMap<String, AssetVersion>;
 
-/// A dedup stage's `against` job must exist, be complete up to its dedup reduce, and
-/// have computed the same key with the same stage (else its keys mean something else).
-pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
-    let mut errors = Vec::new();
-    let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
-    for (i, st) in spec.stages.iter().enumerate() {
-        let crate::ops::Operator::Dedup(d) = st.operator.as_ref() else {
-            continue;
-        };
-        let Some(uri) = &d.against else { continue };
-        let path = format!("stages[{i}].params.against");
-        let err = |m: String| FieldError {
-            path: path.clone(),
-            message: m,
-        };
-        let old = match super::load_job(reg, uri, &retry).await {
-            Ok(j) => j,
-            Err(e) => {
-                errors.push(err(format!("cannot load job {uri}: {e}")));
-                continue;
-            }
-        };
-        let Some(od) = old
-            .manifest
-            .phases
-            .iter()
-            .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.key))
-        else {
-            errors.push(err(format!(
-                "job {uri} has no dedup stage on the key {:?}",
-                d.key
-            )));
-            continue;
-        };
-        // The stage that produced the key, here and there: same operator and params.
-        let producer = |s: &Spec| {
-            s.stages
-                .iter()
-                .find(|x| format!("{}_key", x.name) == d.key)
-                .map(|x| (x.op.clone(), crate::spec::canonical_json(&x.params)))
-        };
-        if producer(spec) != producer(&old.spec) {
-            errors.push(err(format!(
-                "job {uri} computed {:?} with a different stage or parameters",
-                d.key
-            )));
-            continue;
+impl From<crate::dedup::plan::AgainstError> for PlanError {
+    fn from(e: crate::dedup::plan::AgainstError) -> Self {
+        match e {
+            crate::dedup::plan::AgainstError::Spec(s) => PlanError::Spec(s),
+            crate::dedup::plan::AgainstError::Storage(s) => PlanError::Storage(s),
         }
-        let map = &old.manifest.phases[od.map_phase];
-        let (store, _) = reg
-            .resolve(uri)
-            .map_err(|e| PlanError::Storage(e.to_string()))?;
-        let done =
-            crate::protocol::io::list_all(store.as_ref(), &old.paths.commits(&map.name), &retry)
-                .await
-                .map_err(|e| PlanError::Storage(e.to_string()))?
-                .len() as u64;
-        if done < map.tasks {
-            errors.push(err(format!(
-                "job {uri} is not complete: {done} of {} tasks of {} committed",
-                map.tasks, map.name
-            )));
-        }
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(PlanError::Spec(SpecErrors(errors)))
     }
 }
 
@@ -433,7 +372,7 @@ fn bind_dropping(
             && let Some((i, d)) = spec.dedup_ending(&phases[pi - 1])
             && d.cluster_column
         {
-            let col = crate::ops::dedup::CLUSTER_COLUMN;
+            let col = crate::dedup::CLUSTER_COLUMN;
             if schema.index_of(col).is_ok() {
                 errors.push(FieldError {
                     path: format!("stages[{i}].params.cluster_column"),
@@ -626,7 +565,7 @@ pub fn split(
 pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let files = list_inputs(spec, reg).await?;
     let assets = check_assets(spec, reg).await?;
-    check_against(spec, reg).await?;
+    dedup_plan::check_against(spec, reg).await?;
     let cols = input_columns(spec, reg, &files).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
@@ -634,7 +573,13 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let partitions = phases_idx
         .iter()
         .enumerate()
-        .filter_map(|(pi, idxs)| Some((pi, dedup_partitions(spec.dedup_ending(idxs)?.1, &files))))
+        .filter_map(|(pi, idxs)| {
+            let d = spec.dedup_ending(idxs)?.1;
+            Some((
+                pi,
+                dedup_plan::dedup_partitions(d, plan_input_bytes(&files)),
+            ))
+        })
         .collect();
     let fps = fingerprints(spec, &input_schema, &assets, &partitions);
     let groups = split(
@@ -654,59 +599,17 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             .then(|| spec.dedup_ending(&phases_idx[pi - 1]))
             .flatten()
             .map(|(i, d)| {
-                let map_phase = phases.len() - 1;
-                DedupPhase {
-                    stage: spec.stages[i].name.clone(),
-                    params: d.clone(),
-                    partitions: dedup_partitions(d, &files),
-                    map_phase,
-                    step: 0,
-                }
+                let partitions = dedup_plan::dedup_partitions(d, plan_input_bytes(&files));
+                dedup_plan::dedup_phase(&spec.stages[i].name, d, partitions, phases.len() - 1)
             });
         if let Some(dd) = &dedup {
-            // Exact: one reduce phase. Near duplicates: the candidates reduce, then
-            // 2·max_rounds − 1 label steps (record, bucket, ..., record).
-            let steps = if dd.params.kind.is_exact() {
-                0
-            } else {
-                2 * dd.params.max_rounds - 1
-            };
-            let map_out = bound[pi - 1].1.as_ref().clone();
-            let shuffle = shuffle_identity(&fps[pi - 1], dd.partitions, &tasks[dd.map_phase]);
-            for step in 0..=steps {
-                let name = phase_name(phases.len());
-                let rfp = if step == 0 {
-                    hash16(&["reduce", &shuffle])
-                } else {
-                    hash16(&["propagate", &step.to_string(), &shuffle])
-                };
-                let list: Vec<TaskManifest> = (0..dd.partitions)
-                    .map(|r| TaskManifest {
-                        version: VERSION,
-                        job_id: String::new(),
-                        phase: name.clone(),
-                        task_id: hash16(&[&rfp, "partition", &r.to_string()]),
-                        inputs: vec![],
-                        upstream: vec![],
-                    })
-                    .collect();
-                phases.push(PhasePlan {
-                    name,
-                    fingerprint: rfp,
-                    stages: vec![],
-                    input_schema: map_out.clone(),
-                    output_schema: Schema::empty(),
-                    last: false,
-                    gpu: false,
-                    tasks: list.len() as u64,
-                    kind: if step == 0 {
-                        PhaseKind::Reduce
-                    } else {
-                        PhaseKind::Propagate
-                    },
-                    dedup: Some(DedupPhase { step, ..dd.clone() }),
-                    task_digest: Some(digest_of(&list)),
-                });
+            let map_out = bound[pi - 1].1.as_ref();
+            let map_tasks = &tasks[dd.map_phase];
+            let first = phases.len();
+            for (phase, list) in
+                dedup_plan::shuffle_phases(dd, &fps[pi - 1], map_tasks, map_out, first)
+            {
+                phases.push(phase);
                 tasks.push(list);
             }
         }
@@ -714,7 +617,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         // An apply phase's decisions come from its reduce: its fingerprint (and so its
         // task ids and every id downstream) names the shuffle, not just the spec.
         let fp = &match &dedup {
-            Some(_) => hash16(&[fp, "apply", &phases[phases.len() - 1].fingerprint]),
+            Some(_) => dedup_plan::apply_fingerprint(fp, &phases[phases.len() - 1].fingerprint),
             None => fp.clone(),
         };
         let list: Vec<TaskManifest> = if pi == 0 {
@@ -772,34 +675,6 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         files,
         assets,
     })
-}
-
-/// What a dedup's shuffle reads and how it cuts it: the map phase's fingerprint, the
-/// partition count (`partitions: auto` depends on the input size) and the exact set of
-/// map tasks. Reduce and propagate fingerprints derive from it, so `--reuse` takes an
-/// earlier job's reduce or apply commits only when that job shuffled exactly the same
-/// map tasks into the same key ranges (a reduce over {a, b} decides differently from
-/// one over {a}; decisions are addressed by map-task index).
-pub fn shuffle_identity(map_fp: &str, partitions: u32, map_tasks: &[TaskManifest]) -> String {
-    let mut ids: Vec<&str> = map_tasks.iter().map(|t| t.task_id.as_str()).collect();
-    ids.sort_unstable();
-    let mut h = blake3::Hasher::new();
-    for id in &ids {
-        h.update(id.as_bytes());
-        h.update(b"\n");
-    }
-    let set = h.finalize().to_hex();
-    hash16(&["shuffle", map_fp, &partitions.to_string(), set.as_str()])
-}
-
-/// A dedup's key partitions (= reduce tasks): `params.partitions`, or for `auto` about
-/// 128 MiB of keys each, from the input size (~2 KiB of input per record, each
-/// record's key entries).
-pub fn dedup_partitions(d: &crate::ops::dedup::DedupParams, files: &[InputFile]) -> u32 {
-    let keys_bytes =
-        plan_input_bytes(files) / 2048 * d.kind.keys_per_record() * (d.kind.entry_bytes() + 8);
-    d.partitions
-        .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32)
 }
 
 /// The [`PhasePlan::task_digest`] of a phase's tasks.
@@ -869,35 +744,6 @@ mod tests {
 
     fn names(s: &SchemaRef) -> Vec<&str> {
         s.fields().iter().map(|f| f.name().as_str()).collect()
-    }
-
-    fn tm(id: &str) -> TaskManifest {
-        TaskManifest {
-            version: VERSION,
-            job_id: String::new(),
-            phase: "p00".into(),
-            task_id: id.into(),
-            inputs: vec![],
-            upstream: vec![],
-        }
-    }
-
-    #[test]
-    fn the_shuffle_identity_names_the_map_tasks_and_the_partitions() {
-        let ab = shuffle_identity("fp", 4, &[tm("a"), tm("b")]);
-        assert_eq!(
-            ab,
-            shuffle_identity("fp", 4, &[tm("b"), tm("a")]),
-            "order-free"
-        );
-        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a")]), "fewer map tasks");
-        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a"), tm("b"), tm("c")]));
-        assert_ne!(
-            ab,
-            shuffle_identity("fp", 5, &[tm("a"), tm("b")]),
-            "key ranges"
-        );
-        assert_ne!(ab, shuffle_identity("fq", 4, &[tm("a"), tm("b")]));
     }
 
     #[test]

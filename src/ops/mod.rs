@@ -7,7 +7,10 @@ pub mod c4_quality;
 #[cfg(feature = "onnx")]
 pub mod clip_embed;
 pub mod clip_score_filter;
-pub mod dedup;
+/// The `dedup` stage lives in the dedup subsystem (`crate::dedup::params`); this
+/// alias keeps the registry entry and `Operator::Dedup` where they are until the
+/// operator traits are reworked.
+pub use crate::dedup::params as dedup;
 pub mod exact_key;
 pub mod fineweb_quality;
 pub mod gopher_quality;

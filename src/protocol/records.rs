@@ -89,7 +89,7 @@ impl PhaseKind {
 pub struct DedupPhase {
     /// The dedup stage's name (the `operator` of `duplicate` rejects).
     pub stage: String,
-    pub params: crate::ops::dedup::DedupParams,
+    pub params: DedupPhaseParams,
     /// Key partitions = reduce tasks.
     pub partitions: u32,
     /// Index of the map phase whose records are deduplicated.
@@ -102,6 +102,66 @@ pub struct DedupPhase {
 
 fn is_zero(x: &u32) -> bool {
     *x == 0
+}
+
+/// A dedup stage's parameters as planned into `job.json` (the `params` of
+/// [`DedupPhase`]). The protocol owns this layout: the dedup subsystem converts its
+/// own parameters into it when planning and back when running a task, so an
+/// operator's param struct never becomes part of the persisted format. The JSON is
+/// that of format versions 1 and 2 (phase fingerprints and task ids hash it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DedupPhaseParams {
+    /// The key column.
+    pub key: String,
+    pub keep: DedupPhaseKeep,
+    /// Reduce tasks as the spec gave them; `None` = `auto` (see [`DedupPhase::partitions`]).
+    pub partitions: Option<u32>,
+    /// Reduce buffer before sorted runs spill to local disk.
+    pub memory_bytes: u64,
+    /// Whether the apply phase adds `dup_cluster`.
+    pub cluster_column: bool,
+    /// An earlier job's URI (incremental dedup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
+    #[serde(default, skip_serializing_if = "DedupPhaseKind::is_exact")]
+    pub kind: DedupPhaseKind,
+    /// Near duplicates: label-propagation rounds before the job fails.
+    #[serde(default = "default_max_rounds")]
+    pub max_rounds: u32,
+}
+
+fn default_max_rounds() -> u32 {
+    32
+}
+
+/// Which record of a cluster survives (`keep`): `"lowest_id"` or `{"highest": column}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupPhaseKeep {
+    LowestId,
+    Highest(String),
+}
+
+/// What "duplicate" means (`kind`, absent for exact): `{"type": "minhash", ...}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum DedupPhaseKind {
+    #[default]
+    Exact,
+    Minhash {
+        bands: u32,
+        rows: u32,
+        threshold: f64,
+    },
+    Phash {
+        radius: u32,
+    },
+}
+
+impl DedupPhaseKind {
+    pub fn is_exact(&self) -> bool {
+        *self == DedupPhaseKind::Exact
+    }
 }
 
 /// `jobs/<id>/job.json`.

@@ -6,9 +6,9 @@
 //! record where its stage may be split: the records that panic on their own are
 //! quarantined (reject `operator_panic`) and the rest go on; any other panic ends the
 //! task with an error naming the panic's message, stable across attempts.
-use super::keyspill::KeySpill;
 use super::readers::{self, Item, ReadCtx, ReadError};
 use super::writer::{PartWriter, WriteError};
+use crate::dedup::KeySpill;
 use crate::ops::{self, Operator};
 use crate::protocol::records::{InputSlice, OutputFile, StageStats, TaskStats};
 use crate::records::{Reject, rejects_batch, rejects_schema};
@@ -64,10 +64,10 @@ pub struct PipelineSpec {
 
 /// The keys a map task of a dedup stage collects: by the stage's params, into
 /// `partitions` key ranges, buffered in at most half of `params.memory` (the rest
-/// spilled to local runs, see `keyspill`).
+/// spilled to local runs, see `dedup::spill`).
 #[derive(Debug, Clone)]
 pub struct KeysSpec {
-    pub params: crate::ops::dedup::DedupParams,
+    pub params: crate::dedup::DedupParams,
     pub partitions: u32,
 }
 
@@ -76,7 +76,7 @@ pub struct PipelineOutput {
     pub outputs: Vec<OutputFile>,
     pub rejects: Vec<OutputFile>,
     pub stats: TaskStats,
-    /// The dedup key entries (`shuffle::entry_size` bytes each, in memory or spilled),
+    /// The dedup key entries (`dedup::keys::entry_size` bytes each, in memory or spilled),
     /// when `keys` was set.
     pub keys: Option<KeySpill>,
 }
@@ -232,10 +232,10 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                 .collect();
             let mut keys = spec.keys.as_ref().map(|k| {
                 KeySpill::new(
-                    super::shuffle::entry_size(&k.params),
+                    crate::dedup::keys::entry_size(&k.params),
                     k.partitions,
                     k.params.memory_bytes / 2,
-                    super::dedup::spill_dir(),
+                    crate::dedup::spill_dir(),
                 )
             });
             let mut scratch = Vec::new();
@@ -282,17 +282,17 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     && let (Some(k), Some(spill)) = (&spec.keys, &mut keys)
                 {
                     scratch.clear();
-                    super::shuffle::append_keys(&batch, &k.params, &mut scratch).map_err(
-                        |message| ops::OpError {
+                    crate::dedup::keys::append_keys(&batch, &k.params, &mut scratch).map_err(
+                        |e| ops::OpError {
                             operator: "dedup".into(),
-                            message,
+                            message: e.to_string(),
                         },
                     )?;
                     spill.push(&scratch).map_err(|e| ops::OpError {
                         operator: "dedup".into(),
                         message: format!(
                             "spilling keys to {}: {e}",
-                            super::dedup::spill_dir().display()
+                            crate::dedup::spill_dir().display()
                         ),
                     })?;
                 }

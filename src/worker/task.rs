@@ -4,15 +4,14 @@
 //! identical failures. A fenced attempt stops at once, commits nothing and deletes
 //! what it staged.
 use super::WorkerCtx;
-use super::pipeline::{self, PipelineError, PipelineSpec};
+use super::executor::{self, TaskRun};
+use super::pipeline::PipelineError;
 use super::publish;
 use crate::protocol::io::{ProtoError, get_json};
 use crate::protocol::lease::{CommitOutcome, Held, LeaseCtx, LeaseError};
 use crate::protocol::records::{
-    CommitRecord, FINALIZE, InputSlice, OutputFile, PhaseKind, TaskManifest, TaskStats, TaskStatus,
-    VERSION,
+    CommitRecord, FINALIZE, OutputFile, TaskManifest, TaskStats, TaskStatus, VERSION,
 };
-use crate::spec::Format;
 use crate::store::RequestCounts;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,23 +28,83 @@ pub enum Outcome {
 }
 
 /// What an attempt produced before committing.
-struct Produced {
-    outputs: Vec<OutputFile>,
-    rejects: Vec<OutputFile>,
-    stats: TaskStats,
+pub(super) struct Produced {
+    pub outputs: Vec<OutputFile>,
+    pub rejects: Vec<OutputFile>,
+    pub stats: TaskStats,
     /// Dedup: keys object (map) or decisions object (reduce).
-    shuffle: Option<OutputFile>,
+    pub shuffle: Option<OutputFile>,
     /// Near-duplicate record steps: labels changed.
-    changed: Option<u64>,
+    pub changed: Option<u64>,
 }
 
-enum Attempt {
+pub(super) enum Attempt {
     Done(Box<Produced>),
-    /// A deterministic failure: counts towards `max_attempts`.
-    Error(String),
-    /// Failed for good without retrying (upstream failed, lost too often).
-    Fatal(String),
+    /// Failed: retried up to `max_attempts` or failed for good, as the error says.
+    Failed(TaskError),
     Cancelled,
+}
+
+/// Why an attempt failed. [`TaskError::is_retryable`] decides whether the failure
+/// counts towards `job.max_attempts` (and the task is offered again) or fails the
+/// task at once; the message is what the commit record's `error` says.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("the task's worker was lost {0} times (killed or out of memory)")]
+    LostTooOften(u32),
+    #[error("task manifest {phase}/{task} is missing")]
+    ManifestMissing { phase: String, task: String },
+    #[error("apply task {0} has no map task")]
+    NoMapTask(String),
+    #[error("phase {0} has no dedup plan")]
+    NoDedupPlan(String),
+    #[error("upstream task {phase}/{task} failed: {error}")]
+    UpstreamFailed {
+        phase: String,
+        task: String,
+        error: String,
+    },
+    #[error("upstream task {phase}/{task} is not committed")]
+    UpstreamNotCommitted { phase: String, task: String },
+    /// An upstream file this job may not read (`JobPaths::check_file`).
+    #[error("{0}")]
+    StaleInput(String),
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// The pipeline panicked outside the operators' guard (the panic's message).
+    #[error("{0}")]
+    Panicked(String),
+    #[error(transparent)]
+    Dedup(#[from] crate::dedup::DedupError),
+    #[error("{0}")]
+    Finalize(String),
+}
+
+impl TaskError {
+    /// Whether another attempt may succeed. Not when the task's worker was lost too
+    /// often, an upstream task failed, an input changed since planning (rereading
+    /// will not bring the planned version back) or the plan does not fit the task.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            TaskError::LostTooOften(_)
+            | TaskError::ManifestMissing { .. }
+            | TaskError::NoMapTask(_)
+            | TaskError::NoDedupPlan(_)
+            | TaskError::UpstreamFailed { .. }
+            | TaskError::StaleInput(_) => false,
+            TaskError::Pipeline(PipelineError::Read(super::readers::ReadError::Changed {
+                ..
+            })) => false,
+            TaskError::Dedup(e) => e.is_retryable(),
+            TaskError::UpstreamNotCommitted { .. }
+            | TaskError::Proto(_)
+            | TaskError::Pipeline(_)
+            | TaskError::Panicked(_)
+            | TaskError::Finalize(_) => true,
+        }
+    }
 }
 
 pub async fn run(
@@ -118,9 +177,7 @@ pub async fn run(
     let attempt_id = held.lock().await.attempt.clone();
     let lost = held.lock().await.lost;
     let result = if lost >= ctx.job.spec.job.max_lost_leases {
-        Attempt::Fatal(format!(
-            "the task's worker was lost {lost} times (killed or out of memory)"
-        ))
+        Attempt::Failed(TaskError::LostTooOften(lost))
     } else if is_finalize {
         match super::finalize::run(ctx, &reg).await {
             Ok((outputs, stats)) => Attempt::Done(Box::new(Produced {
@@ -130,7 +187,7 @@ pub async fn run(
                 shuffle: None,
                 changed: None,
             })),
-            Err(e) => Attempt::Error(e),
+            Err(e) => Attempt::Failed(TaskError::Finalize(e)),
         }
     } else {
         execute(
@@ -200,9 +257,9 @@ pub async fn run(
             release_slot().await;
             return Ok(Outcome::Released);
         }
-        Attempt::Error(e) => {
+        Attempt::Failed(e) if e.is_retryable() => {
             // Attempt ids appear in staged paths; without them equal failures compare equal.
-            let e = e.replace(&held.attempt, "<attempt>");
+            let e = e.to_string().replace(&held.attempt, "<attempt>");
             let failures = if held.last_error.as_deref() == Some(e.as_str()) {
                 held.failures + 1
             } else {
@@ -217,9 +274,9 @@ pub async fn run(
             record.status = TaskStatus::Failed;
             record.error = Some(format!("failed {failures} times: {e}"));
         }
-        Attempt::Fatal(e) => {
+        Attempt::Failed(e) => {
             record.status = TaskStatus::Failed;
-            record.error = Some(e);
+            record.error = Some(e.to_string());
         }
     }
     record.finished_ms = ctx.clock.now_ms();
@@ -307,6 +364,7 @@ async fn discard_staged(ctx: &WorkerCtx, phase: &str, task: &str, attempt: &str)
     }
 }
 
+/// Reads the task's manifest and hands the attempt to its phase's executor.
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     ctx: &Arc<WorkerCtx>,
@@ -327,179 +385,31 @@ async fn execute(
     .await
     {
         Ok(Some(m)) => m,
-        Ok(None) => return Attempt::Fatal(format!("task manifest {phase_name}/{task} is missing")),
-        Err(e) => return Attempt::Error(e.to_string()),
-    };
-    let plan = &job.manifest.phases[phase];
-    if matches!(plan.kind, PhaseKind::Reduce | PhaseKind::Propagate) {
-        let dir = job.paths.attempt_dir(phase_name, task, attempt);
-        let near = plan
-            .dedup
-            .as_ref()
-            .is_some_and(|d| !d.params.kind.is_exact());
-        let done = if near {
-            super::dedup::near_step(ctx, reg, store, phase, task, &dir, &cancel).await
-        } else {
-            super::dedup::reduce(ctx, reg, store, phase, task, &dir, &cancel)
-                .await
-                .map(|(f, s)| (Some(f), s, None))
-        };
-        return match done {
-            Ok((file, stats, changed)) => Attempt::Done(Box::new(Produced {
-                outputs: vec![],
-                rejects: vec![],
-                stats,
-                shuffle: file,
-                changed,
-            })),
-            Err(_) if cancel.load(Ordering::Relaxed) => Attempt::Cancelled,
-            Err(e) if e.is_final() => Attempt::Fatal(e.to_string()),
-            Err(e) => Attempt::Error(e.to_string()),
-        };
-    }
-    // An apply task reads its map task's records (the phase before the reduce).
-    let upstream_phase = match (&plan.kind, &plan.dedup) {
-        (PhaseKind::Apply, Some(d)) => d.map_phase,
-        _ => phase.saturating_sub(1),
-    };
-    let mut stages = ctx.stages[phase].clone();
-    let mut input_schema = Arc::new(plan.input_schema.clone());
-    if let (PhaseKind::Apply, Some(d)) = (&plan.kind, &plan.dedup) {
-        let Some(up) = manifest.upstream.first() else {
-            return Attempt::Fatal(format!("apply task {task} has no map task"));
-        };
-        let decisions = match super::dedup::decisions_for(ctx, reg, store, d, up).await {
-            Ok(x) => x,
-            Err(e) if e.is_final() => return Attempt::Fatal(e.to_string()),
-            Err(e) => return Attempt::Error(e.to_string()),
-        };
-        let apply = super::shuffle::Apply {
-            decisions,
-            cluster_column: d.params.cluster_column,
-        };
-        stages.insert(
-            0,
-            super::pipeline::BoundStage {
-                name: d.stage.clone(),
-                op: Arc::new(crate::ops::Operator::Filter(Box::new(apply))),
-                out_schema: input_schema.clone(),
-                then_keep: None,
-                histograms: vec![],
-            },
-        );
-        input_schema = Arc::new(job.manifest.phases[d.map_phase].output_schema.clone());
-    }
-    let inputs: Vec<InputSlice> = if phase == 0 {
-        manifest.inputs.clone()
-    } else {
-        let mut v = Vec::new();
-        for up in &manifest.upstream {
-            let prev = &job.manifest.phases[upstream_phase].name;
-            match get_json::<CommitRecord>(store.as_ref(), &job.paths.commit(prev, up), &ctx.retry)
-                .await
-            {
-                Ok(Some(r)) if r.status == TaskStatus::Committed => {
-                    if let Some(bad) = r.outputs.iter().find_map(|f| {
-                        job.paths
-                            .check_file(
-                                &f.uri,
-                                r.reused_from.as_deref(),
-                                job.manifest.reused_from.as_deref(),
-                            )
-                            .err()
-                    }) {
-                        return Attempt::Fatal(bad);
-                    }
-                    v.extend(r.outputs.iter().map(|f| InputSlice {
-                        uri: f.uri.clone(),
-                        size: f.bytes,
-                        etag: None,
-                        format: Format::Parquet,
-                        start: 0,
-                        end: f.bytes,
-                    }));
-                }
-                Ok(Some(r)) => {
-                    return Attempt::Fatal(format!(
-                        "upstream task {prev}/{up} failed: {}",
-                        r.error.unwrap_or_default()
-                    ));
-                }
-                Ok(None) => {
-                    return Attempt::Error(format!("upstream task {prev}/{up} is not committed"));
-                }
-                Err(e) => return Attempt::Error(e.to_string()),
-            }
+        Ok(None) => {
+            return Attempt::Failed(TaskError::ManifestMissing {
+                phase: phase_name.to_string(),
+                task: task.to_string(),
+            });
         }
-        v
+        Err(e) => return Attempt::Failed(e.into()),
     };
-    let spec = &job.spec;
-    let last = plan.last;
-    // A phase ending in a dedup stage writes keys for the next (reduce) phase.
-    let keys_of = job
-        .manifest
-        .phases
-        .get(phase + 1)
-        .filter(|p| p.kind == PhaseKind::Reduce)
-        .and_then(|p| p.dedup.clone());
-    let pspec = PipelineSpec {
-        registry: reg.clone(),
-        handle: tokio::runtime::Handle::current(),
-        inputs,
-        input_schema,
-        assign_ids: phase == 0,
-        download: spec.input.download.clone(),
-        stages,
-        output_schema: Arc::new(plan.output_schema.clone()),
-        out_dir: job.paths.attempt_dir(phase_name, task, attempt),
-        props: super::writer::properties(&spec.output),
-        target_file_bytes: if last {
-            spec.output.target_file_bytes
-        } else {
-            spec.output.target_file_bytes.min(256 << 20)
-        },
-        lance: last && spec.output.format == crate::spec::OutputFormat::Lance,
-        batch_rows: spec.job.batch_rows,
-        batch_bytes: spec.job.batch_bytes,
-        channel_batches: spec.job.channel_batches,
-        max_record_bytes: spec.input.max_record_bytes as usize,
-        keep_rejected_records: spec.rejects.include_record,
+    let run = TaskRun {
+        ctx,
+        reg,
+        store,
+        phase,
+        phase_name,
+        task,
+        attempt,
         cancel,
-        keys: keys_of.as_ref().map(|d| super::pipeline::KeysSpec {
-            params: d.params.clone(),
-            partitions: d.partitions,
-        }),
+        manifest,
     };
-    match tokio::task::spawn_blocking(move || pipeline::run(pspec)).await {
-        Ok(Ok(out)) => {
-            // Pass 1 of a dedup: the keys object, beside the staged records.
-            let shuffle = match out.keys {
-                Some(keys) => {
-                    let dir = job.paths.attempt_dir(phase_name, task, attempt);
-                    match super::dedup::write_keys(reg, &dir, keys).await {
-                        Ok(f) => Some(f),
-                        Err(e) => return Attempt::Error(e),
-                    }
-                }
-                None => None,
-            };
-            Attempt::Done(Box::new(Produced {
-                outputs: out.outputs,
-                rejects: out.rejects,
-                stats: out.stats,
-                shuffle,
-                changed: None,
-            }))
-        }
-        Ok(Err(
-            PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
-        )) => Attempt::Cancelled,
-        // Rereading will not bring the planned version back: fail the task at once.
-        Ok(Err(e @ PipelineError::Read(super::readers::ReadError::Changed { .. }))) => {
-            Attempt::Fatal(e.to_string())
-        }
-        Ok(Err(e)) => Attempt::Error(e.to_string()),
-        // The panic's message, not tokio's (whose task id differs on every attempt).
-        Err(e) => Attempt::Error(pipeline::join_error("the pipeline", e)),
-    }
+    let exec = executor::for_phase(&job.manifest.phases[phase]);
+    tracing::debug!(
+        phase = phase_name,
+        task,
+        executor = exec.name(),
+        "task attempt"
+    );
+    exec.execute(&run).await
 }

@@ -3,9 +3,9 @@
 //! entries keep their arrival order) and appended as a run to one anonymous file in
 //! the spill directory (one descriptor, whatever the number of runs); `finish` streams the keys object (docs/DEDUP.md) by concatenating, per
 //! partition, each run's section in run order, then the buffer's. The object's bytes
-//! are those [`shuffle::encode_keys`] gives for all entries at once, whatever the
+//! are those [`super::format::encode_keys`] gives for all entries at once, whatever the
 //! budget. It never reads the store; the caller uploads what `finish` yields.
-use super::shuffle::{self, HEADER, KEYS_MAGIC};
+use super::format::{HEADER, KEYS_MAGIC, encode_keys, partition_of};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
@@ -103,7 +103,7 @@ impl KeySpill {
         let parts: Vec<u32> = self
             .buf
             .chunks_exact(self.size)
-            .map(|e| shuffle::partition_of(key(e), self.partitions))
+            .map(|e| partition_of(key(e), self.partitions))
             .collect();
         let mut counts = vec![0u64; p];
         for &q in &parts {
@@ -150,7 +150,7 @@ impl KeySpill {
     /// it in memory) and the object is read from the runs, a partition at a time.
     pub fn finish(mut self) -> std::io::Result<(u64, Box<dyn Read + Send>)> {
         if self.runs.is_empty() && self.buf.len() <= IN_MEMORY_BYTES {
-            let bytes = shuffle::encode_keys(&self.buf, self.size, self.partitions);
+            let bytes = encode_keys(&self.buf, self.size, self.partitions);
             return Ok((bytes.len() as u64, Box::new(std::io::Cursor::new(bytes))));
         }
         if !self.buf.is_empty() {
@@ -264,7 +264,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let raw = entries(1000);
         for partitions in [1, 3, 16] {
-            let expected = shuffle::encode_keys(&raw, 40, partitions);
+            let expected = encode_keys(&raw, 40, partitions);
             // In batches of 7 entries, as the pipeline pushes a batch's keys at once.
             let mut small = KeySpill::new(40, partitions, 4096, dir.path().into());
             for b in raw.chunks(7 * 40) {
@@ -285,10 +285,10 @@ mod tests {
         let mut one = KeySpill::new(40, 4, 10, dir.path().into());
         one.push(&raw[..400]).unwrap();
         assert_eq!(one.budget_bytes(), 40);
-        assert_eq!(object(one), shuffle::encode_keys(&raw[..400], 40, 4));
+        assert_eq!(object(one), encode_keys(&raw[..400], 40, 4));
         // No entries: a header of empty sections, as before.
         let none = KeySpill::new(40, 4, 4096, dir.path().into());
-        assert_eq!(object(none), shuffle::encode_keys(&[], 40, 4));
+        assert_eq!(object(none), encode_keys(&[], 40, 4));
     }
 
     #[test]
@@ -298,6 +298,6 @@ mod tests {
         let mut s = KeySpill::new(40, 5, 1 << 30, dir.path().into());
         s.push(&raw).unwrap();
         assert_eq!(s.runs(), 0);
-        assert_eq!(object(s), shuffle::encode_keys(&raw, 40, 5));
+        assert_eq!(object(s), encode_keys(&raw, 40, 5));
     }
 }

@@ -1,8 +1,12 @@
 //! `dedup`: the structural stage that ends a phase with a two-pass shuffle (see
-//! docs/DEDUP.md). In its own phase it changes nothing: the worker reads the key
-//! column of the records that reach it and writes the keys object. The planner adds
-//! the reduce and apply phases after it.
-use super::{OpDef, Operator};
+//! docs/DEDUP.md): its parameters, how they are read from the spec (the registry
+//! entry [`DEF`]) and checked against the input schema, and their conversion to and
+//! from the protocol's persisted [`DedupPhaseParams`]. In its own phase the stage
+//! changes nothing: the map task writes the keys object ([`super::keys`]); the
+//! planner ([`super::plan`]) adds the reduce and apply phases after it.
+use super::error::ParamsError;
+use crate::ops::{OpDef, Operator};
+use crate::protocol::records::{DedupPhaseKeep, DedupPhaseKind, DedupPhaseParams};
 use crate::spec::reader::Obj;
 use arrow_schema::{DataType, Schema};
 
@@ -209,7 +213,7 @@ fn build(p: &Obj) -> Option<Operator> {
 
 impl DedupParams {
     /// The input must carry the key column (16-byte keys) and the `keep` column.
-    pub fn check(&self, input: &Schema) -> Result<(), String> {
+    pub fn check(&self, input: &Schema) -> Result<(), ParamsError> {
         let near = match &self.kind {
             DedupKind::Exact => None,
             DedupKind::Minhash { bands, rows, .. } => Some((
@@ -228,48 +232,228 @@ impl DedupParams {
             match input.field_with_name(&self.key) {
                 Ok(f) if types.contains(f.data_type()) => {}
                 Ok(f) => {
-                    return Err(format!(
-                        "params.key: column {:?} is {}, not {what}",
-                        self.key,
-                        f.data_type()
-                    ));
+                    return Err(ParamsError::NearKeyType {
+                        key: self.key.clone(),
+                        found: f.data_type().clone(),
+                        what,
+                    });
                 }
-                Err(_) => return Err(format!("params.key: no column {:?} ({what})", self.key)),
+                Err(_) => {
+                    return Err(ParamsError::NoNearKey {
+                        key: self.key.clone(),
+                        what,
+                    });
+                }
             }
             return self.check_keep(input);
         }
         match input.field_with_name(&self.key) {
             Ok(f) if f.data_type() == &DataType::FixedSizeBinary(16) => {}
             Ok(f) => {
-                return Err(format!(
-                    "params.key: column {:?} is {}, not a 16-byte key (add a key stage such as exact_key before dedup)",
-                    self.key,
-                    f.data_type()
-                ));
+                return Err(ParamsError::KeyType {
+                    key: self.key.clone(),
+                    found: f.data_type().clone(),
+                });
             }
             Err(_) => {
-                return Err(format!(
-                    "params.key: no column {:?} (add a key stage such as exact_key before dedup)",
-                    self.key
-                ));
+                return Err(ParamsError::NoKey {
+                    key: self.key.clone(),
+                });
             }
         }
         self.check_keep(input)
     }
 
-    fn check_keep(&self, input: &Schema) -> Result<(), String> {
+    fn check_keep(&self, input: &Schema) -> Result<(), ParamsError> {
         if let Keep::Highest(c) = &self.keep {
             match input.field_with_name(c) {
                 Ok(f) if f.data_type().is_numeric() => {}
                 Ok(f) => {
-                    return Err(format!(
-                        "params.keep.highest: column {c:?} is {}, not numeric",
-                        f.data_type()
-                    ));
+                    return Err(ParamsError::KeepType {
+                        column: c.clone(),
+                        found: f.data_type().clone(),
+                    });
                 }
-                Err(_) => return Err(format!("params.keep.highest: no column {c:?}")),
+                Err(_) => return Err(ParamsError::NoKeep { column: c.clone() }),
             }
         }
         Ok(())
+    }
+}
+
+impl From<&DedupParams> for DedupPhaseParams {
+    fn from(p: &DedupParams) -> Self {
+        DedupPhaseParams {
+            key: p.key.clone(),
+            keep: match &p.keep {
+                Keep::LowestId => DedupPhaseKeep::LowestId,
+                Keep::Highest(c) => DedupPhaseKeep::Highest(c.clone()),
+            },
+            partitions: p.partitions,
+            memory_bytes: p.memory_bytes,
+            cluster_column: p.cluster_column,
+            against: p.against.clone(),
+            kind: match &p.kind {
+                DedupKind::Exact => DedupPhaseKind::Exact,
+                &DedupKind::Minhash {
+                    bands,
+                    rows,
+                    threshold,
+                } => DedupPhaseKind::Minhash {
+                    bands,
+                    rows,
+                    threshold,
+                },
+                &DedupKind::Phash { radius } => DedupPhaseKind::Phash { radius },
+            },
+            max_rounds: p.max_rounds,
+        }
+    }
+}
+
+impl From<&DedupPhaseParams> for DedupParams {
+    fn from(p: &DedupPhaseParams) -> Self {
+        DedupParams {
+            key: p.key.clone(),
+            keep: match &p.keep {
+                DedupPhaseKeep::LowestId => Keep::LowestId,
+                DedupPhaseKeep::Highest(c) => Keep::Highest(c.clone()),
+            },
+            partitions: p.partitions,
+            memory_bytes: p.memory_bytes,
+            cluster_column: p.cluster_column,
+            against: p.against.clone(),
+            kind: DedupKind::from(&p.kind),
+            max_rounds: p.max_rounds,
+        }
+    }
+}
+
+impl From<&DedupPhaseKind> for DedupKind {
+    fn from(k: &DedupPhaseKind) -> Self {
+        match k {
+            DedupPhaseKind::Exact => DedupKind::Exact,
+            &DedupPhaseKind::Minhash {
+                bands,
+                rows,
+                threshold,
+            } => DedupKind::Minhash {
+                bands,
+                rows,
+                threshold,
+            },
+            &DedupPhaseKind::Phash { radius } => DedupKind::Phash { radius },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::Field;
+
+    fn params(keep: Keep, kind: DedupKind, against: Option<&str>, cluster: bool) -> DedupParams {
+        DedupParams {
+            key: "content_key".into(),
+            keep,
+            partitions: None,
+            memory_bytes: 1 << 30,
+            cluster_column: cluster,
+            against: against.map(Into::into),
+            kind,
+            max_rounds: 32,
+        }
+    }
+
+    /// The persisted params are the JSON the operator's params had when they were the
+    /// persisted type (format versions 1 and 2): byte for byte, both ways, so every
+    /// job.json still reads and every fingerprint and task id stays the same.
+    #[test]
+    fn the_persisted_params_keep_the_layout_of_versions_1_and_2() {
+        let minhash = DedupKind::Minhash {
+            bands: 14,
+            rows: 8,
+            threshold: 0.8,
+        };
+        let cases = [
+            (
+                params(Keep::LowestId, DedupKind::Exact, None, false),
+                r#"{"key":"content_key","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    partitions: Some(7),
+                    memory_bytes: 4096,
+                    ..params(
+                        Keep::Highest("quality".into()),
+                        DedupKind::Exact,
+                        Some("s3://b/mdf/jobs/cc-1"),
+                        true,
+                    )
+                },
+                r#"{"key":"content_key","keep":{"highest":"quality"},"partitions":7,"memory_bytes":4096,"cluster_column":true,"against":"s3://b/mdf/jobs/cc-1","max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    max_rounds: 5,
+                    ..params(Keep::LowestId, minhash, None, false)
+                },
+                r#"{"key":"content_key","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"minhash","bands":14,"rows":8,"threshold":0.8},"max_rounds":5}"#,
+            ),
+            (
+                params(
+                    Keep::Highest("score".into()),
+                    DedupKind::Phash { radius: 4 },
+                    None,
+                    true,
+                ),
+                r#"{"key":"content_key","keep":{"highest":"score"},"partitions":null,"memory_bytes":1073741824,"cluster_column":true,"kind":{"type":"phash","radius":4},"max_rounds":32}"#,
+            ),
+        ];
+        for (p, want) in cases {
+            let persisted = DedupPhaseParams::from(&p);
+            assert_eq!(serde_json::to_string(&persisted).unwrap(), want);
+            assert_eq!(
+                serde_json::to_string(&p).unwrap(),
+                want,
+                "the runtime params"
+            );
+            let back: DedupPhaseParams = serde_json::from_str(want).unwrap();
+            assert_eq!(back, persisted);
+            assert_eq!(DedupParams::from(&back), p);
+        }
+        // Written before near duplicates: no kind, no max_rounds.
+        let old: DedupPhaseParams = serde_json::from_str(
+            r#"{"key":"k","keep":"lowest_id","partitions":2,"memory_bytes":4096,"cluster_column":false}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (old.kind.clone(), old.max_rounds),
+            (DedupPhaseKind::Exact, 32)
+        );
+        assert_eq!(DedupParams::from(&old).kind, DedupKind::Exact);
+    }
+
+    #[test]
+    fn check_names_the_param_in_its_message() {
+        let schema = Schema::new(vec![Field::new("content_key", DataType::Utf8, true)]);
+        let p = params(Keep::LowestId, DedupKind::Exact, None, false);
+        let e = p.check(&schema).unwrap_err();
+        assert!(matches!(e, ParamsError::KeyType { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("params.key: column \"content_key\" is Utf8")
+        );
+        let p = params(
+            Keep::Highest("q".into()),
+            DedupKind::Phash { radius: 2 },
+            None,
+            false,
+        );
+        let schema = Schema::new(vec![Field::new("content_key", DataType::UInt64, true)]);
+        assert_eq!(
+            p.check(&schema).unwrap_err().to_string(),
+            "params.keep.highest: no column \"q\""
+        );
     }
 }

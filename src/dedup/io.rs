@@ -1,0 +1,327 @@
+//! The dedup shuffle's store access (docs/DEDUP.md): the context a dedup task runs
+//! in ([`ShuffleCtx`]), the commit records it reads (cached: they are create-only),
+//! ranged reads of one section of every committed task's object, uploads of local
+//! files (a map task's keys object, a reducer's result), and the spill directory.
+//! Everything is located through commit records, never through listings of staged
+//! files.
+use super::error::DedupError;
+use super::format::{self, parse_offsets};
+use super::sort::{ExternalSort, Fixed};
+use super::spill::KeySpill;
+use crate::protocol::hash16;
+use crate::protocol::io::{Retry, get_json};
+use crate::protocol::job::LoadedJob;
+use crate::protocol::records::{CommitRecord, OutputFile, PhaseKind, TaskStatus};
+use crate::store::{Registry, Uri};
+use bytes::Bytes;
+use object_store::ObjectStoreExt;
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use tokio::io::AsyncWriteExt;
+
+/// Commit records read by dedup tasks, by (phase, task). Commit records are
+/// create-only, so a cached copy never goes stale; a worker keeps one cache for its
+/// whole life.
+pub type CommitCache = std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>;
+
+/// What a dedup task reads and writes through: the job, its stores and the worker's
+/// caches. Borrowed from the worker for one task.
+#[derive(Clone, Copy)]
+pub struct ShuffleCtx<'a> {
+    pub job: &'a LoadedJob,
+    pub retry: &'a Retry,
+    /// Stores counting into the task's request counters.
+    pub reg: &'a Registry,
+    /// The job's store.
+    pub store: &'a Arc<dyn object_store::ObjectStore>,
+    pub commits: &'a CommitCache,
+    /// Task ids per phase, sorted.
+    pub task_ids: &'a [Vec<String>],
+}
+
+impl ShuffleCtx<'_> {
+    /// The sorted task ids of a phase.
+    pub fn task_ids(&self, phase: usize) -> &[String] {
+        self.task_ids.get(phase).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Where map tasks and reducers spill: `MDF_SPILL_DIR`, else the system temp dir.
+pub fn spill_dir() -> std::path::PathBuf {
+    std::env::var_os("MDF_SPILL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("mdf-spill")
+}
+
+/// A committed task's record, read once per worker process.
+pub async fn commit_of(
+    sc: &ShuffleCtx<'_>,
+    phase: &str,
+    task: &str,
+) -> Result<Arc<CommitRecord>, DedupError> {
+    let key = (phase.to_string(), task.to_string());
+    if let Some(r) = sc.commits.lock().expect("commit cache").get(&key) {
+        return Ok(r.clone());
+    }
+    let rec: CommitRecord = get_json(
+        sc.store.as_ref(),
+        &sc.job.paths.commit(phase, task),
+        sc.retry,
+    )
+    .await?
+    .ok_or_else(|| DedupError::NotCommitted {
+        phase: phase.to_string(),
+        task: task.to_string(),
+    })?;
+    let rec = Arc::new(rec);
+    sc.commits
+        .lock()
+        .expect("commit cache")
+        .insert(key, rec.clone());
+    Ok(rec)
+}
+
+async fn get_range(
+    sc: &ShuffleCtx<'_>,
+    uri: &str,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes, DedupError> {
+    let (store, u) = sc.reg.resolve(uri)?;
+    if range.is_empty() {
+        return Ok(Bytes::new());
+    }
+    sc.retry
+        .run(|| {
+            let (store, path, range) = (store.clone(), u.path.clone(), range.clone());
+            async move { store.get_range(&path, range).await }
+        })
+        .await
+        .map_err(|source| DedupError::Read {
+            uri: uri.to_string(),
+            source,
+        })
+}
+
+/// Section `i` of a shuffle object: its offsets from the header, then its bytes.
+pub async fn section(sc: &ShuffleCtx<'_>, file: &OutputFile, i: u64) -> Result<Bytes, DedupError> {
+    let head = get_range(sc, &file.uri, format::offsets_range(i)).await?;
+    let (a, z) = parse_offsets(&head).map_err(|e| DedupError::format(&file.uri, e))?;
+    if z > file.bytes {
+        return Err(DedupError::format(&file.uri, super::FormatError::PastEnd));
+    }
+    get_range(sc, &file.uri, a..z).await
+}
+
+/// Writes a map task's keys object into its attempt directory: from memory, or
+/// merged from the runs its keys spilled, uploaded in parts when large.
+pub async fn write_keys(
+    reg: &Registry,
+    dir: &Uri,
+    keys: KeySpill,
+) -> Result<OutputFile, DedupError> {
+    let rows = keys.rows();
+    if keys.runs() > 0 {
+        tracing::info!(
+            runs = keys.runs(),
+            budget_bytes = keys.budget_bytes(),
+            "map keys exceeded half of params.memory and were spilled to disk"
+        );
+    }
+    let (len, reader) = tokio::task::spawn_blocking(move || keys.finish())
+        .await
+        .map_err(DedupError::joined)?
+        .map_err(|e| DedupError::local("merging spilled keys", e))?;
+    let uri = dir.child("keys.bin");
+    let (blake3, written) = upload_file(reg, &uri, reader).await?;
+    if written != len {
+        return Err(DedupError::ShortWrite {
+            what: "keys object",
+            written,
+            len,
+        });
+    }
+    Ok(OutputFile {
+        uri: uri.to_uri_string(),
+        rows,
+        bytes: len,
+        blake3,
+    })
+}
+
+/// The partition a reduce or propagate task owns, from its id.
+pub fn partition_of_task(fp: &str, task: &str, partitions: u32) -> Option<u32> {
+    (0..partitions).find(|r| hash16(&[fp, "partition", &r.to_string()]) == task)
+}
+
+/// Streams local bytes (a file, spilled runs) to the store, hashing them: one PUT when
+/// small, a multipart upload past the writer's buffer. Returns the blake3 and length.
+pub async fn upload_file(
+    reg: &Registry,
+    uri: &Uri,
+    mut file: impl Read,
+) -> Result<(String, u64), DedupError> {
+    let store = reg.open(uri)?;
+    let mut w = object_store::buffered::BufWriter::new(store, uri.path.clone());
+    let mut hasher = blake3::Hasher::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    let write_err = |source| DedupError::Write {
+        uri: uri.to_uri_string(),
+        source,
+    };
+    loop {
+        let k = file.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        hasher.update(&buf[..k]);
+        n += k as u64;
+        w.write_all(&buf[..k]).await.map_err(write_err)?;
+    }
+    w.shutdown().await.map_err(write_err)?;
+    Ok((hasher.finalize().to_hex().to_string(), n))
+}
+
+/// Reads section `i` of the shuffle object of every committed task of `phase`, in
+/// task order, handing each task index, its object's URI and the bytes to `each`.
+/// Returns the bytes read.
+pub async fn read_sections(
+    sc: &ShuffleCtx<'_>,
+    phase: usize,
+    i: u64,
+    cancel: &AtomicBool,
+    mut each: impl FnMut(usize, &str, Bytes) -> Result<(), DedupError>,
+) -> Result<u64, DedupError> {
+    use futures::StreamExt;
+    let name = sc.job.manifest.phases[phase].name.clone();
+    let ids = sc.task_ids(phase);
+    // Up to 16 map tasks' commit records and sections in flight (on S3 each is a
+    // round trip), handed to `each` in task order.
+    let futures: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(ti, t)| fetch_section(sc, phase, &name, t, ti, i, cancel))
+        .collect();
+    let mut fetched = futures::stream::iter(futures).buffered(16);
+    let mut bytes = 0;
+    while let Some(r) = fetched.next().await {
+        let Some((ti, uri, b)) = r? else { continue };
+        bytes += b.len() as u64;
+        each(ti, &uri, b)?;
+    }
+    Ok(bytes)
+}
+
+/// Section `i` of task `t` (index `ti`) of `phase`, with its object's URI; `None`
+/// for a failed map task.
+async fn fetch_section(
+    sc: &ShuffleCtx<'_>,
+    phase: usize,
+    name: &str,
+    t: &str,
+    ti: usize,
+    i: u64,
+    cancel: &AtomicBool,
+) -> Result<Option<(usize, String, Bytes)>, DedupError> {
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(DedupError::Cancelled);
+    }
+    let rec = commit_of(sc, name, t).await?;
+    if rec.status != TaskStatus::Committed {
+        if sc.job.manifest.phases[phase].kind == PhaseKind::Map {
+            return Ok(None); // a failed map task has no records to keep
+        }
+        return Err(DedupError::upstream_failed(name, t, &rec));
+    }
+    let Some(file) = &rec.shuffle else {
+        return Err(DedupError::Plan(format!(
+            "task {name}/{t} committed no shuffle object"
+        )));
+    };
+    sc.job
+        .paths
+        .check_file(
+            &file.uri,
+            rec.reused_from.as_deref(),
+            sc.job.manifest.reused_from.as_deref(),
+        )
+        .map_err(DedupError::Stale)?;
+    let b = section(sc, file, i).await?;
+    Ok(Some((ti, file.uri.clone(), b)))
+}
+
+/// Section `r` of every committed task of `phase`, decoded as `T` (each entry passed
+/// to `fix` with its task index) and pushed into an external sort of `memory` bytes.
+/// Returns the bytes read and the sort.
+pub async fn gather<T: Fixed>(
+    sc: &ShuffleCtx<'_>,
+    (phase, r): (usize, u32),
+    memory: u64,
+    cancel: &AtomicBool,
+    fix: impl Fn(usize, &mut T),
+) -> Result<(u64, ExternalSort<T>), DedupError> {
+    let dir = spill_dir();
+    let mut sorter = ExternalSort::<T>::new(memory, dir.clone());
+    let input = read_sections(sc, phase, r as u64, cancel, |ti, uri, b| {
+        for mut e in format::decode::<T>(&b).map_err(|e| DedupError::format(uri, e))? {
+            fix(ti, &mut e);
+            sorter
+                .push(e)
+                .map_err(|e| DedupError::local(format!("spilling to {}", dir.display()), e))?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok((input, sorter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RequestCounts;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// Exact entries (40 bytes) with spread keys.
+    fn entries(n: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n as usize * 40);
+        for i in 0..n {
+            let key = ((i.wrapping_mul(0x9e37_79b9_7f4a_7c15) as u128) << 64) | i as u128;
+            out.extend_from_slice(&key.to_le_bytes());
+            out.extend_from_slice(&[i as u8; 24]);
+        }
+        out
+    }
+
+    /// Uploads `n` entries spilled past a 1 MiB budget; the stored object and the
+    /// number of PUT requests (a multipart upload: create, parts, complete).
+    async fn upload(name: &str, n: u64) -> (Vec<u8>, OutputFile, u64) {
+        let counts = Arc::new(RequestCounts::default());
+        let reg = Registry::with_wrapper(Default::default(), None).counting_into(counts.clone());
+        let dir = Uri::parse(&format!("memory://{name}/staging/a")).unwrap();
+        let spill = tempfile::tempdir().unwrap();
+        let mut keys = KeySpill::new(40, 7, 1 << 20, spill.path().into());
+        keys.push(&entries(n)).unwrap();
+        let f = write_keys(&reg, &dir, keys).await.unwrap();
+        let (store, u) = reg.resolve(&f.uri).unwrap();
+        let got = store.get(&u.path).await.unwrap().bytes().await.unwrap();
+        (got.to_vec(), f, counts.put.load(Relaxed))
+    }
+
+    #[tokio::test]
+    async fn a_large_keys_object_goes_up_in_parts_with_the_bytes_of_one_encoding() {
+        // 12 MiB of keys: past the writer's 10 MiB buffer, so a multipart upload.
+        let n = (12 << 20) / 40;
+        let (got, f, puts) = upload("keys-large", n).await;
+        assert_eq!(got, format::encode_keys(&entries(n), 40, 7));
+        assert_eq!((f.rows, f.bytes), (n, got.len() as u64));
+        assert_eq!(f.blake3, blake3::hash(&got).to_hex().to_string());
+        assert!(puts >= 3, "{puts} PUT requests: not a multipart upload");
+        // A small one stays one PUT.
+        let (got, _, puts) = upload("keys-small", 100).await;
+        assert_eq!(got, format::encode_keys(&entries(100), 40, 7));
+        assert_eq!(puts, 1);
+    }
+}

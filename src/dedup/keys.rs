@@ -1,0 +1,157 @@
+//! The map side of a dedup (docs/DEDUP.md, pass 1): the key entries of a batch's
+//! records, read from the key column (16-byte keys, MinHash signatures or perceptual
+//! hashes) and the `keep` column, as raw fixed-size entries for [`super::KeySpill`].
+//! Records without a key have no entries.
+use super::error::KeyError;
+use super::exact::KeyEntry;
+use super::format::parse_id;
+use super::near::append_entries;
+use super::params::{DedupKind, DedupParams, Keep};
+use super::sort::Fixed;
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
+use arrow_schema::DataType;
+
+/// The bytes of one map-side key entry of a dedup stage.
+pub fn entry_size(p: &DedupParams) -> usize {
+    p.kind.entry_bytes() as usize
+}
+
+/// Appends the key entries of a batch (raw, [`entry_size`] bytes each): exact keys
+/// as [`KeyEntry`], near-duplicate values as one entry per band
+/// ([`super::near::NearEntry`]). Records without a key have no entries.
+pub fn append_keys(
+    batch: &RecordBatch,
+    p: &DedupParams,
+    out: &mut Vec<u8>,
+) -> Result<(), KeyError> {
+    let ids = batch
+        .column_by_name(crate::records::ID)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or(KeyError::NoIdColumn)?;
+    let ranks: Option<Vec<f64>> = match &p.keep {
+        Keep::LowestId => None,
+        Keep::Highest(c) => {
+            let col = batch
+                .column_by_name(c)
+                .ok_or_else(|| KeyError::NoRankColumn(c.clone()))?;
+            let f = arrow_cast::cast(col, &DataType::Float64)?;
+            let f = f
+                .as_any()
+                .downcast_ref::<arrow_array::Float64Array>()
+                .expect("cast to f64");
+            Some(
+                (0..f.len())
+                    .map(|i| {
+                        if f.is_null(i) || f.value(i).is_nan() {
+                            f64::NEG_INFINITY
+                        } else {
+                            f.value(i)
+                        }
+                    })
+                    .collect(),
+            )
+        }
+    };
+    let col = batch
+        .column_by_name(&p.key)
+        .ok_or_else(|| KeyError::NoKeyColumn(p.key.clone()))?;
+    let values = KeyValues::of(col, &p.kind)?;
+    out.reserve(batch.num_rows() * entry_size(p));
+    let mut buf = Vec::new();
+    for i in 0..batch.num_rows() {
+        if !values.get(i, &mut buf)? {
+            continue;
+        }
+        let id = parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
+        let rank = ranks.as_ref().map_or(0.0, |r| r[i]);
+        match &p.kind {
+            DedupKind::Exact => KeyEntry {
+                key: u128::from_le_bytes(buf[..16].try_into().expect("16 bytes")),
+                id,
+                rank,
+            }
+            .put(out),
+            kind => append_entries(kind, &buf, id, rank, out),
+        }
+    }
+    Ok(())
+}
+
+/// The key column of a batch, read as bytes per row: the 16-byte key, the
+/// signature, or the perceptual hash as 8 little-endian bytes.
+enum KeyValues<'a> {
+    Fixed(&'a FixedSizeBinaryArray),
+    U64(&'a arrow_array::UInt64Array),
+    I64(&'a arrow_array::Int64Array),
+    Hex(&'a StringArray),
+}
+
+impl<'a> KeyValues<'a> {
+    fn of(col: &'a ArrayRef, kind: &DedupKind) -> Result<Self, KeyError> {
+        let any = col.as_any();
+        let v = match kind {
+            DedupKind::Exact | DedupKind::Minhash { .. } => {
+                any.downcast_ref().map(KeyValues::Fixed)
+            }
+            DedupKind::Phash { .. } => any
+                .downcast_ref()
+                .map(KeyValues::U64)
+                .or_else(|| any.downcast_ref().map(KeyValues::I64))
+                .or_else(|| any.downcast_ref().map(KeyValues::Hex)),
+        };
+        v.ok_or_else(|| KeyError::KeyType(col.data_type().clone()))
+    }
+
+    /// Fills `buf` with row `i`'s value; false for a null (no key).
+    fn get(&self, i: usize, buf: &mut Vec<u8>) -> Result<bool, KeyError> {
+        buf.clear();
+        match self {
+            KeyValues::Fixed(a) if a.is_valid(i) => buf.extend_from_slice(a.value(i)),
+            KeyValues::U64(a) if a.is_valid(i) => buf.extend_from_slice(&a.value(i).to_le_bytes()),
+            KeyValues::I64(a) if a.is_valid(i) => buf.extend_from_slice(&a.value(i).to_le_bytes()),
+            KeyValues::Hex(a) if a.is_valid(i) => {
+                let s = a.value(i);
+                let h = u64::from_str_radix(s, 16)
+                    .ok()
+                    .filter(|_| s.len() == 16)
+                    .ok_or_else(|| KeyError::BadHash(s.to_string()))?;
+                buf.extend_from_slice(&h.to_le_bytes());
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dedup::format::{
+        KEYS_MAGIC, check_header, decode, encode_keys, partition_of, section_of,
+    };
+
+    #[test]
+    fn keys_object_sections_hold_their_partition() {
+        let entries: Vec<KeyEntry> = (0..500u128)
+            .map(|i| KeyEntry {
+                key: i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835),
+                id: i,
+                rank: 0.0,
+            })
+            .collect();
+        let p = 5;
+        let mut raw = Vec::new();
+        for e in &entries {
+            e.put(&mut raw);
+        }
+        let obj = encode_keys(&raw, KeyEntry::SIZE, p);
+        check_header(&obj, KEYS_MAGIC, p as u64).unwrap();
+        let mut seen = 0;
+        for r in 0..p as u64 {
+            let part: Vec<KeyEntry> = decode(section_of(&obj, r).unwrap()).unwrap();
+            assert!(part.iter().all(|x| partition_of(x.key, p) == r as u32));
+            seen += part.len();
+        }
+        assert_eq!(seen, entries.len());
+    }
+}

@@ -1,0 +1,292 @@
+//! Planning a dedup (docs/DEDUP.md): how many key partitions, the reduce phase (or
+//! the near-duplicate candidates and label-step phases) that follow a dedup stage's
+//! map phase, the fingerprints that name the shuffle, and the submit-time check of an
+//! `against` job. The coordinator's planner calls these for each dedup stage; they
+//! read nothing but the spec and, for `against`, the earlier job.
+use super::params::DedupParams;
+use crate::protocol::hash16;
+use crate::protocol::records::{
+    DedupPhase, DedupPhaseParams, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
+};
+use crate::spec::Spec;
+use crate::spec::reader::{FieldError, SpecErrors};
+use crate::store::Registry;
+use arrow_schema::Schema;
+
+/// A dedup's key partitions (= reduce tasks): `params.partitions`, or for `auto` about
+/// 128 MiB of keys each, from the job's input bytes (~2 KiB of input per record, each
+/// record's key entries).
+pub fn dedup_partitions(d: &DedupParams, input_bytes: u64) -> u32 {
+    let keys_bytes = input_bytes / 2048 * d.kind.keys_per_record() * (d.kind.entry_bytes() + 8);
+    d.partitions
+        .unwrap_or_else(|| keys_bytes.div_ceil(128 << 20).clamp(1, 4096) as u32)
+}
+
+/// The persisted plan of the dedup stage `stage` (index `map_phase` is the phase it
+/// ends), as the phases after it carry it.
+pub fn dedup_phase(
+    stage: &str,
+    params: &DedupParams,
+    partitions: u32,
+    map_phase: usize,
+) -> DedupPhase {
+    DedupPhase {
+        stage: stage.to_string(),
+        params: DedupPhaseParams::from(params),
+        partitions,
+        map_phase,
+        step: 0,
+    }
+}
+
+/// What a dedup's shuffle reads and how it cuts it: the map phase's fingerprint, the
+/// partition count (`partitions: auto` depends on the input size) and the exact set of
+/// map tasks. Reduce and propagate fingerprints derive from it, so `--reuse` takes an
+/// earlier job's reduce or apply commits only when that job shuffled exactly the same
+/// map tasks into the same key ranges (a reduce over {a, b} decides differently from
+/// one over {a}; decisions are addressed by map-task index).
+pub fn shuffle_identity(map_fp: &str, partitions: u32, map_tasks: &[TaskManifest]) -> String {
+    let mut ids: Vec<&str> = map_tasks.iter().map(|t| t.task_id.as_str()).collect();
+    ids.sort_unstable();
+    let mut h = blake3::Hasher::new();
+    for id in &ids {
+        h.update(id.as_bytes());
+        h.update(b"\n");
+    }
+    let set = h.finalize().to_hex();
+    hash16(&["shuffle", map_fp, &partitions.to_string(), set.as_str()])
+}
+
+/// The phases between a dedup's map phase and its apply phase, numbered from `first`:
+/// exact, one reduce phase; near duplicates, the candidates reduce, then
+/// 2·max_rounds − 1 label steps (record, bucket, ..., record). One task per key
+/// partition each. `map_fp`, `map_tasks` and `map_out` are the map phase's
+/// fingerprint, tasks and output schema.
+pub fn shuffle_phases(
+    dd: &DedupPhase,
+    map_fp: &str,
+    map_tasks: &[TaskManifest],
+    map_out: &Schema,
+    first: usize,
+) -> Vec<(PhasePlan, Vec<TaskManifest>)> {
+    let steps = if dd.params.kind.is_exact() {
+        0
+    } else {
+        2 * dd.params.max_rounds - 1
+    };
+    let shuffle = shuffle_identity(map_fp, dd.partitions, map_tasks);
+    let mut out = Vec::new();
+    for step in 0..=steps {
+        let name = phase_name(first + step as usize);
+        let rfp = if step == 0 {
+            hash16(&["reduce", &shuffle])
+        } else {
+            hash16(&["propagate", &step.to_string(), &shuffle])
+        };
+        let list: Vec<TaskManifest> = (0..dd.partitions)
+            .map(|r| TaskManifest {
+                version: VERSION,
+                job_id: String::new(),
+                phase: name.clone(),
+                task_id: hash16(&[&rfp, "partition", &r.to_string()]),
+                inputs: vec![],
+                upstream: vec![],
+            })
+            .collect();
+        let phase = PhasePlan {
+            name,
+            fingerprint: rfp,
+            stages: vec![],
+            input_schema: map_out.clone(),
+            output_schema: Schema::empty(),
+            last: false,
+            gpu: false,
+            tasks: list.len() as u64,
+            kind: if step == 0 {
+                PhaseKind::Reduce
+            } else {
+                PhaseKind::Propagate
+            },
+            dedup: Some(DedupPhase { step, ..dd.clone() }),
+            task_digest: Some(digest_of(&list)),
+        };
+        out.push((phase, list));
+    }
+    out
+}
+
+/// An apply phase's fingerprint: its decisions come from the last shuffle phase, so
+/// its fingerprint (and so its task ids and every id downstream) names the shuffle,
+/// not just the spec.
+pub fn apply_fingerprint(spec_fp: &str, last_shuffle_fp: &str) -> String {
+    hash16(&[spec_fp, "apply", last_shuffle_fp])
+}
+
+/// The [`PhasePlan::task_digest`] of a phase's tasks.
+fn digest_of(tasks: &[TaskManifest]) -> String {
+    let mut ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    ids.sort_unstable();
+    crate::protocol::records::task_digest(&ids)
+}
+
+/// Why a spec's `against` jobs could not be accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum AgainstError {
+    /// The spec is refused, naming `params.against`.
+    #[error(transparent)]
+    Spec(#[from] SpecErrors),
+    /// The earlier job could not be read.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// A dedup stage's `against` job must exist, be complete up to its dedup reduce, and
+/// have computed the same key with the same stage (else its keys mean something else).
+pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstError> {
+    let mut errors = Vec::new();
+    let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
+    for (i, st) in spec.stages.iter().enumerate() {
+        let crate::ops::Operator::Dedup(d) = st.operator.as_ref() else {
+            continue;
+        };
+        let Some(uri) = &d.against else { continue };
+        let path = format!("stages[{i}].params.against");
+        let err = |m: String| FieldError {
+            path: path.clone(),
+            message: m,
+        };
+        let old = match crate::protocol::job::load_job(reg, uri, &retry).await {
+            Ok(j) => j,
+            Err(e) => {
+                errors.push(err(format!("cannot load job {uri}: {e}")));
+                continue;
+            }
+        };
+        let Some(od) = old
+            .manifest
+            .phases
+            .iter()
+            .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.key))
+        else {
+            errors.push(err(format!(
+                "job {uri} has no dedup stage on the key {:?}",
+                d.key
+            )));
+            continue;
+        };
+        // The stage that produced the key, here and there: same operator and params.
+        let producer = |s: &Spec| {
+            s.stages
+                .iter()
+                .find(|x| format!("{}_key", x.name) == d.key)
+                .map(|x| (x.op.clone(), crate::spec::canonical_json(&x.params)))
+        };
+        if producer(spec) != producer(&old.spec) {
+            errors.push(err(format!(
+                "job {uri} computed {:?} with a different stage or parameters",
+                d.key
+            )));
+            continue;
+        }
+        let map = &old.manifest.phases[od.map_phase];
+        let (store, _) = reg
+            .resolve(uri)
+            .map_err(|e| AgainstError::Storage(e.to_string()))?;
+        let done =
+            crate::protocol::io::list_all(store.as_ref(), &old.paths.commits(&map.name), &retry)
+                .await
+                .map_err(|e| AgainstError::Storage(e.to_string()))?
+                .len() as u64;
+        if done < map.tasks {
+            errors.push(err(format!(
+                "job {uri} is not complete: {done} of {} tasks of {} committed",
+                map.tasks, map.name
+            )));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(AgainstError::Spec(SpecErrors(errors)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tm(id: &str) -> TaskManifest {
+        TaskManifest {
+            version: VERSION,
+            job_id: String::new(),
+            phase: "p00".into(),
+            task_id: id.into(),
+            inputs: vec![],
+            upstream: vec![],
+        }
+    }
+
+    #[test]
+    fn the_shuffle_identity_names_the_map_tasks_and_the_partitions() {
+        let ab = shuffle_identity("fp", 4, &[tm("a"), tm("b")]);
+        assert_eq!(
+            ab,
+            shuffle_identity("fp", 4, &[tm("b"), tm("a")]),
+            "order-free"
+        );
+        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a")]), "fewer map tasks");
+        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a"), tm("b"), tm("c")]));
+        assert_ne!(
+            ab,
+            shuffle_identity("fp", 5, &[tm("a"), tm("b")]),
+            "key ranges"
+        );
+        assert_ne!(ab, shuffle_identity("fq", 4, &[tm("a"), tm("b")]));
+    }
+
+    /// Exact: one reduce phase; near: the candidates reduce and 2·R − 1 label steps,
+    /// numbered on from `first`, every task id derived from the shuffle.
+    #[test]
+    fn shuffle_phases_follow_the_kind() {
+        let params = |kind| DedupParams {
+            key: "k".into(),
+            keep: super::super::Keep::LowestId,
+            partitions: Some(3),
+            memory_bytes: 1 << 20,
+            cluster_column: false,
+            against: None,
+            kind,
+            max_rounds: 4,
+        };
+        let maps = [tm("a"), tm("b")];
+        let exact = dedup_phase("dd", &params(super::super::DedupKind::Exact), 3, 1);
+        let got = shuffle_phases(&exact, "fp", &maps, &Schema::empty(), 2);
+        assert_eq!(got.len(), 1);
+        let (p, tasks) = &got[0];
+        assert_eq!(
+            (p.name.as_str(), p.kind, p.tasks),
+            ("p02", PhaseKind::Reduce, 3)
+        );
+        let shuffle = shuffle_identity("fp", 3, &maps);
+        assert_eq!(p.fingerprint, hash16(&["reduce", &shuffle]));
+        assert_eq!(
+            tasks[1].task_id,
+            hash16(&[&p.fingerprint, "partition", "1"])
+        );
+        let near = dedup_phase(
+            "dd",
+            &params(super::super::DedupKind::Phash { radius: 2 }),
+            3,
+            1,
+        );
+        let got = shuffle_phases(&near, "fp", &maps, &Schema::empty(), 2);
+        let kinds: Vec<(PhaseKind, u32)> = got
+            .iter()
+            .map(|(p, _)| (p.kind, p.dedup.as_ref().unwrap().step))
+            .collect();
+        assert_eq!(kinds.len(), 8);
+        assert_eq!(kinds[0], (PhaseKind::Reduce, 0));
+        assert_eq!(kinds[7], (PhaseKind::Propagate, 7));
+        assert_eq!(got[7].0.name, "p09");
+    }
+}

@@ -1,0 +1,169 @@
+//! An exact reduce task (docs/DEDUP.md, pass 2): its key range from every committed
+//! map task's keys object (and from an earlier job's, with `against`), sorted and
+//! decided in bounded memory by [`super::exact`], the decisions object uploaded into
+//! the attempt directory.
+use super::error::DedupError;
+use super::exact::{self, KeyEntry, Sourced};
+use super::format::{self, overlapping, partition_of};
+use super::io::{ShuffleCtx, partition_of_task, read_sections, section, spill_dir, upload_file};
+use super::params::DedupParams;
+use super::sort::ExternalSort;
+use crate::protocol::io::get_json;
+use crate::protocol::records::{
+    CLUSTER_SIZE, CommitRecord, DedupPhase, OutputFile, TaskStats, TaskStatus,
+};
+use crate::store::Uri;
+use std::sync::atomic::AtomicBool;
+
+/// One reduce task of `phase`: its key range from every committed map task, grouped
+/// and decided in bounded memory; the decisions object is written into `out_dir`.
+pub async fn reduce(
+    sc: &ShuffleCtx<'_>,
+    phase: usize,
+    task: &str,
+    out_dir: &Uri,
+    cancel: &AtomicBool,
+) -> Result<(OutputFile, TaskStats), DedupError> {
+    let plan = &sc.job.manifest.phases[phase];
+    let d: &DedupPhase = plan
+        .dedup
+        .as_ref()
+        .ok_or_else(|| DedupError::Plan("reduce phase without a dedup plan".into()))?;
+    let params = DedupParams::from(&d.params);
+    let r = partition_of_task(&plan.fingerprint, task, d.partitions).ok_or_else(|| {
+        DedupError::Plan(format!("task {task} is not a partition of {}", plan.name))
+    })?;
+    let dir = spill_dir();
+    let mut sorter = ExternalSort::<Sourced>::new(params.memory_bytes / 2, dir.clone());
+    // Keys objects hold KeyEntry; the task is known by which object it came from.
+    let mut input_bytes = read_sections(sc, d.map_phase, r as u64, cancel, |ti, uri, b| {
+        for e in format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(uri, e))? {
+            sorter
+                .push(Sourced { e, task: ti as u32 })
+                .map_err(|e| DedupError::local(format!("spilling to {}", dir.display()), e))?;
+        }
+        Ok(())
+    })
+    .await?;
+    if let Some(uri) = &params.against {
+        input_bytes += earlier_keys(sc, uri, d, r, &mut sorter).await?;
+    }
+    let memory = params.memory_bytes;
+    let cluster = params.cluster_column;
+    let n_tasks = sc.task_ids(d.map_phase).len() as u32;
+    let (file, len, stats) = tokio::task::spawn_blocking(move || {
+        exact::finish_reduce(sorter, memory, dir, cluster, n_tasks)
+    })
+    .await
+    .map_err(DedupError::joined)?
+    .map_err(|e| DedupError::local("reduce spill", e))?;
+    if stats.spilled_bytes > 0 {
+        tracing::info!(
+            task,
+            spilled_bytes = stats.spilled_bytes,
+            "partition exceeded the reduce memory budget and spilled to disk"
+        );
+    }
+    let uri = out_dir.child("decisions.bin");
+    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
+    if written != len {
+        return Err(DedupError::ShortWrite {
+            what: "decisions object",
+            written,
+            len,
+        });
+    }
+    // Keys in, distinct keys out; the duplicates become rejects in the apply phase.
+    let ts = TaskStats {
+        records_in: stats.keys,
+        records_out: stats.distinct,
+        input_bytes,
+        output_bytes: len,
+        histograms: [(CLUSTER_SIZE.to_string(), stats.cluster_sizes)].into(),
+        ..Default::default()
+    };
+    Ok((
+        OutputFile {
+            uri: uri.to_uri_string(),
+            rows: stats.duplicates,
+            bytes: len,
+            blake3,
+        },
+        ts,
+    ))
+}
+
+/// Adds the keys of an earlier job (`against`) that fall in partition `r`: from its
+/// map tasks' keys objects, the sections overlapping `r` (the jobs may have different
+/// partition counts). Returns the bytes read.
+async fn earlier_keys(
+    sc: &ShuffleCtx<'_>,
+    uri: &str,
+    d: &DedupPhase,
+    r: u32,
+    sorter: &mut ExternalSort<Sourced>,
+) -> Result<u64, DedupError> {
+    let old = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
+        .await
+        .map_err(|e| DedupError::Against(format!("params.against: {e}")))?;
+    let od = old
+        .manifest
+        .phases
+        .iter()
+        .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.params.key))
+        .ok_or_else(|| {
+            DedupError::Against(format!(
+                "job {uri} has no dedup stage on {:?}",
+                d.params.key
+            ))
+        })?;
+    let map_name = &old.manifest.phases[od.map_phase].name;
+    let (store, _) = sc.reg.resolve(uri)?;
+    let ids = crate::protocol::planned_task_ids(
+        store.as_ref(),
+        &old.paths,
+        &old.manifest.phases[od.map_phase],
+        sc.retry,
+    )
+    .await?;
+    let (q_lo, q_hi) = overlapping(r, d.partitions, od.partitions);
+    let mut bytes = 0;
+    for t in &ids {
+        let rec: CommitRecord = get_json(store.as_ref(), &old.paths.commit(map_name, t), sc.retry)
+            .await?
+            .ok_or_else(|| {
+                DedupError::Against(format!("job {uri}: task {map_name}/{t} is not committed"))
+            })?;
+        let Some(keys) = rec
+            .shuffle
+            .as_ref()
+            .filter(|_| rec.status == TaskStatus::Committed)
+        else {
+            continue;
+        };
+        old.paths
+            .check_file(
+                &keys.uri,
+                rec.reused_from.as_deref(),
+                old.manifest.reused_from.as_deref(),
+            )
+            .map_err(DedupError::Stale)?;
+        for q in q_lo..=q_hi {
+            let b = section(sc, keys, q as u64).await?;
+            bytes += b.len() as u64;
+            for e in
+                format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(&keys.uri, e))?
+            {
+                if partition_of(e.key, d.partitions) == r {
+                    sorter
+                        .push(Sourced {
+                            e,
+                            task: exact::EARLIER,
+                        })
+                        .map_err(|e| DedupError::local("spilling", e))?;
+                }
+            }
+        }
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,437 @@
+//! What a task of each phase kind does between taking its lease and committing: one
+//! [`PhaseExecutor`] per [`PhaseKind`], chosen from the phase's plan by
+//! [`for_phase`]. A records phase runs the stage pipeline over its input slices or
+//! its upstream task's files (and, before a dedup's reduce, writes the keys object);
+//! an exact reduce and a near-duplicate step run the dedup subsystem's tasks; an
+//! apply phase reads its map task's decisions and runs the dedup filter as the first
+//! stage of its pipeline. Executors never lease, commit or publish: `task::run`
+//! does, whatever the kind.
+//!
+//! Adding a phase kind: a variant of `PhaseKind` (persisted, so versioned), one
+//! executor here, one arm in [`for_phase`].
+use super::WorkerCtx;
+use super::pipeline::{self, BoundStage, PipelineError, PipelineSpec};
+use super::task::{Attempt, Produced, TaskError};
+use crate::dedup::{self, ShuffleCtx};
+use crate::protocol::io::get_json;
+use crate::protocol::records::{
+    CommitRecord, InputSlice, OutputFile, PhaseKind, PhasePlan, TaskManifest, TaskStats, TaskStatus,
+};
+use crate::spec::Format;
+use crate::store::{Registry, Uri};
+use arrow_schema::SchemaRef;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One attempt of one task, as its executor sees it.
+pub(super) struct TaskRun<'a> {
+    pub ctx: &'a Arc<WorkerCtx>,
+    /// Stores counting into the task's request counters.
+    pub reg: &'a Registry,
+    /// The job's store.
+    pub store: &'a Arc<dyn object_store::ObjectStore>,
+    pub phase: usize,
+    pub phase_name: &'a str,
+    pub task: &'a str,
+    pub attempt: &'a str,
+    pub cancel: Arc<AtomicBool>,
+    pub manifest: TaskManifest,
+}
+
+impl TaskRun<'_> {
+    fn plan(&self) -> &PhasePlan {
+        &self.ctx.job.manifest.phases[self.phase]
+    }
+
+    /// Where the attempt stages what it writes.
+    fn out_dir(&self) -> Uri {
+        self.ctx
+            .job
+            .paths
+            .attempt_dir(self.phase_name, self.task, self.attempt)
+    }
+
+    fn shuffle(&self) -> ShuffleCtx<'_> {
+        ShuffleCtx {
+            job: &self.ctx.job,
+            retry: &self.ctx.retry,
+            reg: self.reg,
+            store: self.store,
+            commits: &self.ctx.commits,
+            task_ids: self.ctx.ids.get().map_or(&[], Vec::as_slice),
+        }
+    }
+}
+
+/// Runs one task of a phase kind to the point of committing.
+#[async_trait::async_trait]
+pub(super) trait PhaseExecutor: Send + Sync {
+    /// The kind's name, for logs and tests.
+    fn name(&self) -> &'static str;
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt;
+}
+
+/// The executor of a phase's tasks, from its plan.
+pub(super) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
+    let near = plan
+        .dedup
+        .as_ref()
+        .is_some_and(|d| !d.params.kind.is_exact());
+    match plan.kind {
+        PhaseKind::Map => Box::new(RecordsPhase),
+        PhaseKind::Reduce if !near => Box::new(ExactReduce),
+        PhaseKind::Reduce | PhaseKind::Propagate => Box::new(NearStep),
+        PhaseKind::Apply => Box::new(ApplyPhase),
+    }
+}
+
+/// Stages over the records of input slices (phase 0) or of the upstream task.
+struct RecordsPhase;
+
+#[async_trait::async_trait]
+impl PhaseExecutor for RecordsPhase {
+    fn name(&self) -> &'static str {
+        "records"
+    }
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
+        let plan = run.plan();
+        let stages = run.ctx.stages[run.phase].clone();
+        let input_schema = Arc::new(plan.input_schema.clone());
+        records(run, stages, input_schema, run.phase.saturating_sub(1)).await
+    }
+}
+
+/// Dedup pass 2, exact keys: one key range, one decisions object.
+struct ExactReduce;
+
+#[async_trait::async_trait]
+impl PhaseExecutor for ExactReduce {
+    fn name(&self) -> &'static str {
+        "exact reduce"
+    }
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
+        let done = dedup::reduce::reduce(
+            &run.shuffle(),
+            run.phase,
+            run.task,
+            &run.out_dir(),
+            &run.cancel,
+        )
+        .await
+        .map(|(f, s)| (Some(f), s, None));
+        shuffled(run, done)
+    }
+}
+
+/// Near duplicates: the candidates reduce or one label-propagation step.
+struct NearStep;
+
+#[async_trait::async_trait]
+impl PhaseExecutor for NearStep {
+    fn name(&self) -> &'static str {
+        "near-duplicate step"
+    }
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
+        let done = dedup::propagate::near_step(
+            &run.shuffle(),
+            run.phase,
+            run.task,
+            &run.out_dir(),
+            &run.cancel,
+        )
+        .await;
+        shuffled(run, done)
+    }
+}
+
+/// A shuffle task's result as an attempt: its object (none: skipped) and stats.
+fn shuffled(
+    run: &TaskRun<'_>,
+    done: Result<(Option<OutputFile>, TaskStats, Option<u64>), dedup::DedupError>,
+) -> Attempt {
+    match done {
+        Ok((file, stats, changed)) => Attempt::Done(Box::new(Produced {
+            outputs: vec![],
+            rejects: vec![],
+            stats,
+            shuffle: file,
+            changed,
+        })),
+        Err(_) if run.cancel.load(Ordering::Relaxed) => Attempt::Cancelled,
+        Err(e) => Attempt::Failed(e.into()),
+    }
+}
+
+/// Dedup finalisation: the map task's records through the dedup filter (its
+/// decisions, read here), then the stages after the dedup stage.
+struct ApplyPhase;
+
+#[async_trait::async_trait]
+impl PhaseExecutor for ApplyPhase {
+    fn name(&self) -> &'static str {
+        "apply"
+    }
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
+        let plan = run.plan();
+        let Some(d) = &plan.dedup else {
+            return Attempt::Failed(TaskError::NoDedupPlan(plan.name.clone()));
+        };
+        let Some(up) = run.manifest.upstream.first() else {
+            return Attempt::Failed(TaskError::NoMapTask(run.task.to_string()));
+        };
+        let filter = match dedup::apply::filter_for(&run.shuffle(), d, up).await {
+            Ok(f) => f,
+            Err(e) => return Attempt::Failed(e.into()),
+        };
+        let mut stages = vec![BoundStage {
+            name: d.stage.clone(),
+            op: Arc::new(crate::ops::Operator::Filter(Box::new(filter))),
+            out_schema: Arc::new(plan.input_schema.clone()),
+            then_keep: None,
+            histograms: vec![],
+        }];
+        stages.extend(run.ctx.stages[run.phase].iter().cloned());
+        // Its records are the map task's (the phase before the reduce).
+        let input_schema = Arc::new(
+            run.ctx.job.manifest.phases[d.map_phase]
+                .output_schema
+                .clone(),
+        );
+        records(run, stages, input_schema, d.map_phase).await
+    }
+}
+
+/// Runs `stages` over the task's input slices (phase 0) or the committed files of
+/// its upstream tasks in `upstream_phase`; a phase ending in a dedup stage also
+/// writes its keys object.
+async fn records(
+    run: &TaskRun<'_>,
+    stages: Vec<BoundStage>,
+    input_schema: SchemaRef,
+    upstream_phase: usize,
+) -> Attempt {
+    let (ctx, phase) = (run.ctx, run.phase);
+    let job = &ctx.job;
+    let plan = run.plan();
+    let inputs: Vec<InputSlice> = if phase == 0 {
+        run.manifest.inputs.clone()
+    } else {
+        let mut v = Vec::new();
+        for up in &run.manifest.upstream {
+            let prev = &job.manifest.phases[upstream_phase].name;
+            match get_json::<CommitRecord>(
+                run.store.as_ref(),
+                &job.paths.commit(prev, up),
+                &ctx.retry,
+            )
+            .await
+            {
+                Ok(Some(r)) if r.status == TaskStatus::Committed => {
+                    if let Some(bad) = r.outputs.iter().find_map(|f| {
+                        job.paths
+                            .check_file(
+                                &f.uri,
+                                r.reused_from.as_deref(),
+                                job.manifest.reused_from.as_deref(),
+                            )
+                            .err()
+                    }) {
+                        return Attempt::Failed(TaskError::StaleInput(bad));
+                    }
+                    v.extend(r.outputs.iter().map(|f| InputSlice {
+                        uri: f.uri.clone(),
+                        size: f.bytes,
+                        etag: None,
+                        format: Format::Parquet,
+                        start: 0,
+                        end: f.bytes,
+                    }));
+                }
+                Ok(Some(r)) => {
+                    return Attempt::Failed(TaskError::UpstreamFailed {
+                        phase: prev.clone(),
+                        task: up.clone(),
+                        error: r.error.unwrap_or_default(),
+                    });
+                }
+                Ok(None) => {
+                    return Attempt::Failed(TaskError::UpstreamNotCommitted {
+                        phase: prev.clone(),
+                        task: up.clone(),
+                    });
+                }
+                Err(e) => return Attempt::Failed(e.into()),
+            }
+        }
+        v
+    };
+    let spec = &job.spec;
+    let last = plan.last;
+    // A phase ending in a dedup stage writes keys for the next (reduce) phase.
+    let keys_of = job
+        .manifest
+        .phases
+        .get(phase + 1)
+        .filter(|p| p.kind == PhaseKind::Reduce)
+        .and_then(|p| p.dedup.clone());
+    let pspec = PipelineSpec {
+        registry: run.reg.clone(),
+        handle: tokio::runtime::Handle::current(),
+        inputs,
+        input_schema,
+        assign_ids: phase == 0,
+        download: spec.input.download.clone(),
+        stages,
+        output_schema: Arc::new(plan.output_schema.clone()),
+        out_dir: run.out_dir(),
+        props: super::writer::properties(&spec.output),
+        target_file_bytes: if last {
+            spec.output.target_file_bytes
+        } else {
+            spec.output.target_file_bytes.min(256 << 20)
+        },
+        lance: last && spec.output.format == crate::spec::OutputFormat::Lance,
+        batch_rows: spec.job.batch_rows,
+        batch_bytes: spec.job.batch_bytes,
+        channel_batches: spec.job.channel_batches,
+        max_record_bytes: spec.input.max_record_bytes as usize,
+        keep_rejected_records: spec.rejects.include_record,
+        cancel: run.cancel.clone(),
+        keys: keys_of.as_ref().map(|d| pipeline::KeysSpec {
+            params: dedup::DedupParams::from(&d.params),
+            partitions: d.partitions,
+        }),
+    };
+    match tokio::task::spawn_blocking(move || pipeline::run(pspec)).await {
+        Ok(Ok(out)) => {
+            // Pass 1 of a dedup: the keys object, beside the staged records.
+            let shuffle = match out.keys {
+                Some(keys) => match dedup::io::write_keys(run.reg, &run.out_dir(), keys).await {
+                    Ok(f) => Some(f),
+                    Err(e) => return Attempt::Failed(e.into()),
+                },
+                None => None,
+            };
+            Attempt::Done(Box::new(Produced {
+                outputs: out.outputs,
+                rejects: out.rejects,
+                stats: out.stats,
+                shuffle,
+                changed: None,
+            }))
+        }
+        Ok(Err(
+            PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
+        )) => Attempt::Cancelled,
+        Ok(Err(e)) => Attempt::Failed(e.into()),
+        // The panic's message, not tokio's (whose task id differs on every attempt).
+        Err(e) => Attempt::Failed(TaskError::Panicked(pipeline::join_error("the pipeline", e))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::records::{DedupPhase, DedupPhaseKeep, DedupPhaseKind, DedupPhaseParams};
+    use arrow_schema::Schema;
+
+    fn phase(kind: PhaseKind, dedup: Option<DedupPhaseKind>) -> PhasePlan {
+        PhasePlan {
+            name: "p01".into(),
+            fingerprint: "fp".into(),
+            stages: vec![],
+            input_schema: Schema::empty(),
+            output_schema: Schema::empty(),
+            last: false,
+            gpu: false,
+            tasks: 1,
+            kind,
+            dedup: dedup.map(|kind| DedupPhase {
+                stage: "dedup".into(),
+                params: DedupPhaseParams {
+                    key: "k".into(),
+                    keep: DedupPhaseKeep::LowestId,
+                    partitions: None,
+                    memory_bytes: 1 << 20,
+                    cluster_column: false,
+                    against: None,
+                    kind,
+                    max_rounds: 4,
+                },
+                partitions: 2,
+                map_phase: 0,
+                step: 0,
+            }),
+            task_digest: None,
+        }
+    }
+
+    /// Each phase kind gets its executor; a reduce phase's follows the dedup's kind.
+    #[test]
+    fn the_executor_follows_the_phase_kind() {
+        let phash = || Some(DedupPhaseKind::Phash { radius: 2 });
+        let exact = || Some(DedupPhaseKind::Exact);
+        let cases = [
+            (phase(PhaseKind::Map, None), "records"),
+            (phase(PhaseKind::Reduce, exact()), "exact reduce"),
+            (phase(PhaseKind::Reduce, phash()), "near-duplicate step"),
+            (phase(PhaseKind::Propagate, phash()), "near-duplicate step"),
+            (phase(PhaseKind::Apply, exact()), "apply"),
+            (phase(PhaseKind::Apply, phash()), "apply"),
+        ];
+        for (p, want) in cases {
+            assert_eq!(for_phase(&p).name(), want, "{:?}", p.kind);
+        }
+    }
+
+    /// Whether a failure is retried is a property of the error: a failed upstream
+    /// task, clusters that did not converge, an input that changed since planning,
+    /// a missing manifest fail the task at once; storage errors and the like count
+    /// towards `job.max_attempts`.
+    #[test]
+    fn retrying_is_a_property_of_the_error() {
+        let fatal = [
+            TaskError::LostTooOften(3),
+            TaskError::NoMapTask("t".into()),
+            TaskError::UpstreamFailed {
+                phase: "p00".into(),
+                task: "t".into(),
+                error: "boom".into(),
+            },
+            TaskError::Dedup(dedup::DedupError::NotConverged {
+                max_rounds: 2,
+                changed: 1,
+                stage: "near".into(),
+            }),
+            TaskError::Pipeline(PipelineError::Read(
+                super::super::readers::ReadError::Changed {
+                    uri: "u".into(),
+                    message: "etag".into(),
+                },
+            )),
+        ];
+        for e in fatal {
+            assert!(!e.is_retryable(), "{e}");
+        }
+        let retried = [
+            TaskError::UpstreamNotCommitted {
+                phase: "p00".into(),
+                task: "t".into(),
+            },
+            TaskError::Dedup(dedup::DedupError::Plan("x".into())),
+            TaskError::Panicked("the pipeline panicked: x".into()),
+        ];
+        for e in retried {
+            assert!(e.is_retryable(), "{e}");
+        }
+        assert_eq!(
+            TaskError::UpstreamFailed {
+                phase: "p00".into(),
+                task: "t".into(),
+                error: "boom".into(),
+            }
+            .to_string(),
+            "upstream task p00/t failed: boom"
+        );
+    }
+}
