@@ -1,7 +1,8 @@
 //! Persisted formats are versioned: every record written by format version 1 (the
 //! files in tests/fixtures/v1/, written by a real `mdf run` of the quickstart) must
 //! keep decoding in every later version, and records from a newer format are refused
-//! with a clear message.
+//! with a clear message. tests/fixtures/v2/ holds version-2 records that v1 has no
+//! example of (a job with dedup phases).
 use mdf::protocol::io::decode;
 use mdf::protocol::records::*;
 use object_store::path::Path;
@@ -80,4 +81,56 @@ fn records_from_a_newer_format_are_refused() {
         e.to_string(),
         "corrupt record at c.json: c.json: written by a newer mdf (format version 3, this build reads up to 2)"
     );
+}
+
+/// A version-2 job with an exact dedup (keep highest, cluster column, 2 partitions)
+/// and a MinHash dedup (candidates, 3 label steps), as `mdf run` wrote it before the
+/// protocol had its own dedup params type (tests/fixtures/v2/job-dedup.json): it
+/// decodes, its dedup params read as written, and it encodes back to the same JSON,
+/// so fingerprints and task ids derived from it cannot change.
+#[test]
+fn a_v2_dedup_job_reads_and_writes_back_the_same_json() {
+    let bytes = std::fs::read(format!(
+        "{}/tests/fixtures/v2/job-dedup.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let job: JobManifest = decode(&Path::from("job.json"), &bytes).unwrap();
+    assert_eq!(job.version, 2);
+    let kinds: Vec<(PhaseKind, u32)> = job
+        .phases
+        .iter()
+        .map(|p| (p.kind, p.dedup.as_ref().map_or(0, |d| d.step)))
+        .collect();
+    use PhaseKind::*;
+    assert_eq!(
+        kinds,
+        [
+            (Map, 0),
+            (Reduce, 0),
+            (Apply, 0),
+            (Reduce, 0),
+            (Propagate, 1),
+            (Propagate, 2),
+            (Propagate, 3),
+            (Apply, 0)
+        ]
+    );
+    let exact = &job.phases[1].dedup.as_ref().unwrap().params;
+    assert_eq!(exact.keep, DedupPhaseKeep::Highest("score".into()));
+    assert_eq!((exact.partitions, exact.cluster_column), (Some(2), true));
+    assert_eq!(exact.kind, DedupPhaseKind::Exact);
+    let near = &job.phases[3].dedup.as_ref().unwrap().params;
+    assert_eq!(
+        near.kind,
+        DedupPhaseKind::Minhash {
+            bands: 4,
+            rows: 2,
+            threshold: 0.5
+        }
+    );
+    assert_eq!(near.max_rounds, 2);
+    let written: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(serde_json::to_value(&job).unwrap(), written);
+    mdf::spec::Spec::from_value(job.spec.clone()).expect("its spec still validates");
 }

@@ -6,9 +6,9 @@
 use super::error::DedupError;
 use super::exact::Decision;
 use super::format::{self, format_id, parse_id};
-use super::io::{ShuffleCtx, read_sections};
 use super::params::CLUSTER_COLUMN;
 use super::propagate::{is_record_step, step_outcome};
+use super::shuffle::{ShuffleCtx, read_sections};
 use crate::kernels::FastMap;
 use crate::ops::{Drop, Filter};
 use crate::protocol::records::DedupPhase;

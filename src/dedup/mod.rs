@@ -9,16 +9,15 @@
 //! Layer 5: it may import ops, protocol, store, spec, records, kernels and clock, never
 //! the worker or the coordinator. Tasks get their job, stores and caches through
 //! [`ShuffleCtx`]; the worker's phase executors call [`reduce::reduce`],
-//! [`propagate::near_step`], [`apply::filter_for`] and [`io::write_keys`].
+//! [`propagate::near_step`], [`apply::filter_for`] and [`shuffle::write_keys`].
 //!
 //! Inside, files only point down this list (no import loop): `error`, `sort`,
-//! `format`, `params`, `exact`, `near`, `rounds`, `keys`, `spill`, `io`, `reduce`,
+//! `format`, `params`, `exact`, `near`, `rounds`, `keys`, `spill`, `shuffle`, `reduce`,
 //! `propagate`, `apply`, `plan`.
 pub mod apply;
 pub mod error;
 pub mod exact;
 pub mod format;
-pub mod io;
 pub mod keys;
 pub mod near;
 pub mod params;
@@ -26,13 +25,14 @@ pub mod plan;
 pub mod propagate;
 pub mod reduce;
 pub mod rounds;
+pub mod shuffle;
 pub mod sort;
 pub mod spill;
 
 pub use error::{DedupError, FormatError, KeyError, ParamsError};
 pub use exact::{Decision, KeyEntry, Sourced, finish_reduce};
 pub use format::{decode, encode_keys, entries, section_of};
-pub use io::{CommitCache, ShuffleCtx, spill_dir};
 pub use params::{CLUSTER_COLUMN, DedupKind, DedupParams, Keep, MAX_PERMUTATIONS};
+pub use shuffle::{CommitCache, ShuffleCtx, spill_dir};
 pub use sort::{ExternalSort, Fixed};
 pub use spill::KeySpill;

@@ -337,15 +337,12 @@ pub fn candidates<const P: usize>(
     Ok(st)
 }
 
-/// Bytes per edge that [`component_labels`] needs beside the edges themselves, at
-/// most: its record index (4), bucket map entry (32 with its control byte, doubled
-/// while growing), parents and best labels (4 each, for up to two nodes).
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dedup::format::{EDGES_MAGIC, Sections, check_header, decode, section_of};
 
+    /// Group sizes: per band bucket, a leader and the members verified against it.
     #[test]
     fn candidates_count_group_sizes() {
         let kind = DedupKind::Phash { radius: 2 };

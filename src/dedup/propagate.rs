@@ -7,12 +7,12 @@
 use super::error::DedupError;
 use super::exact::Decision;
 use super::format::{EDGES_MAGIC, Sections};
-use super::io::{ShuffleCtx, commit_of, gather, partition_of_task, spill_dir, upload_file};
 use super::near::{
     self, ByBucket, ByRecord, NearEntry, StepStats, bucket_partition, record_partition,
 };
 use super::params::DedupParams;
 use super::rounds::{bucket_step, record_step_of};
+use super::shuffle::{ShuffleCtx, commit_of, gather, partition_of_task, spill_dir, upload_file};
 use super::sort::ExternalSort;
 use crate::protocol::records::{
     DedupPhase, NEAR_GROUP_SIZE, OutputFile, PhaseKind, PhasePlan, TaskStats, TaskStatus,

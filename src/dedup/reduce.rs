@@ -5,8 +5,10 @@
 use super::error::DedupError;
 use super::exact::{self, KeyEntry, Sourced};
 use super::format::{self, overlapping, partition_of};
-use super::io::{ShuffleCtx, partition_of_task, read_sections, section, spill_dir, upload_file};
 use super::params::DedupParams;
+use super::shuffle::{
+    ShuffleCtx, partition_of_task, read_sections, section, spill_dir, upload_file,
+};
 use super::sort::ExternalSort;
 use crate::protocol::io::get_json;
 use crate::protocol::records::{

@@ -7,6 +7,9 @@ use super::near::{ByBucket, ByRecord, Label, StepStats};
 use super::sort::ExternalSort;
 use std::cmp::Ordering;
 
+/// Bytes per edge that [`component_labels`] needs beside the edges themselves, at
+/// most: its record index (4), bucket map entry (32 with its control byte, doubled
+/// while growing), parents and best labels (4 each, for up to two nodes).
 pub const COMPONENT_BYTES_PER_EDGE: u64 = 96;
 
 /// The most edges [`component_labels`] takes (it numbers edge labels in `u32`).

@@ -306,7 +306,8 @@ async fn records(
         Ok(Ok(out)) => {
             // Pass 1 of a dedup: the keys object, beside the staged records.
             let shuffle = match out.keys {
-                Some(keys) => match dedup::io::write_keys(run.reg, &run.out_dir(), keys).await {
+                Some(keys) => match dedup::shuffle::write_keys(run.reg, &run.out_dir(), keys).await
+                {
                     Ok(f) => Some(f),
                     Err(e) => return Attempt::Failed(e.into()),
                 },
