@@ -3,19 +3,14 @@
 //! tasks seen leased), so any number of workers can join or vanish at any time. It
 //! knows nothing about what an operator computes beyond the operator interface.
 pub mod dedup;
-pub mod download;
 pub mod finalize;
 pub mod keyspill;
-#[cfg(feature = "lance")]
-pub mod lance_out;
 pub mod near;
 pub mod outage;
 pub mod pipeline;
 pub mod publish;
-pub mod readers;
 pub mod shuffle;
 pub mod task;
-pub mod writer;
 
 use crate::clock::{Clock, Entropy};
 use crate::ops;

@@ -253,8 +253,10 @@ pub async fn run(
                 "task committed"
             );
             if record.status == TaskStatus::Committed {
-                let lance = ctx.job.spec.output.format == crate::spec::OutputFormat::Lance;
-                let targets = publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, lance)
+                let writer = crate::io::write::writer(ctx.job.spec.output.format);
+                let targets = writer
+                    .map_err(|e| e.to_string())
+                    .and_then(|w| publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, w))
                     .unwrap_or_default();
                 for t in targets {
                     if let Err(e) = publish::copy(&ctx.coord, &t.from, &t.to, &ctx.retry).await {
@@ -452,13 +454,20 @@ async fn execute(
         stages,
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: job.paths.attempt_dir(phase_name, task, attempt),
-        props: super::writer::properties(&spec.output),
+        props: crate::io::write::parquet::properties(&spec.output),
         target_file_bytes: if last {
             spec.output.target_file_bytes
         } else {
             spec.output.target_file_bytes.min(256 << 20)
         },
-        lance: last && spec.output.format == crate::spec::OutputFormat::Lance,
+        writer: match crate::io::write::writer(if last {
+            spec.output.format
+        } else {
+            crate::spec::OutputFormat::Parquet
+        }) {
+            Ok(w) => w,
+            Err(e) => return Attempt::Fatal(e.to_string()),
+        },
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,
@@ -492,12 +501,10 @@ async fn execute(
             }))
         }
         Ok(Err(
-            PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
+            PipelineError::Cancelled | PipelineError::Read(crate::io::read::ReadError::Cancelled),
         )) => Attempt::Cancelled,
         // Rereading will not bring the planned version back: fail the task at once.
-        Ok(Err(e @ PipelineError::Read(super::readers::ReadError::Changed { .. }))) => {
-            Attempt::Fatal(e.to_string())
-        }
+        Ok(Err(PipelineError::Read(e))) if e.is_fatal() => Attempt::Fatal(e.to_string()),
         Ok(Err(e)) => Attempt::Error(e.to_string()),
         // The panic's message, not tokio's (whose task id differs on every attempt).
         Err(e) => Attempt::Error(pipeline::join_error("the pipeline", e)),

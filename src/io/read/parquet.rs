@@ -364,3 +364,50 @@ fn apply_plan(
     }
     RecordBatch::try_new(target.clone(), cols).map_err(|e| e.to_string())
 }
+
+/// `format: parquet`, and the staged output of earlier phases.
+pub struct Parquet;
+
+#[async_trait::async_trait]
+impl super::Reader for Parquet {
+    fn name(&self) -> &'static str {
+        "parquet"
+    }
+
+    /// Declared, or the first file's footer.
+    async fn columns(
+        &self,
+        registry: &crate::store::Registry,
+        uris: &[&str],
+        declared: Option<&[(String, DataType)]>,
+    ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
+        if let Some(cols) = declared {
+            return Ok(cols.to_vec());
+        }
+        let first = uris.first().copied().unwrap_or_default();
+        let (store, u) = registry
+            .resolve(first)
+            .map_err(|e| super::ColumnsError::Storage(e.to_string()))?;
+        read_columns(store, &u.path)
+            .await
+            .map_err(|e| super::ColumnsError::Spec {
+                field: "input.uris",
+                message: format!("cannot read the Parquet footer of {first}: {e}"),
+            })
+    }
+
+    /// By row group: a range owns the row groups that start in it.
+    fn splittable(&self, _uri: &str) -> bool {
+        true
+    }
+
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read(ctx, slice, schema, out)
+    }
+}
