@@ -24,7 +24,7 @@ fn pages() -> Vec<String> {
                 .is_ok()
             {
                 out.push(
-                    mdf::worker::readers::warc::decode_text(&raw, None, None)
+                    mdf::kernels::http::decode_text(&raw, None, None)
                         .text
                         .into_owned(),
                 );
@@ -73,7 +73,7 @@ fn bench_html(c: &mut Criterion) {
     g.bench_function("decode_text (no charset given)", |b| {
         b.iter(|| {
             for r in &raw {
-                black_box(mdf::worker::readers::warc::decode_text(r, None, None));
+                black_box(mdf::kernels::http::decode_text(r, None, None));
             }
         })
     });

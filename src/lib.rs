@@ -3,6 +3,7 @@
 //! Layers (data flows one way: store → reader → operators → writer → store):
 //! - [`coordinator`] plans jobs and reports status; it never touches record data.
 //! - [`worker`] leases tasks, runs the in-worker pipeline, commits outputs.
+//! - [`io`] reads input formats and writes output formats (the reader and writer traits).
 //! - [`ops`] adapts pure [`kernels`] to Arrow batches behind the operator traits.
 //! - [`protocol`] is the persisted job format and the lease protocol (docs/PROTOCOL.md).
 //! - [`store`] resolves URIs to object stores and counts every request.
@@ -10,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod coordinator;
 pub mod dedup;
+pub mod io;
 pub mod kernels;
 pub mod ops;
 pub mod protocol;

@@ -3,11 +3,11 @@
 //! inventory, nothing panics, bad records are rejected with a reason, and byte-range
 //! tasks over a .warc.gz read every record exactly once.
 use arrow_array::{Array, RecordBatch, StringArray};
+use mdf::io::read::{Item, ReadCtx, warc};
 use mdf::protocol::records::InputSlice;
 use mdf::records::Reject;
 use mdf::spec::Format;
 use mdf::store::Registry;
-use mdf::worker::readers::{Item, ReadCtx, warc};
 use std::path::PathBuf;
 
 fn data() -> PathBuf {

@@ -5,7 +5,7 @@ use libfuzzer_sys::fuzz_target;
 use std::time::{Duration, Instant};
 
 fuzz_target!(|data: &[u8]| {
-    let text = mdf::worker::readers::warc::decode_text(data, None, None).text;
+    let text = mdf::kernels::http::decode_text(data, None, None).text;
     let t = Instant::now();
     let _ = mdf::kernels::html::extract(&text, Duration::from_millis(200));
     assert!(t.elapsed() < Duration::from_secs(2), "the CPU budget was not honoured");

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use mdf::protocol::records::InputSlice;
 use mdf::spec::Format;
 use mdf::store::Registry;
-use mdf::worker::readers::{Item, ReadCtx, warc};
+use mdf::io::read::{Item, ReadCtx, warc};
 use object_store::ObjectStoreExt;
 use std::sync::LazyLock;
 
@@ -67,11 +67,11 @@ fuzz_target!(|data: &[u8]| {
     read(&reg, "memory://fuzz/in.warc.gz", n, 0, Format::Warc);
     read(&reg, "memory://fuzz/in.warc.gz", n, n / 3, Format::Warc);
     // The helpers on their own.
-    let _ = warc::parse_http(data);
-    let _ = warc::dechunk(data);
-    let _ = warc::meta_charset(data);
-    let _ = warc::read_header(&mut std::io::Cursor::new(data));
+    let _ = mdf::kernels::http::parse_http(data);
+    let _ = mdf::kernels::http::dechunk(data);
+    let _ = mdf::kernels::http::meta_charset(data);
+    let _ = warc::record::read_header(&mut std::io::Cursor::new(data));
     if let Ok(s) = std::str::from_utf8(data) {
-        let _ = warc::arc_header(s);
+        let _ = warc::record::arc_header(s);
     }
 });

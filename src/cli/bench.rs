@@ -368,9 +368,9 @@ async fn protocol(
             stages: stages[0].clone(),
             output_schema: Arc::new(phase.output_schema.clone()),
             out_dir: direct_out.child(&t.task_id),
-            props: worker::writer::properties(&spec.output),
+            props: crate::io::write::parquet::properties(&spec.output),
             target_file_bytes: spec.output.target_file_bytes,
-            lance: false,
+            writer: &crate::io::write::parquet::Parquet,
             batch_rows: spec.job.batch_rows,
             batch_bytes: spec.job.batch_bytes,
             channel_batches: spec.job.channel_batches,
@@ -547,7 +547,7 @@ pub fn extract_quality(dev: &std::path::Path, limit: usize) -> anyhow::Result<Ex
         };
         let mut raw = Vec::new();
         flate2::read::MultiGzDecoder::new(f).read_to_end(&mut raw)?;
-        let html = crate::worker::readers::warc::decode_text(&raw, None, Some(url)).text;
+        let html = crate::kernels::http::decode_text(&raw, None, Some(url)).text;
         let t = Instant::now();
         let text = crate::kernels::html::extract(&html, std::time::Duration::from_secs(10))
             .map(|x| x.text)
@@ -623,7 +623,7 @@ fn extract_speed(dir: &std::path::Path) -> anyhow::Result<(usize, usize, f64)> {
         .iter()
         .map(|p| {
             let raw = std::fs::read(p)?;
-            Ok(crate::worker::readers::warc::decode_text(&raw, None, None)
+            Ok(crate::kernels::http::decode_text(&raw, None, None)
                 .text
                 .into_owned())
         })

@@ -3,6 +3,7 @@
 //! inputs into tasks with deterministic ids. Reads only listings and file headers
 //! (a JSONL sample, a Parquet footer), never record data, and writes nothing.
 use crate::dedup::plan as dedup_plan;
+use crate::io::read::{self, ColumnsError};
 use crate::ops;
 use crate::protocol::records::{
     InputSlice, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
@@ -11,7 +12,6 @@ use crate::records::with_id_column;
 use crate::spec::reader::{FieldError, SpecErrors};
 use crate::spec::{Format, Spec};
 use crate::store::{self, Registry};
-use crate::worker::readers::{self, ReadCtx, parquet as pq};
 use arrow_schema::{DataType, Schema, SchemaRef};
 use serde_json::json;
 use std::sync::Arc;
@@ -131,19 +131,17 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
     }
     let mut files = Vec::new();
     let mut errors = Vec::new();
+    let reader = read::reader(spec.input.format);
     for (i, pat) in spec.input.uris.iter().enumerate() {
         match store::list_matching(reg, pat).await {
             Ok(v) if v.is_empty() => errors.push(FieldError {
                 path: format!("input.uris[{i}]"),
                 message: format!("no input files match {pat:?}"),
             }),
-            // A folder of images: its image files (sidecar captions, JSON, ... are not).
+            // Only what the format reads (an image folder: its images, not its captions).
             Ok(v) => files.extend(
                 v.into_iter()
-                    .filter(|(u, _)| {
-                        spec.input.format != Format::ImageFolder
-                            || crate::worker::readers::images::is_image_name(u.path.as_ref())
-                    })
+                    .filter(|(u, _)| reader.lists(u.path.as_ref()))
                     .map(|(u, m)| InputFile {
                         uri: u.to_uri_string(),
                         size: m.size,
@@ -228,97 +226,21 @@ impl From<crate::dedup::plan::AgainstError> for PlanError {
     }
 }
 
-/// The phase-0 input columns: declared, inferred from a JSONL sample (the first of up
-/// to 16 files that has a JSON object in its first lines: one unreadable file does not
-/// stop a job), or a Parquet footer.
+/// The phase-0 input columns, as the input format's reader says: its own, declared,
+/// or read from the first files (a JSONL sample, a Parquet footer).
 pub async fn input_columns(
     spec: &Spec,
     reg: &Registry,
     files: &[InputFile],
 ) -> Result<Vec<(String, DataType)>, PlanError> {
-    if spec.input.format == Format::Laion {
-        let inner = readers::laion::inner_format(&files[0].uri);
-        let cols = file_columns(spec, reg, files, inner).await?;
-        return Ok(readers::laion::with_added(cols));
-    }
-    file_columns(spec, reg, files, spec.input.format).await
-}
-
-async fn file_columns(
-    spec: &Spec,
-    reg: &Registry,
-    files: &[InputFile],
-    format: Format,
-) -> Result<Vec<(String, DataType)>, PlanError> {
-    let first = &files[0];
-    match format {
-        Format::Warc => return Ok(readers::warc::columns()),
-        Format::Wet => return Ok(readers::warc::wet_columns()),
-        Format::ImageFolder => return Ok(readers::images::folder_columns()),
-        Format::Webdataset => return Ok(readers::images::webdataset_columns()),
-        Format::Laion => unreachable!("input_columns reads the inner file"),
-        _ => {}
-    }
-    if let Some(cols) = &spec.input.schema {
-        return Ok(cols.clone());
-    }
-    match format {
-        Format::Jsonl => {
-            let ctx = ReadCtx {
-                registry: reg.clone(),
-                handle: tokio::runtime::Handle::current(),
-                batch_rows: 1,
-                batch_bytes: 1 << 20,
-                max_record_bytes: 1 << 24,
-                cancel: Default::default(),
-                assign_ids: true,
-                download: Default::default(),
-            };
-            let mut last_err = String::new();
-            for f in files.iter().take(16) {
-                let (ctx, uri) = (ctx.clone(), f.uri.clone());
-                let rows = tokio::task::spawn_blocking(move || {
-                    readers::jsonl::sample_rows(&ctx, &uri, 1000, 4 << 20)
-                })
-                .await
-                .map_err(|e| PlanError::Storage(e.to_string()))?;
-                match rows {
-                    Ok(rows) if !rows.is_empty() => {
-                        return Ok(crate::records::infer_schema(rows.iter()));
-                    }
-                    // An empty or unreadable file: at run time it becomes rejects.
-                    Ok(_) => {}
-                    Err(e) => last_err = format!(" ({e})"),
-                }
-            }
-            Err(spec_err(
-                "input.schema",
-                format!(
-                    "cannot infer columns: no JSON object in the first lines of {}{}{last_err}; declare input.schema",
-                    first.uri,
-                    if files.len() > 1 {
-                        format!(" or the next {} files", files.len().min(16) - 1)
-                    } else {
-                        String::new()
-                    }
-                ),
-            ))
-        }
-        Format::Warc | Format::Wet | Format::ImageFolder | Format::Webdataset | Format::Laion => {
-            unreachable!("handled above")
-        }
-        Format::Parquet => {
-            let (store, u) = reg
-                .resolve(&first.uri)
-                .map_err(|e| PlanError::Storage(e.to_string()))?;
-            pq::read_columns(store, &u.path).await.map_err(|e| {
-                spec_err(
-                    "input.uris",
-                    format!("cannot read the Parquet footer of {}: {e}", first.uri),
-                )
-            })
-        }
-    }
+    let uris: Vec<&str> = files.iter().map(|f| f.uri.as_str()).collect();
+    read::reader(spec.input.format)
+        .columns(reg, &uris, spec.input.schema.as_deref())
+        .await
+        .map_err(|e| match e {
+            ColumnsError::Spec { field, message } => spec_err(field, message),
+            ColumnsError::Storage(m) => PlanError::Storage(m),
+        })
 }
 
 /// Binds stages to schemas phase by phase; returns (input, output) schema per phase.
@@ -531,11 +453,12 @@ pub fn split(
         start,
         end,
     };
+    let reader = read::reader(format);
     let mut groups = Vec::new();
     let mut cur: Vec<InputSlice> = Vec::new();
     let mut cur_bytes = 0u64;
     for f in files {
-        if f.size > task_bytes && readers::splittable(format, &f.uri) {
+        if f.size > task_bytes && reader.splittable(&f.uri) {
             if !cur.is_empty() {
                 groups.push(std::mem::take(&mut cur));
                 cur_bytes = 0;

@@ -4,6 +4,7 @@
 pub mod clip_tokenizer;
 pub mod hamming;
 pub mod html;
+pub mod http;
 pub mod image;
 pub mod image_quality;
 pub mod imagehash;

@@ -39,6 +39,30 @@ pub fn is_image_name(name: &str) -> bool {
 }
 
 impl Format {
+    /// Every format, each read by the reader registered under its [`name`](Format::name).
+    pub const ALL: [Format; 7] = [
+        Format::Jsonl,
+        Format::Parquet,
+        Format::Warc,
+        Format::Wet,
+        Format::ImageFolder,
+        Format::Webdataset,
+        Format::Laion,
+    ];
+
+    /// The format's name in specs and in the reader registry (`io::read::READERS`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::Parquet => "parquet",
+            Format::Warc => "warc",
+            Format::Wet => "wet",
+            Format::ImageFolder => "image_folder",
+            Format::Webdataset => "webdataset",
+            Format::Laion => "laion",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Format> {
         match s {
             "jsonl" | "json" | "ndjson" => Some(Format::Jsonl),
@@ -142,6 +166,16 @@ pub enum OutputFormat {
     Parquet,
     /// A Lance dataset (built with `--features lance`), committed in one transaction.
     Lance,
+}
+
+impl OutputFormat {
+    /// The format's name in specs and in the writer registry (`io::write::WRITERS`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Parquet => "parquet",
+            OutputFormat::Lance => "lance",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -284,13 +284,21 @@ async fn records(
         stages,
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: run.out_dir(),
-        props: super::writer::properties(&spec.output),
+        props: crate::io::write::parquet::properties(&spec.output),
         target_file_bytes: if last {
             spec.output.target_file_bytes
         } else {
             spec.output.target_file_bytes.min(256 << 20)
         },
-        lance: last && spec.output.format == crate::spec::OutputFormat::Lance,
+        // Intermediate phases stage Parquet; the last writes the output format.
+        writer: match crate::io::write::writer(if last {
+            spec.output.format
+        } else {
+            crate::spec::OutputFormat::Parquet
+        }) {
+            Ok(w) => w,
+            Err(e) => return Attempt::Failed(TaskError::Output(e)),
+        },
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,
@@ -322,7 +330,7 @@ async fn records(
             }))
         }
         Ok(Err(
-            PipelineError::Cancelled | PipelineError::Read(super::readers::ReadError::Cancelled),
+            PipelineError::Cancelled | PipelineError::Read(crate::io::read::ReadError::Cancelled),
         )) => Attempt::Cancelled,
         Ok(Err(e)) => Attempt::Failed(e.into()),
         // The panic's message, not tokio's (whose task id differs on every attempt).
@@ -405,7 +413,7 @@ mod tests {
                 stage: "near".into(),
             }),
             TaskError::Pipeline(PipelineError::Read(
-                super::super::readers::ReadError::Changed {
+                crate::io::read::ReadError::Changed {
                     uri: "u".into(),
                     message: "etag".into(),
                 },

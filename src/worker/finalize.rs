@@ -59,7 +59,10 @@ pub async fn run(
         .await?;
         records.extend(recs);
     }
-    let lance = job.spec.output.format == crate::spec::OutputFormat::Lance;
+    let writer = crate::io::write::writer(job.spec.output.format).map_err(|e| err(&e))?;
+    // A writer's own dataset under the output (Lance): only its data folder is listed.
+    let dataset = writer.dataset_dir();
+    let managed = dataset.is_some();
     let mut targets: Vec<Target> = Vec::new();
     let mut failed = Vec::new();
     let mut stats = TaskStats::default();
@@ -72,7 +75,7 @@ pub async fn run(
     for r in &records {
         match r.status {
             TaskStatus::Committed => targets.extend(
-                publish::targets(&job.paths, &job.manifest, r, lance)
+                publish::targets(&job.paths, &job.manifest, r, writer)
                     .map_err(|e| format!("{}/{}: {e}", r.phase, r.task_id))?,
             ),
             TaskStatus::Failed => failed.push(FailedTask {
@@ -135,12 +138,16 @@ pub async fn run(
         );
     }
     // (prefix, sweep, the prefix whose marker owns it)
-    let mut prefixes = if lance {
-        vec![(out_uri.child("data"), false, out_uri.clone())]
+    let mut prefixes = if managed {
+        vec![(
+            out_uri.child(dataset.unwrap_or_default()),
+            false,
+            out_uri.clone(),
+        )]
     } else {
         vec![(out_uri.clone(), sweep_out, out_uri.clone())]
     };
-    if lance || !rej_in_out {
+    if managed || !rej_in_out {
         let owner = if rej_in_out {
             out_uri.clone()
         } else {
@@ -178,7 +185,7 @@ pub async fn run(
             }
             .to_uri_string();
             // A rejects prefix at or above a Lance dataset never sweeps the dataset.
-            let lances = lance
+            let lances = managed
                 && m.location.prefix_matches(&out_uri.path)
                 && !(rej_uri.store == out_uri.store
                     && rej_uri.path.prefix_matches(&out_uri.path)
@@ -210,14 +217,26 @@ pub async fn run(
     .await
     .map_err(|e| err(&e))?;
 
-    if lance {
-        #[cfg(feature = "lance")]
-        {
-            let version = commit_lance(ctx, reg, &records, &last, &out_uri).await?;
-            tracing::info!(dataset = %out_uri.to_uri_string(), version, "committed the Lance dataset");
-        }
-        #[cfg(not(feature = "lance"))]
-        return Err("this mdf was built without lance support".into());
+    let schema = &job
+        .manifest
+        .phases
+        .last()
+        .ok_or("the job has no phases")?
+        .output_schema;
+    let staged = records
+        .iter()
+        .filter(|r| r.phase == last && r.status == TaskStatus::Committed)
+        .flat_map(|r| r.outputs.iter())
+        .collect();
+    let commit = crate::io::write::CommitCtx {
+        registry: reg,
+        retry: &ctx.retry,
+        output: &out_uri,
+        schema,
+        staged,
+    };
+    if let Some(version) = writer.commit(commit).await.map_err(|e| err(&e))? {
+        tracing::info!(dataset = %out_uri.to_uri_string(), format = writer.name(), version, "committed the output dataset");
     }
 
     let file = |t: &Target| ManifestFile {
@@ -265,49 +284,6 @@ pub async fn run(
         }],
         stats,
     ))
-}
-
-/// Commits the fragments the last phase's committed tasks staged (their data files
-/// already published to `<output>/data/`) as one Lance transaction.
-#[cfg(feature = "lance")]
-async fn commit_lance(
-    ctx: &WorkerCtx,
-    reg: &Registry,
-    records: &[CommitRecord],
-    last: &str,
-    out: &Uri,
-) -> Result<u64, String> {
-    use object_store::ObjectStoreExt;
-    let mut fragments = Vec::new();
-    for r in records
-        .iter()
-        .filter(|r| r.phase == last && r.status == TaskStatus::Committed)
-    {
-        for f in r
-            .outputs
-            .iter()
-            .filter(|f| f.uri.ends_with(super::lance_out::FRAGMENTS))
-        {
-            let u = Uri::parse(&f.uri).map_err(|e| e.to_string())?;
-            let s = reg.open(&u).map_err(|e| e.to_string())?;
-            let body = ctx
-                .retry
-                .run(|| async { s.get(&u.path).await?.bytes().await })
-                .await
-                .map_err(|e| format!("{}: {e}", f.uri))?;
-            let mut v: Vec<lance_table::format::Fragment> =
-                serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", f.uri))?;
-            fragments.append(&mut v);
-        }
-    }
-    let schema = &ctx
-        .job
-        .manifest
-        .phases
-        .last()
-        .ok_or("the job has no phases")?
-        .output_schema;
-    super::lance_out::commit(out, schema, fragments).await
 }
 
 /// Deletes staged objects of attempts that no commit record references. The shuffle

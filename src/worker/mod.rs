@@ -2,17 +2,12 @@
 //! keeps only a cache of what it has listed (immutable task ids, terminal tasks,
 //! tasks seen leased), so any number of workers can join or vanish at any time. It
 //! knows nothing about what an operator computes beyond the operator interface.
-pub mod download;
 mod executor;
 pub mod finalize;
-#[cfg(feature = "lance")]
-pub mod lance_out;
 pub mod outage;
 pub mod pipeline;
 pub mod publish;
-pub mod readers;
 pub mod task;
-pub mod writer;
 
 use crate::clock::{Clock, Entropy};
 use crate::ops;

@@ -6,9 +6,10 @@
 //! record where its stage may be split: the records that panic on their own are
 //! quarantined (reject `operator_panic`) and the rest go on; any other panic ends the
 //! task with an error naming the panic's message, stable across attempts.
-use super::readers::{self, Item, ReadCtx, ReadError};
-use super::writer::{PartWriter, WriteError};
 use crate::dedup::KeySpill;
+use crate::io::read::{self, Item, ReadCtx, ReadError};
+use crate::io::write::parquet::PartWriter;
+use crate::io::write::{Sink, WriteCtx, WriteError, Writer};
 use crate::ops::{self, Operator};
 use crate::protocol::records::{InputSlice, OutputFile, StageStats, TaskStats};
 use crate::records::{Reject, rejects_batch, rejects_schema};
@@ -42,15 +43,15 @@ pub struct PipelineSpec {
     pub input_schema: SchemaRef,
     pub assign_ids: bool,
     /// `format: laion`: how images are fetched.
-    pub download: crate::worker::download::DownloadSpec,
+    pub download: crate::spec::DownloadSpec,
     pub stages: Vec<BoundStage>,
     /// The written schema (a projection of the last stage's schema).
     pub output_schema: SchemaRef,
     pub out_dir: Uri,
     pub props: WriterProperties,
     pub target_file_bytes: u64,
-    /// The last phase of an `output.format: lance` job: Lance fragments, not Parquet.
-    pub lance: bool,
+    /// The records' writer: `output.format`'s in the last phase, Parquet before.
+    pub writer: &'static dyn Writer,
     pub batch_rows: usize,
     pub batch_bytes: usize,
     pub channel_batches: usize,
@@ -164,29 +165,14 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             })
             .collect()
     };
-    let mut data = if spec.lance {
-        #[cfg(feature = "lance")]
-        {
-            DataWriter::Lance(super::lance_out::LanceWriter::new(
-                spec.registry.clone(),
-                spec.handle.clone(),
-                spec.out_dir.clone(),
-                spec.target_file_bytes,
-            ))
-        }
-        #[cfg(not(feature = "lance"))]
-        unreachable!("lance output is refused at spec validation without the feature")
-    } else {
-        DataWriter::Parquet(Box::new(PartWriter::new(
-            spec.registry.clone(),
-            spec.handle.clone(),
-            spec.out_dir.clone(),
-            "part",
-            spec.output_schema.clone(),
-            spec.props.clone(),
-            spec.target_file_bytes,
-        )))
-    };
+    let mut data: Box<dyn Sink> = spec.writer.open(WriteCtx {
+        registry: spec.registry.clone(),
+        handle: spec.handle.clone(),
+        dir: spec.out_dir.clone(),
+        schema: spec.output_schema.clone(),
+        props: spec.props.clone(),
+        target_bytes: spec.target_file_bytes,
+    })?;
     let mut rejects = PartWriter::new(
         spec.registry.clone(),
         spec.handle.clone(),
@@ -199,26 +185,9 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
     std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let tx = tx_read;
-            let mut total = readers::SliceStats::default();
-            // Image files: one batch across many small files, fetched concurrently.
-            if spec.inputs.first().map(|s| s.format) == Some(crate::spec::Format::ImageFolder) {
-                return readers::images::read_folder(
-                    &ctx,
-                    &spec.inputs,
-                    &spec.input_schema,
-                    32,
-                    &mut |item| tx.send(item).is_ok(),
-                );
-            }
-            for slice in &spec.inputs {
-                let st = readers::read_slice(&ctx, slice, &spec.input_schema, &mut |item| {
-                    tx.send(item).is_ok()
-                })?;
-                total.records += st.records;
-                total.rejected += st.rejected;
-                total.bytes += st.bytes;
-            }
-            Ok::<_, ReadError>(total)
+            read::read_task(&ctx, &spec.inputs, &spec.input_schema, &mut |item| {
+                tx.send(item).is_ok()
+            })
         });
         let stages = s.spawn(|| {
             let tx = tx_ops;
@@ -486,38 +455,6 @@ fn run_guarded(
     })??;
     rejects.extend(rj);
     Ok((kept, rejects))
-}
-
-/// The last phase's records: Parquet part files, or Lance fragments.
-enum DataWriter {
-    Parquet(Box<PartWriter>),
-    #[cfg(feature = "lance")]
-    Lance(super::lance_out::LanceWriter),
-}
-
-impl DataWriter {
-    fn write(&mut self, b: &RecordBatch) -> Result<(), WriteError> {
-        match self {
-            DataWriter::Parquet(w) => w.write(b),
-            #[cfg(feature = "lance")]
-            DataWriter::Lance(w) => w.write(b),
-        }
-    }
-    fn finish(self) -> Result<Vec<OutputFile>, WriteError> {
-        match self {
-            DataWriter::Parquet(w) => (*w).finish(),
-            #[cfg(feature = "lance")]
-            DataWriter::Lance(w) => w.finish(),
-        }
-    }
-    /// A failed attempt's Lance files stay in its staging directory (the janitor's).
-    fn abort(self) {
-        match self {
-            DataWriter::Parquet(w) => (*w).abort(),
-            #[cfg(feature = "lance")]
-            DataWriter::Lance(_) => {}
-        }
-    }
 }
 
 /// Adds the values of `columns` (numeric; nulls skipped) to their histograms.

@@ -22,14 +22,13 @@ pub struct Target {
 
 /// The files of a commit record to publish; refused if the record names a file
 /// outside the job's staging area.
-/// With `lance` (an `output.format: lance` job) the last phase's data files go to
-/// `<output>/data/` under their own (unique) names, where the finalize commit
-/// references them; its `fragments.json` is read there, not published.
+/// The last phase's outputs get the names `writer` (the job's output format) gives
+/// them; the files it does not publish (a Lance job's `fragments.json`) are not.
 pub fn targets(
     paths: &crate::protocol::JobPaths,
     job: &JobManifest,
     rec: &CommitRecord,
-    lance: bool,
+    writer: &dyn crate::io::write::Writer,
 ) -> Result<Vec<Target>, String> {
     for f in rec.outputs.iter().chain(&rec.rejects) {
         paths.check_file(
@@ -50,15 +49,11 @@ pub fn targets(
     };
     let mut out = Vec::new();
     let last = job.phases.last().map(|p| p.name.as_str()) == Some(rec.phase.as_str());
-    if last && lance {
-        for f in rec.outputs.iter().filter(|f| f.uri.ends_with(".lance")) {
-            let name = f.uri.rsplit('/').next().unwrap_or_default();
-            out.push(target(f, &job.output_uri, format!("data/{name}"), true));
-        }
-    } else if last {
+    if last {
         for (n, f) in rec.outputs.iter().enumerate() {
-            let rel = format!("part-{}-{n:05}.parquet", rec.task_id);
-            out.push(target(f, &job.output_uri, rel, true));
+            if let Some(rel) = writer.published_name(&rec.task_id, n, &f.uri) {
+                out.push(target(f, &job.output_uri, rel, true));
+            }
         }
     }
     for (n, f) in rec.rejects.iter().enumerate() {

@@ -80,6 +80,9 @@ pub enum TaskError {
     Dedup(#[from] crate::dedup::DedupError),
     #[error("{0}")]
     Finalize(String),
+    /// The output format's writer cannot be had (a build without its feature).
+    #[error(transparent)]
+    Output(crate::io::write::WriteError),
 }
 
 impl TaskError {
@@ -94,9 +97,8 @@ impl TaskError {
             | TaskError::NoDedupPlan(_)
             | TaskError::UpstreamFailed { .. }
             | TaskError::StaleInput(_) => false,
-            TaskError::Pipeline(PipelineError::Read(super::readers::ReadError::Changed {
-                ..
-            })) => false,
+            TaskError::Pipeline(PipelineError::Read(e)) if e.is_fatal() => false,
+            TaskError::Output(e) => e.is_retryable(),
             TaskError::Dedup(e) => e.is_retryable(),
             TaskError::UpstreamNotCommitted { .. }
             | TaskError::Proto(_)
@@ -310,8 +312,10 @@ pub async fn run(
                 "task committed"
             );
             if record.status == TaskStatus::Committed {
-                let lance = ctx.job.spec.output.format == crate::spec::OutputFormat::Lance;
-                let targets = publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, lance)
+                let writer = crate::io::write::writer(ctx.job.spec.output.format);
+                let targets = writer
+                    .map_err(|e| e.to_string())
+                    .and_then(|w| publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, w))
                     .unwrap_or_default();
                 for t in targets {
                     if let Err(e) = publish::copy(&ctx.coord, &t.from, &t.to, &ctx.retry).await {

@@ -5,10 +5,10 @@
 //! error, timeout, too large, wrong content type, blocked address, ...) makes its
 //! record a reject with that reason and the record's fields, never a job failure.
 use super::{Item, ReadCtx, ReadError, SliceStats};
+use crate::io::download::{Downloader, Outcome};
 use crate::protocol::records::InputSlice;
 use crate::records::Reject;
 use crate::spec::Format;
-use crate::worker::download::{Downloader, Outcome};
 use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema, SchemaRef};
 use std::sync::Arc;
@@ -148,4 +148,39 @@ pub fn with_added(mut cols: Vec<(String, DataType)>) -> Vec<(String, DataType)> 
     cols.retain(|(n, _)| !added_columns().iter().any(|(a, _)| a == n));
     cols.extend(added_columns());
     cols
+}
+
+/// `format: laion`: rows read by the Parquet or JSONL reader, each URL downloaded.
+pub struct Laion;
+
+#[async_trait::async_trait]
+impl super::Reader for Laion {
+    fn name(&self) -> &'static str {
+        "laion"
+    }
+    /// The inner file's columns (declared, or its footer or sample) plus the
+    /// downloaded image's.
+    async fn columns(
+        &self,
+        registry: &crate::store::Registry,
+        uris: &[&str],
+        declared: Option<&[(String, DataType)]>,
+    ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
+        let inner = super::reader(inner_format(uris.first().copied().unwrap_or_default()));
+        Ok(with_added(inner.columns(registry, uris, declared).await?))
+    }
+    /// Row groups / lines, each row's image fetched.
+    fn splittable(&self, uri: &str) -> bool {
+        inner_format(uri) == Format::Parquet
+            || super::Compression::of(uri) == super::Compression::None
+    }
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read(ctx, slice, schema, out)
+    }
 }

@@ -2,7 +2,8 @@
 //! batch), zstd/snappy compression, bounded row groups, and a new file whenever the
 //! current one reaches the target size. Bytes stream to the store (multipart above
 //! 10 MiB) while a blake3 checksum is computed, so memory is one row group plus one
-//! upload buffer. Runs on a blocking thread.
+//! upload buffer. Runs on a blocking thread. The rejects of every phase and the
+//! records of intermediate phases are written here whatever `output.format` is.
 use crate::protocol::records::OutputFile;
 use crate::spec::{Compression, OutputSpec};
 use crate::store::{Registry, Uri};
@@ -15,12 +16,7 @@ use parquet::file::properties::WriterProperties;
 use std::io::Write;
 use tokio_util::io::SyncIoBridge;
 
-#[derive(Debug, thiserror::Error)]
-#[error("writing {uri}: {message}")]
-pub struct WriteError {
-    pub uri: String,
-    pub message: String,
-}
+pub use super::WriteError;
 
 /// Counts and hashes the bytes passing through.
 struct Hashing<W> {
@@ -100,7 +96,7 @@ impl PartWriter {
     }
 
     fn err(&self, uri: &Uri, e: impl std::fmt::Display) -> WriteError {
-        WriteError {
+        WriteError::Storage {
             uri: uri.to_uri_string(),
             message: e.to_string(),
         }
@@ -133,19 +129,19 @@ impl PartWriter {
             return Ok(());
         }
         if batch.schema().fields() != self.schema.fields() {
-            return Err(self.err(
-                &self.dir,
-                format!(
+            return Err(WriteError::Invalid {
+                uri: self.dir.to_uri_string(),
+                message: format!(
                     "batch schema {:?} differs from the planned schema",
                     batch.schema()
                 ),
-            ));
+            });
         }
         if self.current.is_none() {
             self.open()?;
         }
         let cur = self.current.as_mut().expect("opened");
-        cur.writer.write(batch).map_err(|e| WriteError {
+        cur.writer.write(batch).map_err(|e| WriteError::Storage {
             uri: cur.uri.to_uri_string(),
             message: e.to_string(),
         })?;
@@ -188,5 +184,40 @@ impl PartWriter {
             let mut bw = sink.inner.into_inner();
             let _ = self.handle.block_on(bw.abort());
         }
+    }
+}
+
+impl super::Sink for PartWriter {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), WriteError> {
+        PartWriter::write(self, batch)
+    }
+    fn finish(self: Box<Self>) -> Result<Vec<OutputFile>, WriteError> {
+        PartWriter::finish(*self)
+    }
+    fn abort(self: Box<Self>) {
+        PartWriter::abort(*self)
+    }
+}
+
+/// `output.format: parquet`: `part-<task>-NNNNN.parquet` files and the manifest.
+pub struct Parquet;
+
+impl super::Writer for Parquet {
+    fn name(&self) -> &'static str {
+        "parquet"
+    }
+    fn open(&self, ctx: super::WriteCtx) -> Result<Box<dyn super::Sink>, WriteError> {
+        Ok(Box::new(PartWriter::new(
+            ctx.registry,
+            ctx.handle,
+            ctx.dir,
+            "part",
+            ctx.schema,
+            ctx.props,
+            ctx.target_bytes,
+        )))
+    }
+    fn published_name(&self, task: &str, n: usize, _staged: &str) -> Option<String> {
+        Some(format!("part-{task}-{n:05}.parquet"))
     }
 }

@@ -63,13 +63,26 @@ pub enum Outcome {
     Failed { reason: String, detail: String },
 }
 
+/// The downloader could not be set up (its settings or the TLS backend): no URL can
+/// be fetched, on any attempt.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DownloadError(String);
+
+impl DownloadError {
+    /// Setting up again will not help.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
 pub struct Downloader {
     client: reqwest::Client,
     spec: DownloadSpec,
 }
 
 impl Downloader {
-    pub fn new(spec: &DownloadSpec) -> Result<Downloader, String> {
+    pub fn new(spec: &DownloadSpec) -> Result<Downloader, DownloadError> {
         let allow = spec.allow_private;
         let max = spec.max_redirects;
         let policy = reqwest::redirect::Policy::custom(move |a| {
@@ -91,7 +104,7 @@ impl Downloader {
             b = b.dns_resolver(PublicOnly);
         }
         Ok(Downloader {
-            client: b.build().map_err(|e| e.to_string())?,
+            client: b.build().map_err(|e| DownloadError(e.to_string()))?,
             spec: spec.clone(),
         })
     }

@@ -3,44 +3,11 @@
 //! together read each line exactly once. Lines longer than `max_record_bytes` are
 //! rejected without being buffered; invalid UTF-8, invalid JSON and values that do not
 //! fit the schema are rejected with the line kept.
-use super::{Compression, Item, ReadCtx, ReadError, SliceStats, file_reject};
+use super::{Compression, Item, ReadCtx, ReadError, SliceStats, file_reject, open_range};
 use crate::protocol::records::InputSlice;
 use crate::records::{JsonBatchBuilder, Reject, file_key, record_id};
 use arrow_schema::SchemaRef;
-use futures::TryStreamExt;
-use object_store::{GetOptions, GetRange, ObjectStore};
-
 use std::io::{BufRead, BufReader, Read};
-
-/// Opens an object from byte `from` to its end as a blocking reader; with `etag`, only
-/// that version of it (the one the job was planned on).
-pub fn open_range(
-    ctx: &ReadCtx,
-    uri: &str,
-    from: u64,
-    etag: Option<&str>,
-) -> Result<Box<dyn Read + Send>, ReadError> {
-    let (store, u) = ctx.registry.resolve(uri).map_err(|e| ReadError::Storage {
-        uri: uri.to_string(),
-        message: e.to_string(),
-    })?;
-    let opts = GetOptions {
-        range: (from > 0).then_some(GetRange::Offset(from)),
-        if_match: etag.map(str::to_string),
-        ..Default::default()
-    };
-    let path = u.path.clone();
-    let res = ctx
-        .handle
-        .block_on(async move { store.get_opts(&path, opts).await })
-        .map_err(|e| super::get_error(uri, e))?;
-    let stream = res.into_stream().map_err(std::io::Error::other);
-    let reader = tokio_util::io::StreamReader::new(stream);
-    Ok(Box::new(tokio_util::io::SyncIoBridge::new_with_handle(
-        reader,
-        ctx.handle.clone(),
-    )))
-}
 
 /// Reads one line (without its `\n`) into `buf`, keeping at most `cap` bytes.
 /// Returns the bytes consumed (0 at the end) and whether the line was longer than `cap`.
@@ -251,6 +218,81 @@ pub fn sample_rows(
         }
     }
     Ok(rows)
+}
+
+/// `format: jsonl` (also `json`, `ndjson`).
+pub struct Jsonl;
+
+#[async_trait::async_trait]
+impl super::Reader for Jsonl {
+    fn name(&self) -> &'static str {
+        "jsonl"
+    }
+
+    /// Declared, or inferred from the first of up to 16 files that has a JSON object
+    /// in its first lines (one unreadable file does not stop a job).
+    async fn columns(
+        &self,
+        registry: &crate::store::Registry,
+        uris: &[&str],
+        declared: Option<&[(String, arrow_schema::DataType)]>,
+    ) -> Result<Vec<(String, arrow_schema::DataType)>, super::ColumnsError> {
+        if let Some(cols) = declared {
+            return Ok(cols.to_vec());
+        }
+        let ctx = ReadCtx {
+            registry: registry.clone(),
+            handle: tokio::runtime::Handle::current(),
+            batch_rows: 1,
+            batch_bytes: 1 << 20,
+            max_record_bytes: 1 << 24,
+            cancel: Default::default(),
+            assign_ids: true,
+            download: Default::default(),
+        };
+        let mut last_err = String::new();
+        for uri in uris.iter().take(16) {
+            let (ctx, uri) = (ctx.clone(), uri.to_string());
+            let rows = tokio::task::spawn_blocking(move || sample_rows(&ctx, &uri, 1000, 4 << 20))
+                .await
+                .map_err(|e| super::ColumnsError::Storage(e.to_string()))?;
+            match rows {
+                Ok(rows) if !rows.is_empty() => {
+                    return Ok(crate::records::infer_schema(rows.iter()));
+                }
+                // An empty or unreadable file: at run time it becomes rejects.
+                Ok(_) => {}
+                Err(e) => last_err = format!(" ({e})"),
+            }
+        }
+        Err(super::ColumnsError::Spec {
+            field: "input.schema",
+            message: format!(
+                "cannot infer columns: no JSON object in the first lines of {}{}{last_err}; declare input.schema",
+                uris.first().copied().unwrap_or_default(),
+                if uris.len() > 1 {
+                    format!(" or the next {} files", uris.len().min(16) - 1)
+                } else {
+                    String::new()
+                }
+            ),
+        })
+    }
+
+    /// Uncompressed files, by line.
+    fn splittable(&self, uri: &str) -> bool {
+        Compression::of(uri) == Compression::None
+    }
+
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read(ctx, slice, schema, out)
+    }
 }
 
 #[cfg(test)]

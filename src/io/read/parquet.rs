@@ -149,21 +149,48 @@ pub fn normalise_type(dt: &DataType) -> DataType {
     }
 }
 
+/// Why a Parquet file's footer could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FooterError {
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    #[error(transparent)]
+    Parquet(#[from] ParquetError),
+}
+
+/// Why a file's columns do not give the planned schema (the file is rejected).
+#[derive(Debug, thiserror::Error)]
+pub enum ConformError {
+    #[error("column {0:?} is missing from this file")]
+    Missing(String),
+    #[error("column {column:?} is {found}, expected {expected}")]
+    Type {
+        column: String,
+        found: DataType,
+        expected: DataType,
+    },
+    #[error("column {column:?}: {source}")]
+    Cast {
+        column: String,
+        source: arrow_schema::ArrowError,
+    },
+    #[error(transparent)]
+    Batch(#[from] arrow_schema::ArrowError),
+}
+
 /// The columns of a Parquet file, normalised, for planning.
 pub async fn read_columns(
     store: Arc<dyn ObjectStore>,
     path: &Path,
-) -> Result<Vec<(String, DataType)>, String> {
-    let size = store.head(path).await.map_err(|e| e.to_string())?.size;
+) -> Result<Vec<(String, DataType)>, FooterError> {
+    let size = store.head(path).await?.size;
     let reader = ObjectReader {
         store,
         path: path.clone(),
         size,
         etag: None,
     };
-    let b = ParquetRecordBatchStreamBuilder::new(reader)
-        .await
-        .map_err(|e| e.to_string())?;
+    let b = ParquetRecordBatchStreamBuilder::new(reader).await?;
     Ok(b.schema()
         .fields()
         .iter()
@@ -236,7 +263,7 @@ pub fn read(
     let file_schema = builder.schema().clone();
     let plan = match conform_plan(&file_schema, schema, ctx.assign_ids) {
         Ok(p) => p,
-        Err(e) => return Ok(reject_file("schema_mismatch", e, out)),
+        Err(e) => return Ok(reject_file("schema_mismatch", e.to_string(), out)),
     };
     let mut stream = match builder
         .with_row_groups(selected.clone())
@@ -302,7 +329,7 @@ pub fn read(
                     slice,
                     0,
                     "schema_mismatch",
-                    e,
+                    e.to_string(),
                 )]));
                 stats.rejected += n as u64;
             }
@@ -317,7 +344,7 @@ struct Plan {
     sources: Vec<usize>,
 }
 
-fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan, String> {
+fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan, ConformError> {
     let skip = usize::from(assign_ids);
     let mut sources = Vec::new();
     for f in target.fields().iter().skip(skip) {
@@ -328,13 +355,14 @@ fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan
         };
         let idx = file
             .index_of(src_name)
-            .map_err(|_| format!("column {src_name:?} is missing from this file"))?;
+            .map_err(|_| ConformError::Missing(src_name.to_string()))?;
         let ft = file.field(idx).data_type();
         if normalise_type(ft) != *f.data_type() && !arrow_cast::can_cast_types(ft, f.data_type()) {
-            return Err(format!(
-                "column {src_name:?} is {ft}, expected {}",
-                f.data_type()
-            ));
+            return Err(ConformError::Type {
+                column: src_name.to_string(),
+                found: ft.clone(),
+                expected: f.data_type().clone(),
+            });
         }
         sources.push(idx);
     }
@@ -346,7 +374,7 @@ fn apply_plan(
     batch: &RecordBatch,
     target: &SchemaRef,
     ids: Option<Vec<String>>,
-) -> Result<RecordBatch, String> {
+) -> Result<RecordBatch, ConformError> {
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     if let Some(ids) = ids {
         cols.push(Arc::new(StringArray::from(ids)));
@@ -358,9 +386,58 @@ fn apply_plan(
         cols.push(if col.data_type() == want.data_type() {
             col.clone()
         } else {
-            arrow_cast::cast(col, want.data_type())
-                .map_err(|e| format!("column {:?}: {e}", want.name()))?
+            arrow_cast::cast(col, want.data_type()).map_err(|source| ConformError::Cast {
+                column: want.name().clone(),
+                source,
+            })?
         });
     }
-    RecordBatch::try_new(target.clone(), cols).map_err(|e| e.to_string())
+    Ok(RecordBatch::try_new(target.clone(), cols)?)
+}
+
+/// `format: parquet`, and the staged output of earlier phases.
+pub struct Parquet;
+
+#[async_trait::async_trait]
+impl super::Reader for Parquet {
+    fn name(&self) -> &'static str {
+        "parquet"
+    }
+
+    /// Declared, or the first file's footer.
+    async fn columns(
+        &self,
+        registry: &crate::store::Registry,
+        uris: &[&str],
+        declared: Option<&[(String, DataType)]>,
+    ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
+        if let Some(cols) = declared {
+            return Ok(cols.to_vec());
+        }
+        let first = uris.first().copied().unwrap_or_default();
+        let (store, u) = registry
+            .resolve(first)
+            .map_err(|e| super::ColumnsError::Storage(e.to_string()))?;
+        read_columns(store, &u.path)
+            .await
+            .map_err(|e| super::ColumnsError::Spec {
+                field: "input.uris",
+                message: format!("cannot read the Parquet footer of {first}: {e}"),
+            })
+    }
+
+    /// By row group: a range owns the row groups that start in it.
+    fn splittable(&self, _uri: &str) -> bool {
+        true
+    }
+
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read(ctx, slice, schema, out)
+    }
 }

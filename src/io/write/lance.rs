@@ -7,7 +7,7 @@
 //! transaction (an overwrite: a retried finalize commits the same fragments again),
 //! then lets Lance remove older versions. A zombie attempt's files stay in its staging
 //! directory, which no commit names, and the janitor deletes them.
-use super::writer::WriteError;
+use super::{CommitCtx, Sink, WriteCtx, WriteError, Writer};
 use crate::protocol::records::OutputFile;
 use crate::store::{Registry, Uri};
 use arrow_array::RecordBatch;
@@ -88,7 +88,7 @@ impl LanceWriter {
     }
 
     fn err(&self, e: impl std::fmt::Display) -> WriteError {
-        WriteError {
+        WriteError::Storage {
             uri: self.dataset().to_uri_string(),
             message: e.to_string(),
         }
@@ -179,8 +179,14 @@ pub async fn commit(
     output: &Uri,
     schema: &arrow_schema::Schema,
     fragments: Vec<Fragment>,
-) -> Result<u64, String> {
-    let schema = lance::datatypes::Schema::try_from(schema).map_err(|e| e.to_string())?;
+) -> Result<u64, WriteError> {
+    let commit_err = |message: String| WriteError::Commit {
+        format: "Lance",
+        uri: lance_uri(output),
+        message,
+    };
+    let schema =
+        lance::datatypes::Schema::try_from(schema).map_err(|e| commit_err(e.to_string()))?;
     // Id 0 means "unassigned": the commit numbers the fragments afresh.
     let fragments = fragments
         .into_iter()
@@ -203,7 +209,7 @@ pub async fn commit(
     let ds = b
         .execute(Transaction::new(0, op, None))
         .await
-        .map_err(|e| format!("committing the Lance dataset {uri}: {e}"))?;
+        .map_err(|e| commit_err(e.to_string()))?;
     let version = ds.version().version;
     // Older versions (an earlier run of an overwritten output) and their files go.
     if let Err(e) = ds
@@ -213,4 +219,68 @@ pub async fn commit(
         tracing::warn!(dataset = %uri, error = %e, "could not remove old Lance versions");
     }
     Ok(version)
+}
+
+impl Sink for LanceWriter {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), WriteError> {
+        LanceWriter::write(self, batch)
+    }
+    fn finish(self: Box<Self>) -> Result<Vec<OutputFile>, WriteError> {
+        LanceWriter::finish(*self)
+    }
+    /// A failed attempt's Lance files stay in its staging directory (the janitor's).
+    fn abort(self: Box<Self>) {}
+}
+
+/// `output.format: lance`: a Lance dataset, committed in one transaction at the end.
+pub struct Lance;
+
+#[async_trait::async_trait]
+impl Writer for Lance {
+    fn name(&self) -> &'static str {
+        "lance"
+    }
+    fn open(&self, ctx: WriteCtx) -> Result<Box<dyn Sink>, WriteError> {
+        Ok(Box::new(LanceWriter::new(
+            ctx.registry,
+            ctx.handle,
+            ctx.dir,
+            ctx.target_bytes,
+        )))
+    }
+    /// Data files go to `<output>/data/` under their own (unique) names, where the
+    /// commit references them; `fragments.json` is read at the commit, not published.
+    fn published_name(&self, _task: &str, _n: usize, staged: &str) -> Option<String> {
+        staged
+            .ends_with(".lance")
+            .then(|| format!("data/{}", staged.rsplit('/').next().unwrap_or_default()))
+    }
+    fn dataset_dir(&self) -> Option<&'static str> {
+        Some("data")
+    }
+    /// Every committed task's fragments (their data files already published to
+    /// `<output>/data/`) committed as one overwrite.
+    async fn commit(&self, ctx: CommitCtx<'_>) -> Result<Option<u64>, WriteError> {
+        let mut fragments = Vec::new();
+        for f in ctx.staged.iter().filter(|f| f.uri.ends_with(FRAGMENTS)) {
+            let bad = |e: &dyn std::fmt::Display| WriteError::Invalid {
+                uri: f.uri.clone(),
+                message: e.to_string(),
+            };
+            let u = Uri::parse(&f.uri).map_err(|e| bad(&e))?;
+            let s = ctx.registry.open(&u).map_err(|e| bad(&e))?;
+            let body = ctx
+                .retry
+                .run(|| async { s.get(&u.path).await?.bytes().await })
+                .await
+                .map_err(|e| WriteError::Storage {
+                    uri: f.uri.clone(),
+                    message: e.to_string(),
+                })?;
+            let mut v: Vec<Fragment> = serde_json::from_slice(&body).map_err(|e| bad(&e))?;
+            fragments.append(&mut v);
+        }
+        let version = commit(ctx.output, ctx.schema, fragments).await?;
+        Ok(Some(version))
+    }
 }

@@ -368,3 +368,71 @@ pub fn read_webdataset(
     }
     Ok(st)
 }
+
+/// `format: image_folder`: image files, one record per file.
+pub struct ImageFolder;
+
+/// `format: webdataset`: tar shards, one record per sample key.
+pub struct Webdataset;
+
+#[async_trait::async_trait]
+impl super::Reader for ImageFolder {
+    fn name(&self) -> &'static str {
+        "image_folder"
+    }
+    async fn columns(
+        &self,
+        _registry: &crate::store::Registry,
+        _uris: &[&str],
+        _declared: Option<&[(String, DataType)]>,
+    ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
+        Ok(folder_columns())
+    }
+    /// Its image files (sidecar captions, JSON, ... are not inputs).
+    fn lists(&self, path: &str) -> bool {
+        is_image_name(path)
+    }
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read_folder(ctx, std::slice::from_ref(slice), schema, 1, out)
+    }
+    /// One batch across many small files, 32 fetched at a time.
+    fn read_task(
+        &self,
+        ctx: &ReadCtx,
+        slices: &[InputSlice],
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read_folder(ctx, slices, schema, 32, out)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Reader for Webdataset {
+    fn name(&self) -> &'static str {
+        "webdataset"
+    }
+    async fn columns(
+        &self,
+        _registry: &crate::store::Registry,
+        _uris: &[&str],
+        _declared: Option<&[(String, DataType)]>,
+    ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
+        Ok(webdataset_columns())
+    }
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        read_webdataset(ctx, slice, schema, out)
+    }
+}

@@ -1,0 +1,340 @@
+//! Readers turn one input slice into Arrow batches of the phase's input schema,
+//! streaming (memory never scales with the file size). They run on a blocking thread
+//! and reach the async store only through bridges. A bad record becomes a reject with
+//! its reason; a corrupt or vanished file becomes one reject for the file; only
+//! storage failures that outlast retries are errors (the attempt is retried).
+//!
+//! One [`Reader`] per input format, registered by name in [`READERS`]: planning asks
+//! it for the input columns, which listed objects are inputs and whether a file may be
+//! cut into byte ranges; a task asks it to read its slices. Adding a format is one
+//! file here, one line in [`READERS`] (and its name in `spec::Format`).
+pub mod images;
+pub mod inflate;
+pub mod jsonl;
+pub mod laion;
+pub mod parquet;
+pub mod warc;
+
+use crate::protocol::records::InputSlice;
+use crate::records::Reject;
+use crate::spec::Format;
+use crate::store::Registry;
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, SchemaRef};
+use futures::TryStreamExt;
+use object_store::{GetOptions, GetRange};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One input format: how it is planned and read.
+///
+/// Planning is async (it runs in the coordinator on the runtime); reading is blocking
+/// (it runs on the pipeline's reader thread and reaches the store through
+/// [`ReadCtx::handle`], e.g. with [`open_range`]). Byte-range tasks are cut uniformly
+/// by the planner for a [`splittable`](Reader::splittable) file; the reader finds its
+/// own record boundaries from `slice.start` and owns every record that starts before
+/// `slice.end`.
+#[async_trait::async_trait]
+pub trait Reader: Send + Sync {
+    /// The format's name in specs (`input.format`), as `spec::Format::name` spells it.
+    fn name(&self) -> &'static str;
+
+    /// The input columns (after `id`): the format's own, or those `declared` in
+    /// `input.schema`, or read from the first files' headers. `uris` is never empty.
+    async fn columns(
+        &self,
+        registry: &Registry,
+        uris: &[&str],
+        declared: Option<&[(String, DataType)]>,
+    ) -> Result<Vec<(String, DataType)>, ColumnsError>;
+
+    /// Whether a listed object is an input (an image folder's captions are not).
+    fn lists(&self, _path: &str) -> bool {
+        true
+    }
+
+    /// Whether a file of this name may be cut into byte ranges.
+    fn splittable(&self, _uri: &str) -> bool {
+        false
+    }
+
+    /// Reads one slice, sending items to `out` (which returns false to stop early).
+    fn read_slice(
+        &self,
+        ctx: &ReadCtx,
+        slice: &InputSlice,
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError>;
+
+    /// Reads a task's slices, in order; a reader of many small objects overrides this
+    /// to overlap their fetches.
+    fn read_task(
+        &self,
+        ctx: &ReadCtx,
+        slices: &[InputSlice],
+        schema: &SchemaRef,
+        out: &mut dyn FnMut(Item) -> bool,
+    ) -> Result<SliceStats, ReadError> {
+        let mut total = SliceStats::default();
+        for slice in slices {
+            let st = self.read_slice(ctx, slice, schema, out)?;
+            total.records += st.records;
+            total.rejected += st.rejected;
+            total.bytes += st.bytes;
+        }
+        Ok(total)
+    }
+}
+
+/// Every reader, by name.
+pub static READERS: &[&dyn Reader] = &[
+    &jsonl::Jsonl,
+    &parquet::Parquet,
+    &warc::Warc,
+    &warc::Wet,
+    &images::ImageFolder,
+    &images::Webdataset,
+    &laion::Laion,
+];
+
+/// The reader registered as `name`.
+pub fn find(name: &str) -> Option<&'static dyn Reader> {
+    READERS.iter().copied().find(|r| r.name() == name)
+}
+
+/// The reader of a spec format (every format has one; a test checks it).
+pub fn reader(format: Format) -> &'static dyn Reader {
+    find(format.name()).unwrap_or_else(|| panic!("no reader is registered for {format:?}"))
+}
+
+/// Why a reader could not say its input columns at planning.
+#[derive(Debug, thiserror::Error)]
+pub enum ColumnsError {
+    /// The spec must say what the files do not (`field`: the field path to fix).
+    #[error("{message}")]
+    Spec {
+        field: &'static str,
+        message: String,
+    },
+    /// Listing or reading a header failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// What a reader hands downstream.
+#[derive(Debug)]
+pub enum Item {
+    Batch(RecordBatch),
+    Rejects(Vec<Reject>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reading {uri}: {message}")]
+    Storage { uri: String, message: String },
+    #[error("{uri} does not exist: {message}")]
+    Missing { uri: String, message: String },
+    /// The input is no longer the version the job was planned on (its etag changed):
+    /// the task fails rather than read another file under the planned ids and ranges.
+    #[error(
+        "input_changed: {uri} was rewritten after the job was planned ({message}); submit a new job to read the new version"
+    )]
+    Changed { uri: String, message: String },
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ReadError {
+    /// Rereading cannot help: the planned version of an input is gone.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, ReadError::Changed { .. })
+    }
+    /// Another attempt may succeed (a storage failure that outlasted the retries).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ReadError::Storage { .. } | ReadError::Missing { .. })
+    }
+}
+
+/// Settings and handles a reader needs.
+#[derive(Clone)]
+pub struct ReadCtx {
+    pub registry: Registry,
+    pub handle: tokio::runtime::Handle,
+    pub batch_rows: usize,
+    /// A batch is also cut when its records reach this many bytes.
+    pub batch_bytes: usize,
+    pub max_record_bytes: usize,
+    pub cancel: Arc<AtomicBool>,
+    /// Phase-0 inputs get record ids assigned; upstream outputs already carry them.
+    pub assign_ids: bool,
+    /// `format: laion`: how images are fetched.
+    pub download: crate::spec::DownloadSpec,
+}
+
+impl ReadCtx {
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// Stream compression, from the file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    pub fn of(uri: &str) -> Compression {
+        let l = uri.to_ascii_lowercase();
+        if l.ends_with(".gz") || l.ends_with(".gzip") {
+            Compression::Gzip
+        } else if l.ends_with(".zst") || l.ends_with(".zstd") {
+            Compression::Zstd
+        } else {
+            Compression::None
+        }
+    }
+}
+
+/// The decompressed stream of a whole object, by its name's compression suffix.
+pub fn decompress(
+    raw: Box<dyn std::io::Read + Send>,
+    uri: &str,
+) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+    Ok(match Compression::of(uri) {
+        Compression::None => raw,
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(1 << 16, raw),
+        )),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw)?),
+    })
+}
+
+/// One reject for a whole unreadable file, and the slice's stats that say so.
+pub fn reject_file(
+    slice: &InputSlice,
+    reason: &str,
+    detail: String,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> SliceStats {
+    out(Item::Rejects(vec![file_reject(slice, 0, reason, detail)]));
+    SliceStats {
+        rejected: 1,
+        ..Default::default()
+    }
+}
+
+/// Statistics of one slice.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SliceStats {
+    pub records: u64,
+    pub rejected: u64,
+    pub bytes: u64,
+}
+
+/// Reads one slice with its format's reader.
+pub fn read_slice(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    schema: &SchemaRef,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<SliceStats, ReadError> {
+    reader(slice.format).read_slice(ctx, slice, schema, out)
+}
+
+/// Reads a task's slices with their format's reader (a task's slices share one).
+pub fn read_task(
+    ctx: &ReadCtx,
+    slices: &[InputSlice],
+    schema: &SchemaRef,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<SliceStats, ReadError> {
+    match slices.first() {
+        Some(s) => reader(s.format).read_task(ctx, slices, schema, out),
+        None => Ok(SliceStats::default()),
+    }
+}
+
+/// Opens an object from byte `from` to its end as a blocking reader; with `etag`, only
+/// that version of it (the one the job was planned on).
+pub fn open_range(
+    ctx: &ReadCtx,
+    uri: &str,
+    from: u64,
+    etag: Option<&str>,
+) -> Result<Box<dyn std::io::Read + Send>, ReadError> {
+    let (store, u) = ctx.registry.resolve(uri).map_err(|e| ReadError::Storage {
+        uri: uri.to_string(),
+        message: e.to_string(),
+    })?;
+    let opts = GetOptions {
+        range: (from > 0).then_some(GetRange::Offset(from)),
+        if_match: etag.map(str::to_string),
+        ..Default::default()
+    };
+    let path = u.path.clone();
+    let res = ctx
+        .handle
+        .block_on(async move { store.get_opts(&path, opts).await })
+        .map_err(|e| get_error(uri, e))?;
+    let stream = res.into_stream().map_err(std::io::Error::other);
+    let reader = tokio_util::io::StreamReader::new(stream);
+    Ok(Box::new(tokio_util::io::SyncIoBridge::new_with_handle(
+        reader,
+        ctx.handle.clone(),
+    )))
+}
+
+/// A reject for a whole file or the rest of it.
+pub fn file_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String) -> Reject {
+    Reject {
+        id: crate::records::record_id(&crate::records::file_key(&slice.uri), offset),
+        reason: reason.to_string(),
+        operator: "reader".to_string(),
+        detail: Some(format!("{}: {detail}", slice.uri)),
+        record: None,
+    }
+}
+
+/// Opens a slice's object from `from`, decompressed as its name says. A vanished
+/// file becomes one `input_missing` reject and a compressed file that does not start
+/// one `corrupt_input` reject (`Ok(Err(stats))`: emitted, nothing to read); other
+/// storage failures are errors (the attempt is retried).
+pub fn open_or_reject(
+    ctx: &ReadCtx,
+    slice: &InputSlice,
+    from: u64,
+    out: &mut dyn FnMut(Item) -> bool,
+) -> Result<Result<Box<dyn std::io::Read + Send>, SliceStats>, ReadError> {
+    let raw = match open_range(ctx, &slice.uri, from, slice.etag.as_deref()) {
+        Ok(r) => r,
+        Err(ReadError::Missing { message, .. }) => {
+            return Ok(Err(reject_file(slice, "input_missing", message, out)));
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(decompress(raw, &slice.uri)
+        .map_err(|e| reject_file(slice, "corrupt_input", e.to_string(), out)))
+}
+
+/// The read error for a failed GET of `uri`: a missing object, a changed one (the
+/// planned etag no longer matches), or a storage failure.
+pub fn get_error(uri: &str, e: object_store::Error) -> ReadError {
+    match e {
+        object_store::Error::NotFound { .. } => ReadError::Missing {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        },
+        object_store::Error::Precondition { .. } => ReadError::Changed {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        },
+        e => ReadError::Storage {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        },
+    }
+}
