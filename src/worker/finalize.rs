@@ -138,14 +138,9 @@ pub async fn run(
         );
     }
     // (prefix, sweep, the prefix whose marker owns it)
-    let mut prefixes = if managed {
-        vec![(
-            out_uri.child(dataset.unwrap_or_default()),
-            false,
-            out_uri.clone(),
-        )]
-    } else {
-        vec![(out_uri.clone(), sweep_out, out_uri.clone())]
+    let mut prefixes = match dataset {
+        Some(dir) => vec![(out_uri.child(dir), false, out_uri.clone())],
+        None => vec![(out_uri.clone(), sweep_out, out_uri.clone())],
     };
     if managed || !rej_in_out {
         let owner = if rej_in_out {
