@@ -172,8 +172,8 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<Assets, PlanErr
     use object_store::ObjectStoreExt;
     let mut versions = Assets::new();
     let mut errors = Vec::new();
-    for (i, st) in spec.stages.iter().enumerate() {
-        for a in st.operator.assets() {
+    for (i, assets) in ops::stage_assets(spec).into_iter().enumerate() {
+        for a in assets {
             let path = format!("stages[{i}].{}", a.param);
             match reg.resolve(&a.uri) {
                 Err(e) => errors.push(FieldError {
@@ -223,8 +223,8 @@ pub type Assets = std::collections::BTreeMap<String, AssetVersion>;
 pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
     let mut errors = Vec::new();
     let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
-    for (i, st) in spec.stages.iter().enumerate() {
-        let crate::ops::Operator::Dedup(d) = st.operator.as_ref() else {
+    for i in 0..spec.stages.len() {
+        let Some(d) = ops::dedup_params(spec, i) else {
             continue;
         };
         let Some(uri) = &d.against else { continue };
@@ -423,6 +423,7 @@ fn bind_dropping(
     input: SchemaRef,
     drops: &[(usize, String)],
 ) -> Result<Vec<(SchemaRef, SchemaRef)>, SpecErrors> {
+    let operators = ops::build_stages(spec)?;
     let mut errors = Vec::new();
     let mut out = Vec::new();
     let mut schema = input;
@@ -430,7 +431,7 @@ fn bind_dropping(
     let mut dropped_early: Vec<String> = Vec::new();
     for (pi, idxs) in phases.iter().enumerate() {
         if pi > 0
-            && let Some((i, d)) = spec.dedup_ending(&phases[pi - 1])
+            && let Some((i, d)) = ops::dedup_ending(spec, &phases[pi - 1])
             && d.cluster_column
         {
             let col = crate::ops::dedup::CLUSTER_COLUMN;
@@ -451,10 +452,10 @@ fn bind_dropping(
         }
         let phase_in = schema.clone();
         for &i in idxs {
-            let st = &spec.stages[i];
-            match ops::output_schema(&st.name, &st.operator, &schema) {
+            match ops::output_schema(operators[i].as_ref(), &schema) {
                 Ok(s) => schema = s,
                 Err(m) => {
+                    let m = m.to_string();
                     let (sub, msg) = match m.split_once(": ") {
                         Some((p, rest)) if p.starts_with("params") => {
                             (format!(".{p}"), rest.to_string())
@@ -532,6 +533,7 @@ pub fn fingerprints(
     partitions: &std::collections::BTreeMap<usize, u32>,
 ) -> Vec<String> {
     let phases = spec.phases();
+    let stage_assets = ops::stage_assets(spec);
     let mut prev = serde_json::to_string(&json!({
         "format": spec.input.format,
         "schema": input_schema,
@@ -548,7 +550,7 @@ pub fn fingerprints(
             .collect();
         let used: Vec<_> = idxs
             .iter()
-            .flat_map(|&i| spec.stages[i].operator.assets())
+            .flat_map(|&i| stage_assets[i].clone())
             .map(|a| json!({"uri": a.uri, "version": assets.get(&a.uri)}))
             .collect();
         let mut what =
@@ -634,7 +636,12 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let partitions = phases_idx
         .iter()
         .enumerate()
-        .filter_map(|(pi, idxs)| Some((pi, dedup_partitions(spec.dedup_ending(idxs)?.1, &files))))
+        .filter_map(|(pi, idxs)| {
+            Some((
+                pi,
+                dedup_partitions(&ops::dedup_ending(spec, idxs)?.1, &files),
+            ))
+        })
         .collect();
     let fps = fingerprints(spec, &input_schema, &assets, &partitions);
     let groups = split(
@@ -651,14 +658,14 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         let gpu = idxs.iter().any(|&i| spec.stages[i].resources.gpu > 0);
         // After a dedup stage: its reduce phase, then this phase as its apply phase.
         let dedup = (pi > 0)
-            .then(|| spec.dedup_ending(&phases_idx[pi - 1]))
+            .then(|| ops::dedup_ending(spec, &phases_idx[pi - 1]))
             .flatten()
             .map(|(i, d)| {
                 let map_phase = phases.len() - 1;
                 DedupPhase {
                     stage: spec.stages[i].name.clone(),
                     params: d.clone(),
-                    partitions: dedup_partitions(d, &files),
+                    partitions: dedup_partitions(&d, &files),
                     map_phase,
                     step: 0,
                 }
@@ -912,7 +919,7 @@ mod tests {
             .unwrap()
         };
         let schema = Schema::empty();
-        let uri = spec("a").stages[0].operator.assets()[0].uri.clone();
+        let uri = ops::stage_assets(&spec("a"))[0][0].uri.clone();
         let v = |etag: &str| {
             Assets::from([(
                 uri.clone(),

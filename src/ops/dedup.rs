@@ -2,14 +2,18 @@
 //! docs/DEDUP.md). In its own phase it changes nothing: the worker reads the key
 //! column of the records that reach it and writes the keys object. The planner adds
 //! the reduce and apply phases after it.
-use super::{OpDef, Operator};
+use super::params::ParamDoc;
+use super::{OpDef, Operator, Output, ProcessError, SchemaError};
 use crate::spec::reader::Obj;
 use arrow_schema::{DataType, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "dedup",
     summary: "removes records with equal keys (two-pass shuffle through the store)",
-    build,
+    params: params_doc,
+    example: r#"{"key": "exact_key_key"}"#,
+    feature: None,
+    build: Some(build),
 };
 
 /// Which record of a cluster survives.
@@ -115,7 +119,8 @@ fn default_rounds() -> u32 {
 /// The column `cluster_column: true` adds in the apply phase.
 pub const CLUSTER_COLUMN: &str = "dup_cluster";
 
-fn build(p: &Obj) -> Option<Operator> {
+/// Parses a dedup stage's params (every error into the reader's sink).
+pub fn parse(p: &Obj) -> Option<DedupParams> {
     let key = p.req_str("key");
     let keep = match p.raw("keep") {
         None => Keep::LowestId,
@@ -195,7 +200,7 @@ fn build(p: &Obj) -> Option<Operator> {
             "only exact dedup can run against an earlier job",
         );
     }
-    Some(Operator::Dedup(DedupParams {
+    Some(DedupParams {
         key: key?,
         keep,
         partitions,
@@ -204,7 +209,56 @@ fn build(p: &Obj) -> Option<Operator> {
         against,
         kind,
         max_rounds,
-    }))
+    })
+}
+
+// Shim until the dedup subsystem owns this stage: the stage as an operator (the
+// identity inside its phase; the planner adds the shuffle phases), and its params
+// described by hand.
+
+fn build(_stage: &str, p: &Obj) -> Option<Box<dyn Operator>> {
+    parse(p).map(|d| Box::new(DedupStage(d)) as Box<dyn Operator>)
+}
+
+struct DedupStage(DedupParams);
+
+impl Operator for DedupStage {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<arrow_schema::Field>, SchemaError> {
+        self.0.check(input).map_err(SchemaError::Other)?;
+        Ok(vec![])
+    }
+    fn process(&self, _: &arrow_array::RecordBatch) -> Result<Output, ProcessError> {
+        Ok(Output::default())
+    }
+    /// A dedup stage must see the whole task.
+    fn splittable(&self) -> bool {
+        false
+    }
+}
+
+fn params_doc() -> Vec<ParamDoc> {
+    let p = |name, ty, default: Option<&'static str>, doc: &str| ParamDoc {
+        name,
+        ty,
+        default,
+        required: default.is_none(),
+        range: None,
+        doc: doc.to_string(),
+    };
+    vec![
+        p("key", "string", None, "The key column: a 16-byte key (exact), a MinHash signature (minhash) or a 64-bit perceptual hash (phash)."),
+        p("kind", "string", Some("\"exact\""), "exact, minhash or phash."),
+        p("keep", "string or map", Some("\"lowest_id\""), "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}."),
+        p("partitions", "integer or \"auto\"", Some("\"auto\""), "Reduce tasks (key ranges), 1 to 65536; auto: from the input size."),
+        p("memory", "byte size", Some("\"1GiB\""), "Reduce buffer before sorted runs spill to local disk (at least 4KiB)."),
+        p("cluster_column", "boolean", Some("false"), "Adds dup_cluster (the representative's id) to every record of a cluster."),
+        p("against", "string", Some("none"), "An earlier job's URI: records whose key its corpus already has are duplicates (exact only)."),
+        p("bands", "integer", Some("14"), "minhash: LSH bands, 1 to 512 (as in the minhash stage)."),
+        p("rows", "integer", Some("8"), "minhash: rows per band, 1 to 512; bands × rows at most 512."),
+        p("threshold", "number", Some("0.8"), "minhash: the least estimated Jaccard similarity of duplicates, in (0, 1]."),
+        p("radius", "integer", Some("4"), "phash: the largest Hamming distance of duplicates, 0 to 31."),
+        p("max_rounds", "integer", Some("32"), "minhash, phash: the most label-propagation rounds, 2 to 64."),
+    ]
 }
 
 impl DedupParams {

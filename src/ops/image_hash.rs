@@ -6,7 +6,8 @@
 //! reduced DCT scale (hashes within a bit or two of full-size ones; `min_side: 0`
 //! decodes at full size). Undecodable images are rejects with the reason.
 use super::image_common as ic;
-use super::{Drop, Filter, OpDef, Operator};
+use super::params::{Params, params};
+use super::{Drop, OpDef, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::Limits;
 use crate::kernels::imagehash::hashes_with_luma;
 use crate::spec::reader::Obj;
@@ -17,7 +18,10 @@ use std::sync::Arc;
 pub const DEF: OpDef = OpDef {
     name: "image_hash",
     summary: "adds perceptual hashes phash, dhash, ahash (imagehash-compatible)",
-    build,
+    params: ImageHashParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
 
 struct ImageHash {
@@ -27,33 +31,39 @@ struct ImageHash {
     keep_flat: bool,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let (column, limits) = ic::params(p);
-    let min_side = p.u64_in("min_side", 64, 0, 1 << 16) as u32;
-    Some(Operator::Filter(Box::new(ImageHash {
-        column,
-        limits,
-        min_side: (min_side > 0).then_some(min_side),
-        keep_flat: p.opt_bool("keep_flat").unwrap_or(false),
-    })))
+params! {
+    /// `image_hash`.
+    pub struct ImageHashParams {
+        /// A JPEG whose shorter side is at least twice this is decoded at a reduced
+        /// DCT scale (0: always at full size).
+        min_side: u32 [0, 65536] = 64,
+        /// Keep the `phash` of flat images (otherwise null).
+        keep_flat: bool = false,
+    }
+    flatten { image: ic::ImageParams }
 }
 
-impl Filter for ImageHash {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        ic::require_binary(input, &self.column)
-    }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        vec![
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = ImageHashParams::read(o)?;
+    Some(Box::new(ImageHash {
+        limits: p.image.limits(),
+        column: p.image.column,
+        min_side: (p.min_side > 0).then_some(p.min_side),
+        keep_flat: p.keep_flat,
+    }))
+}
+
+impl Operator for ImageHash {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        ic::require_binary(input, &self.column)?;
+        Ok(vec![
             Field::new("phash", DataType::UInt64, true),
             Field::new("dhash", DataType::UInt64, true),
             Field::new("ahash", DataType::UInt64, true),
             Field::new("phash_flat", DataType::Boolean, true),
-        ]
+        ])
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         use rayon::prelude::*;
         let v = ic::values(batch, &self.column)?;
         let h: Vec<Result<_, Drop>> = v
@@ -73,9 +83,9 @@ impl Filter for ImageHash {
         let dhash: UInt64Array = h.iter().map(|x| ok(x).map(|h| h.dhash)).collect();
         let ahash: UInt64Array = h.iter().map(|x| ok(x).map(|h| h.ahash)).collect();
         let flat: BooleanArray = h.iter().map(|x| ok(x).map(|h| h.flat)).collect();
-        Ok((
+        Ok(Output::annotated(
             vec![
-                Arc::new(phash),
+                Arc::new(phash) as ArrayRef,
                 Arc::new(dhash),
                 Arc::new(ahash),
                 Arc::new(flat),

@@ -381,7 +381,7 @@ async fn execute(
             0,
             super::pipeline::BoundStage {
                 name: d.stage.clone(),
-                op: Arc::new(crate::ops::Operator::Filter(Box::new(apply))),
+                op: Arc::new(crate::ops::FilterOp(Box::new(apply))),
                 out_schema: input_schema.clone(),
                 then_keep: None,
                 histograms: vec![],
