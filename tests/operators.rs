@@ -42,8 +42,7 @@ fn ops_lists_every_operator_and_refuses_an_unknown_name() {
 fn ops_markdown_is_the_checked_in_reference() {
     let s = stdout(&run_ok(mdf().args(["ops", "--markdown"])));
     let docs =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/OPERATORS.md"))
-            .unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/OPERATORS.md")).unwrap();
     assert!(
         s == docs,
         "docs/OPERATORS.md is stale: run `mdf ops --markdown > docs/OPERATORS.md`"

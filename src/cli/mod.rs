@@ -382,10 +382,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for d in crate::ops::REGISTRY {
                 match d.feature.filter(|_| d.build.is_none()) {
                     None => println!("{:<20} {}", d.name, d.summary),
-                    Some(f) => println!(
-                        "{:<20} {} (needs --features {f})",
-                        d.name, d.summary
-                    ),
+                    Some(f) => println!("{:<20} {} (needs --features {f})", d.name, d.summary),
                 }
             }
             Ok(ExitCode::SUCCESS)

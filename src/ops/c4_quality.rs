@@ -157,7 +157,10 @@ impl Operator for Op {
                 }
             })
             .collect();
-        Ok(Output::annotated(vec![Arc::new(b.finish()) as ArrayRef], verdicts))
+        Ok(Output::annotated(
+            vec![Arc::new(b.finish()) as ArrayRef],
+            verdicts,
+        ))
     }
 }
 

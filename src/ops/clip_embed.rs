@@ -23,8 +23,8 @@
 //! L2-normalised embeddings, as LAION filtering uses it (`clip_score_filter`); null when
 //! the caption is. `text_embedding: true` also keeps the text embeddings.
 use super::image_common as ic;
-use super::onnx::{Model, RuntimeParams};
 use super::model_params::ClipEmbedParams;
+use super::onnx::{Model, RuntimeParams};
 use super::params::Params;
 use super::{Asset, Drop, LoadError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::FastMap;

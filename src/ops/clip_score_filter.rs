@@ -81,23 +81,25 @@ impl Operator for ClipScoreFilter {
                 column: self.column.clone(),
                 expected: "castable to Float64",
             })?;
-        Ok(Output::verdicts((0..v.len())
-            .map(|i| {
-                if v.is_null(i) {
-                    return (!self.keep_missing).then_some(Drop {
-                        reason: "missing_clip_score",
-                        detail: None,
-                    });
-                }
-                let s = v.value(i);
-                let low = self.min.is_some_and(|m| s < m);
-                let high = self.max.is_some_and(|m| s > m);
-                (low || high).then(|| Drop {
-                    reason: "clip_score",
-                    detail: Some(format!("{s:.4}")),
+        Ok(Output::verdicts(
+            (0..v.len())
+                .map(|i| {
+                    if v.is_null(i) {
+                        return (!self.keep_missing).then_some(Drop {
+                            reason: "missing_clip_score",
+                            detail: None,
+                        });
+                    }
+                    let s = v.value(i);
+                    let low = self.min.is_some_and(|m| s < m);
+                    let high = self.max.is_some_and(|m| s > m);
+                    (low || high).then(|| Drop {
+                        reason: "clip_score",
+                        detail: Some(format!("{s:.4}")),
+                    })
                 })
-            })
-            .collect()))
+                .collect(),
+        ))
     }
 }
 

@@ -135,7 +135,11 @@ fn every_operator_keeps_row_counts_on_empty_and_all_null_batches() {
             for r in &rejects {
                 assert_eq!(r.operator, stage, "{}: reject without its stage", d.name);
                 assert!(!r.reason.is_empty());
-                assert!(r.record.is_some(), "{}: the rejected record is kept", d.name);
+                assert!(
+                    r.record.is_some(),
+                    "{}: the rejected record is kept",
+                    d.name
+                );
             }
         }
     }

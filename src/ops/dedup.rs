@@ -246,18 +246,78 @@ fn params_doc() -> Vec<ParamDoc> {
         doc: doc.to_string(),
     };
     vec![
-        p("key", "string", None, "The key column: a 16-byte key (exact), a MinHash signature (minhash) or a 64-bit perceptual hash (phash)."),
-        p("kind", "string", Some("\"exact\""), "exact, minhash or phash."),
-        p("keep", "string or map", Some("\"lowest_id\""), "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}."),
-        p("partitions", "integer or \"auto\"", Some("\"auto\""), "Reduce tasks (key ranges), 1 to 65536; auto: from the input size."),
-        p("memory", "byte size", Some("\"1GiB\""), "Reduce buffer before sorted runs spill to local disk (at least 4KiB)."),
-        p("cluster_column", "boolean", Some("false"), "Adds dup_cluster (the representative's id) to every record of a cluster."),
-        p("against", "string", Some("none"), "An earlier job's URI: records whose key its corpus already has are duplicates (exact only)."),
-        p("bands", "integer", Some("14"), "minhash: LSH bands, 1 to 512 (as in the minhash stage)."),
-        p("rows", "integer", Some("8"), "minhash: rows per band, 1 to 512; bands × rows at most 512."),
-        p("threshold", "number", Some("0.8"), "minhash: the least estimated Jaccard similarity of duplicates, in (0, 1]."),
-        p("radius", "integer", Some("4"), "phash: the largest Hamming distance of duplicates, 0 to 31."),
-        p("max_rounds", "integer", Some("32"), "minhash, phash: the most label-propagation rounds, 2 to 64."),
+        p(
+            "key",
+            "string",
+            None,
+            "The key column: a 16-byte key (exact), a MinHash signature (minhash) or a 64-bit perceptual hash (phash).",
+        ),
+        p(
+            "kind",
+            "string",
+            Some("\"exact\""),
+            "exact, minhash or phash.",
+        ),
+        p(
+            "keep",
+            "string or map",
+            Some("\"lowest_id\""),
+            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}.",
+        ),
+        p(
+            "partitions",
+            "integer or \"auto\"",
+            Some("\"auto\""),
+            "Reduce tasks (key ranges), 1 to 65536; auto: from the input size.",
+        ),
+        p(
+            "memory",
+            "byte size",
+            Some("\"1GiB\""),
+            "Reduce buffer before sorted runs spill to local disk (at least 4KiB).",
+        ),
+        p(
+            "cluster_column",
+            "boolean",
+            Some("false"),
+            "Adds dup_cluster (the representative's id) to every record of a cluster.",
+        ),
+        p(
+            "against",
+            "string",
+            Some("none"),
+            "An earlier job's URI: records whose key its corpus already has are duplicates (exact only).",
+        ),
+        p(
+            "bands",
+            "integer",
+            Some("14"),
+            "minhash: LSH bands, 1 to 512 (as in the minhash stage).",
+        ),
+        p(
+            "rows",
+            "integer",
+            Some("8"),
+            "minhash: rows per band, 1 to 512; bands × rows at most 512.",
+        ),
+        p(
+            "threshold",
+            "number",
+            Some("0.8"),
+            "minhash: the least estimated Jaccard similarity of duplicates, in (0, 1].",
+        ),
+        p(
+            "radius",
+            "integer",
+            Some("4"),
+            "phash: the largest Hamming distance of duplicates, 0 to 31.",
+        ),
+        p(
+            "max_rounds",
+            "integer",
+            Some("32"),
+            "minhash, phash: the most label-propagation rounds, 2 to 64.",
+        ),
     ]
 }
 

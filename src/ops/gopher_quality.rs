@@ -122,8 +122,7 @@ mod tests {
 
     #[test]
     fn drops_short_documents_by_rule_name() {
-        let op = crate::ops::testing::build(&DEF, serde_json::json!({"min_doc_words": 3}))
-            .unwrap();
+        let op = crate::ops::testing::build(&DEF, serde_json::json!({"min_doc_words": 3})).unwrap();
         let batch = crate::ops::testing::text_batch(&[
             Some("the cat and the dog sat with the owl"),
             Some("too short"),

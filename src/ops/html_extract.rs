@@ -101,7 +101,10 @@ impl Operator for Op {
             })
             .collect();
         Ok(Output::annotated(
-            vec![Arc::new(text.finish()) as ArrayRef, Arc::new(title.finish())],
+            vec![
+                Arc::new(text.finish()) as ArrayRef,
+                Arc::new(title.finish()),
+            ],
             verdicts,
         ))
     }

@@ -1,9 +1,9 @@
 //! What the image operators share: the encoded-image column, decode limits as
 //! params, and decoding a batch in parallel with per-record rejects.
 use super::Drop;
-use crate::kernels::image::{DecodeError, Decoded, Limits};
 use super::params::{ByteSize, params};
 use super::{ProcessError, SchemaError};
+use crate::kernels::image::{DecodeError, Decoded, Limits};
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use std::sync::Arc;

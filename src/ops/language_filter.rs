@@ -102,7 +102,10 @@ impl Operator for Op {
             })
             .collect();
         Ok(Output::annotated(
-            vec![Arc::new(code.finish()) as ArrayRef, Arc::new(score.finish())],
+            vec![
+                Arc::new(code.finish()) as ArrayRef,
+                Arc::new(score.finish()),
+            ],
             verdicts,
         ))
     }

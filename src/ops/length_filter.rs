@@ -67,31 +67,33 @@ impl Operator for LengthFilter {
     fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let values = text_values(batch, &self.field)?;
         let lens = text::lengths(&values);
-        Ok(Output::verdicts(values
-            .iter()
-            .zip(lens)
-            .map(|(v, (chars, words))| {
-                if v.is_none() {
-                    return Some(Drop {
-                        reason: "missing_text",
-                        detail: None,
-                    });
-                }
-                if chars < self.min_chars || words < self.min_words {
-                    return Some(Drop {
-                        reason: "too_short",
-                        detail: Some(format!("{chars} chars, {words} words")),
-                    });
-                }
-                if chars > self.max_chars || words > self.max_words {
-                    return Some(Drop {
-                        reason: "too_long",
-                        detail: Some(format!("{chars} chars, {words} words")),
-                    });
-                }
-                None
-            })
-            .collect()))
+        Ok(Output::verdicts(
+            values
+                .iter()
+                .zip(lens)
+                .map(|(v, (chars, words))| {
+                    if v.is_none() {
+                        return Some(Drop {
+                            reason: "missing_text",
+                            detail: None,
+                        });
+                    }
+                    if chars < self.min_chars || words < self.min_words {
+                        return Some(Drop {
+                            reason: "too_short",
+                            detail: Some(format!("{chars} chars, {words} words")),
+                        });
+                    }
+                    if chars > self.max_chars || words > self.max_words {
+                        return Some(Drop {
+                            reason: "too_long",
+                            detail: Some(format!("{chars} chars, {words} words")),
+                        });
+                    }
+                    None
+                })
+                .collect(),
+        ))
     }
 }
 

@@ -413,7 +413,10 @@ pub fn stage_assets(spec: &Spec) -> Vec<Vec<Asset>> {
 /// The params of the dedup stage `i` of `spec`, if it is one (a shim until the dedup
 /// subsystem parses its own params).
 pub fn dedup_params(spec: &Spec, i: usize) -> Option<dedup::DedupParams> {
-    let st = spec.stages.get(i).filter(|s| s.op == crate::spec::DEDUP_OP)?;
+    let st = spec
+        .stages
+        .get(i)
+        .filter(|s| s.op == crate::spec::DEDUP_OP)?;
     let sink = Sink::default();
     dedup::parse(&Obj::new(Some(&st.params), "params", &sink))
 }
@@ -425,10 +428,7 @@ pub fn dedup_ending(spec: &Spec, phase: &[usize]) -> Option<(usize, dedup::Dedup
 }
 
 /// The schema after a stage, or what does not fit.
-pub fn output_schema(
-    op: &dyn Operator,
-    input: &SchemaRef,
-) -> Result<SchemaRef, SchemaError> {
+pub fn output_schema(op: &dyn Operator, input: &SchemaRef) -> Result<SchemaRef, SchemaError> {
     let replaces = op.replaces();
     let added = op.output_fields(input)?;
     let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
@@ -624,13 +624,13 @@ pub fn text_values<'a>(
     let col = batch
         .column_by_name(field)
         .ok_or_else(|| ProcessError::MissingColumn(field.to_string()))?;
-    let arr = col
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(|| ProcessError::WrongType {
-            column: field.to_string(),
-            expected: "a string",
-        })?;
+    let arr =
+        col.as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| ProcessError::WrongType {
+                column: field.to_string(),
+                expected: "a string",
+            })?;
     Ok((0..arr.len())
         .map(|i| (!arr.is_null(i)).then(|| arr.value(i)))
         .collect())

@@ -9,8 +9,8 @@
 //! `batch_size` (default 32), `column`, `max_pixels`, `max_bytes`, and the runtime's
 //! `library`, `provider`, `device`, `threads`.
 use super::image_common as ic;
-use super::onnx::{Model, RuntimeParams};
 use super::model_params::NsfwScoreParams;
+use super::onnx::{Model, RuntimeParams};
 use super::params::Params;
 use super::{Asset, Drop, LoadError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::Limits;

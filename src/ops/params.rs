@@ -414,7 +414,10 @@ mod tests {
     #[test]
     fn describes_every_field() {
         let d = Demo::describe();
-        let lines: Vec<String> = d.iter().map(|p| format!("{}: {}", p.name, type_line(p))).collect();
+        let lines: Vec<String> = d
+            .iter()
+            .map(|p| format!("{}: {}", p.name, type_line(p)))
+            .collect();
         assert_eq!(
             lines,
             vec![

@@ -140,7 +140,12 @@ mod tests {
         for d in super::REGISTRY {
             let s = super::describe(d.name).unwrap();
             for p in (d.params)() {
-                assert!(s.contains(&format!("  {} (", p.name)), "{}: {}", d.name, p.name);
+                assert!(
+                    s.contains(&format!("  {} (", p.name)),
+                    "{}: {}",
+                    d.name,
+                    p.name
+                );
             }
         }
         assert!(super::describe("nope").is_none());

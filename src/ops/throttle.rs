@@ -68,7 +68,9 @@ mod tests {
             vec!["params.records_per_sec: missing required field"]
         );
         assert_eq!(
-            build(&super::DEF, serde_json::json!({"records_per_sec": 0})).err().unwrap(),
+            build(&super::DEF, serde_json::json!({"records_per_sec": 0}))
+                .err()
+                .unwrap(),
             vec!["params.records_per_sec: must be positive"]
         );
     }

@@ -185,16 +185,17 @@ impl Operator for UrlFilter {
             .get()
             .ok_or(ProcessError::NotLoaded("url_filter"))?;
         let urls = text_values(batch, &self.field)?;
-        Ok(Output::verdicts(list
-            .check_all(&urls)
-            .into_iter()
-            .map(|v| {
-                v.map(|b| Drop {
-                    reason: b.reason,
-                    detail: Some(b.detail),
+        Ok(Output::verdicts(
+            list.check_all(&urls)
+                .into_iter()
+                .map(|v| {
+                    v.map(|b| Drop {
+                        reason: b.reason,
+                        detail: Some(b.detail),
+                    })
                 })
-            })
-            .collect()))
+                .collect(),
+        ))
     }
 }
 

@@ -385,11 +385,7 @@ fn phase_groups(stages: &[StageSpec]) -> Vec<Vec<usize>> {
 
 /// The number of phases of the job (pipeline phases plus a reduce phase per dedup).
 fn job_phase_count(stages: &[StageSpec]) -> usize {
-    phase_groups(stages).len()
-        + stages
-            .iter()
-            .filter(|s| s.is_dedup())
-            .count()
+    phase_groups(stages).len() + stages.iter().filter(|s| s.is_dedup()).count()
 }
 
 /// JSON text with every map's keys sorted, so equal trees hash equally whatever the

@@ -402,7 +402,14 @@ fn run_guarded(
 ) -> Result<(RecordBatch, Vec<Reject>), PipelineError> {
     let run = |b: RecordBatch, observe: &mut dyn FnMut(&RecordBatch)| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            ops::run_stage_observed(&st.name, st.op.as_ref(), b, &st.out_schema, keep_records, observe)
+            ops::run_stage_observed(
+                &st.name,
+                st.op.as_ref(),
+                b,
+                &st.out_schema,
+                keep_records,
+                observe,
+            )
         }))
         .map_err(|p| PipelineError::OperatorPanicked {
             stage: st.name.clone(),
