@@ -109,3 +109,66 @@ impl Operator for Op {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::build;
+    use crate::ops::{output_schema, run_stage};
+    use arrow_array::{Array, StringArray};
+
+    fn html_batch(pages: &[Option<&str>]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("html", DataType::Utf8, true),
+        ]));
+        let ids: Vec<String> = (0..pages.len()).map(|i| format!("r{i}")).collect();
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(ids)),
+                Arc::new(StringArray::from(pages.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn extracts_text_and_title_and_rejects_pages_without_text() {
+        let op = build(&DEF, serde_json::json!({})).unwrap();
+        let page = "<html><head><title>Parks</title></head><body><main><p>The council met on Tuesday and approved the plan for the national parks.</p></main></body></html>";
+        let batch = html_batch(&[Some(page), None, Some("<html><body></body></html>")]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("html", op.as_ref(), batch, &schema, true).unwrap();
+        assert_eq!(kept.num_rows(), 1);
+        let col = |n: &str| {
+            kept.column_by_name(n)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .value(0)
+                .to_string()
+        };
+        assert!(col("text").contains("The council met"), "{}", col("text"));
+        assert_eq!(col("title"), "Parks");
+        let reasons: Vec<&str> = rejects.iter().map(|r| r.reason.as_str()).collect();
+        assert_eq!(reasons, ["missing_html", "no_text"]);
+        // The rejected record is kept as it arrived: without the added columns.
+        assert!(!rejects[0].record.as_deref().unwrap().contains("title"));
+    }
+
+    #[test]
+    fn refuses_an_input_that_already_has_text() {
+        let op = build(&DEF, serde_json::json!({"field": "text"})).unwrap();
+        let e =
+            output_schema(op.as_ref(), &crate::ops::testing::text_batch(&[]).schema()).unwrap_err();
+        assert_eq!(e, crate::ops::SchemaError::Clash("text".into()));
+        assert_eq!(
+            build(&DEF, serde_json::json!({"timeout_ms": 0}))
+                .err()
+                .unwrap(),
+            vec!["params.timeout_ms: must be between 1 and 600000, found 0"]
+        );
+    }
+}

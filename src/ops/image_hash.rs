@@ -94,3 +94,34 @@ impl Operator for ImageHash {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{build, image_batch, png};
+    use crate::ops::{output_schema, run_stage};
+    use arrow_array::Array;
+
+    fn hashes(params: serde_json::Value, images: &[&[u8]]) -> (UInt64Array, usize) {
+        let op = build(&DEF, params).unwrap();
+        let batch = image_batch(&images.iter().map(|i| Some(*i)).collect::<Vec<_>>());
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("ih", op.as_ref(), batch, &schema, false).unwrap();
+        let p = kept.column_by_name("phash").unwrap();
+        (
+            p.as_any().downcast_ref::<UInt64Array>().unwrap().clone(),
+            rejects.len(),
+        )
+    }
+
+    #[test]
+    fn equal_images_hash_equally_and_flat_ones_have_no_phash() {
+        let (a, b, flat) = (png(64, 64, false), png(64, 64, false), png(64, 64, true));
+        let (p, rejected) = hashes(serde_json::json!({}), &[&a, &b, &flat, b"junk"]);
+        assert_eq!(rejected, 1);
+        assert_eq!(p.value(0), p.value(1));
+        assert!(p.is_null(2), "a flat image's phash is null");
+        let (p, _) = hashes(serde_json::json!({"keep_flat": true}), &[&flat]);
+        assert!(p.is_valid(0));
+    }
+}

@@ -111,3 +111,55 @@ impl Operator for ImageMetadata {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{build, image_batch, png};
+    use crate::ops::{histogram_columns, output_schema, run_stage};
+    use arrow_array::Array;
+
+    #[test]
+    fn reads_the_header_and_rejects_what_does_not_parse() {
+        let op = build(&DEF, serde_json::json!({})).unwrap();
+        let img = png(30, 20, false);
+        let batch = image_batch(&[Some(&img), Some(b"not an image"), None]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("meta", op.as_ref(), batch, &schema, true).unwrap();
+        assert_eq!(kept.num_rows(), 1);
+        let u32s = |n: &str| {
+            kept.column_by_name(n)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .unwrap()
+                .value(0)
+        };
+        assert_eq!((u32s("width"), u32s("height")), (30, 20));
+        let ar = kept.column_by_name("aspect_ratio").unwrap();
+        let ar = ar.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(ar.value(0), 1.5);
+        assert_eq!(rejects.len(), 2);
+        assert_eq!(rejects[1].reason, "missing_image");
+        assert_eq!(
+            histogram_columns(op.as_ref(), &image_batch(&[]).schema()),
+            ["width", "height", "bytes", "aspect_ratio"]
+        );
+    }
+
+    #[test]
+    fn its_limits_are_params() {
+        let op = build(&DEF, serde_json::json!({"max_bytes": "10B"})).unwrap();
+        let img = png(30, 20, false);
+        let batch = image_batch(&[Some(&img)]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (_, rejects) = run_stage("meta", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!(rejects[0].reason, "too_large");
+        assert_eq!(
+            build(&DEF, serde_json::json!({"max_bytes": "lots"}))
+                .err()
+                .unwrap(),
+            vec!["params.max_bytes: expected a byte size such as 64MiB, found \"lots\""]
+        );
+    }
+}

@@ -105,3 +105,31 @@ impl Operator for ImageQuality {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{build, image_batch, png};
+    use crate::ops::{histogram_columns, output_schema, run_stage};
+    use arrow_array::Array;
+
+    #[test]
+    fn scores_decodable_images_and_rejects_the_rest() {
+        let op = build(&DEF, serde_json::json!({"min_side": 0})).unwrap();
+        let img = png(64, 48, false);
+        let batch = image_batch(&[Some(&img), Some(b"junk")]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        assert_eq!(
+            histogram_columns(op.as_ref(), &batch.schema()),
+            FIELDS.map(String::from)
+        );
+        let (kept, rejects) = run_stage("iq", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!((kept.num_rows(), rejects.len()), (1, 1));
+        for f in FIELDS {
+            let c = kept.column_by_name(f).unwrap();
+            let v = c.as_any().downcast_ref::<Float64Array>().unwrap();
+            assert!(v.is_valid(0) && v.value(0).is_finite(), "{f}");
+        }
+        assert_eq!(rejects[0].operator, "iq");
+    }
+}

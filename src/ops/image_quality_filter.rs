@@ -184,3 +184,78 @@ impl Operator for ImageQualityFilter {
         Ok(Output::verdicts(out))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::build;
+    use crate::ops::{output_schema, run_stage};
+    use arrow_array::{StringArray, UInt32Array};
+    use std::sync::Arc;
+
+    #[test]
+    fn drops_by_the_first_threshold_failed_with_its_value() {
+        let op = build(
+            &DEF,
+            serde_json::json!({"max_width": 100, "min_width": 10, "min_height": 5}),
+        )
+        .unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("width", DataType::UInt32, true),
+            Field::new("height", DataType::UInt32, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b", "c", "d"])),
+                Arc::new(UInt32Array::from(vec![Some(50), Some(5), Some(500), None])),
+                Arc::new(UInt32Array::from(vec![
+                    Some(50),
+                    Some(1),
+                    Some(50),
+                    Some(9),
+                ])),
+            ],
+        )
+        .unwrap();
+        let out = output_schema(op.as_ref(), &schema).unwrap();
+        let (kept, rejects) = run_stage("iqf", op.as_ref(), batch, &out, false).unwrap();
+        assert_eq!(kept.num_rows(), 1);
+        let got: Vec<(&str, &str, &str)> = rejects
+            .iter()
+            .map(|r| {
+                (
+                    r.id.as_str(),
+                    r.reason.as_str(),
+                    r.detail.as_deref().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("b", "min_width", "width 5.0000 < 10"),
+                ("c", "max_width", "width 500.0000 > 100"),
+                ("d", "min_width", "width is null"),
+            ]
+        );
+    }
+
+    #[test]
+    fn needs_a_threshold_and_its_column() {
+        assert_eq!(
+            build(&DEF, serde_json::json!({})).err().unwrap(),
+            vec![
+                "params.min_width: no threshold given (min_width, max_aspect_ratio, min_sharpness, ...)"
+            ]
+        );
+        let op = build(&DEF, serde_json::json!({"min_sharpness": 0.5})).unwrap();
+        let e = output_schema(op.as_ref(), &crate::ops::testing::image_batch(&[]).schema())
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "params.min_sharpness: no column \"sharpness\" (add image_metadata or image_quality before this stage)"
+        );
+    }
+}

@@ -669,6 +669,37 @@ pub(crate) mod testing {
         build_as(def, def.name, params)
     }
 
+    /// A batch of `id` and an `image` column of encoded bytes.
+    pub fn image_batch(images: &[Option<&[u8]>]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("image", DataType::Binary, true),
+        ]));
+        let ids: Vec<String> = (0..images.len()).map(|i| format!("r{i}")).collect();
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(ids)),
+                Arc::new(arrow_array::BinaryArray::from(images.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// A `w`×`h` PNG: a gradient, or one flat grey when `flat`.
+    pub fn png(w: u32, h: u32, flat: bool) -> Vec<u8> {
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            if flat {
+                image::Rgb([128, 128, 128])
+            } else {
+                image::Rgb([(x * 7) as u8, (y * 11) as u8, ((x + y) * 3) as u8])
+            }
+        });
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        out.into_inner()
+    }
+
     pub fn text_batch(texts: &[Option<&str>]) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Utf8, false),

@@ -96,3 +96,49 @@ pub const NSFW_SCORE: OpDef = OpDef {
     feature: Some("onnx"),
     build: NSFW_SCORE_BUILD,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::reader::{Obj, Sink};
+
+    fn errors<P: Params>(v: serde_json::Value) -> Vec<String> {
+        let sink = Sink::default();
+        let o = Obj::new(Some(&v), "stages[0].params", &sink);
+        P::read(&o);
+        o.finish();
+        sink.into_errors().0.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn model_params_parse_in_every_build() {
+        assert_eq!(
+            errors::<ClipEmbedParams>(serde_json::json!({"dim": 0, "mean": [1, "x", 3]})),
+            vec![
+                "stages[0].params.model: missing required field",
+                "stages[0].params.dim: must be between 1 and 65536, found 0",
+                "stages[0].params.mean[1]: expected a number, found a string",
+            ]
+        );
+        assert!(errors::<NsfwScoreParams>(serde_json::json!({"model": "m.onnx"})).is_empty());
+        assert_eq!(
+            errors::<NsfwScoreParams>(serde_json::json!({"model": "m", "device": 99})),
+            vec!["stages[0].params.device: must be between 0 and 64, found 99"]
+        );
+        let names: Vec<&str> = NsfwScoreParams::describe().iter().map(|p| p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "model",
+                "batch_size",
+                "column",
+                "max_pixels",
+                "max_bytes",
+                "library",
+                "provider",
+                "device",
+                "threads"
+            ]
+        );
+    }
+}
