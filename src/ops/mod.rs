@@ -11,6 +11,7 @@ pub mod clip_score_filter;
 #[cfg(test)]
 mod conformance;
 pub mod dedup;
+mod error;
 pub mod exact_key;
 pub mod fineweb_quality;
 pub mod gopher_quality;
@@ -32,118 +33,20 @@ pub mod onnx;
 pub mod params;
 pub mod pii_redact;
 mod reference;
+mod stage;
 pub mod text_length;
 pub mod throttle;
 pub mod url_filter;
 
+pub use error::{LoadError, OpError, ProcessError, SchemaError};
 pub use reference::{describe, reference_markdown};
+pub use stage::{histogram_columns, output_schema, run_stage, run_stage_observed};
 
-use crate::records::Reject;
 use crate::spec::reader::{Obj, Sink, SpecErrors};
 use crate::spec::{OperatorCheck, Spec, UnknownOperator};
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 use std::sync::Arc;
-
-/// An error that fails the whole batch (and so the task attempt); per-record problems
-/// are rejects instead.
-#[derive(Debug, thiserror::Error)]
-#[error("operator {operator}: {message}")]
-pub struct OpError {
-    pub operator: String,
-    pub message: String,
-}
-
-impl OpError {
-    /// The error of stage `stage`.
-    pub fn new(stage: &str, e: impl std::fmt::Display) -> OpError {
-        OpError {
-            operator: stage.to_string(),
-            message: e.to_string(),
-        }
-    }
-}
-
-/// Why an operator's output fields do not fit the input schema (reported at
-/// planning, at the param's path: `stages[2].params.field: ...`).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SchemaError {
-    /// A column the operator reads is not in the input.
-    #[error("params.{param}: no column {column:?}{hint}")]
-    MissingColumn {
-        param: String,
-        column: String,
-        /// The rest of the message: ` in the input (columns: id, text)`, or which
-        /// stage would add the column.
-        hint: String,
-    },
-    /// A column it reads has another type.
-    #[error("params.{param}: column {column:?} is {found}, {expected}")]
-    WrongType {
-        param: String,
-        column: String,
-        found: DataType,
-        /// `expected a string`, `not numeric`, ...
-        expected: String,
-    },
-    /// A column the operator writes (and does not rewrite) is already in the input.
-    #[error("the input already has a {0:?} column")]
-    Clash(String),
-    /// An added field is named like an input column the operator does not replace.
-    #[error("adds column {0:?}, which already exists")]
-    Exists(String),
-    /// A check written before this type (the dedup stage's); its message starts
-    /// with the param path.
-    #[error("{0}")]
-    Other(String),
-}
-
-impl SchemaError {
-    /// `params.x` of a missing column, listing the input's columns.
-    pub fn missing(param: &str, column: &str, what: &str, input: &Schema) -> SchemaError {
-        let cols: Vec<&str> = input.fields().iter().map(|f| f.name().as_str()).collect();
-        SchemaError::MissingColumn {
-            param: param.to_string(),
-            column: column.to_string(),
-            hint: format!("{what} in the input (columns: {})", cols.join(", ")),
-        }
-    }
-}
-
-/// Why an operator could not process a batch: the batch fails (and with it the task
-/// attempt, which is retried), unlike a record's reject.
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error("no column {0:?}")]
-    MissingColumn(String),
-    #[error("column {column:?} is not {expected}")]
-    WrongType {
-        column: String,
-        expected: &'static str,
-    },
-    /// `process` before `load` (the worker loads every asset first).
-    #[error("{0} used before its assets were loaded")]
-    NotLoaded(&'static str),
-    #[error(transparent)]
-    Arrow(#[from] ArrowError),
-    /// A model's runtime failed (ONNX Runtime's message).
-    #[error("{0}")]
-    Model(String),
-}
-
-/// Why an operator could not take its fetched assets.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// A list or model file that does not parse.
-    #[error("{param} ({uri}): {message}")]
-    Asset {
-        param: String,
-        uri: String,
-        message: String,
-    },
-    #[error("{0}")]
-    Invalid(String),
-}
 
 /// Why an operator drops a record.
 #[derive(Debug, Clone, PartialEq)]
@@ -425,152 +328,6 @@ pub fn dedup_params(spec: &Spec, i: usize) -> Option<dedup::DedupParams> {
 pub fn dedup_ending(spec: &Spec, phase: &[usize]) -> Option<(usize, dedup::DedupParams)> {
     let &i = phase.last()?;
     Some((i, dedup_params(spec, i)?))
-}
-
-/// The schema after a stage, or what does not fit.
-pub fn output_schema(op: &dyn Operator, input: &SchemaRef) -> Result<SchemaRef, SchemaError> {
-    let replaces = op.replaces();
-    let added = op.output_fields(input)?;
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-    for f in added {
-        match input.index_of(f.name()) {
-            Ok(i) if replaces && input.field(i).data_type() == f.data_type() => fields[i] = f,
-            Ok(_) => return Err(SchemaError::Exists(f.name().clone())),
-            Err(_) => fields.push(f),
-        }
-    }
-    Ok(Arc::new(Schema::new(fields)))
-}
-
-/// Applies one stage to a batch: the kept rows (with added columns, in `out_schema`)
-/// and the rejects.
-pub fn run_stage(
-    stage: &str,
-    op: &dyn Operator,
-    batch: RecordBatch,
-    out_schema: &SchemaRef,
-    keep_records: bool,
-) -> Result<(RecordBatch, Vec<Reject>), OpError> {
-    run_stage_observed(stage, op, batch, out_schema, keep_records, &mut |_| {})
-}
-
-/// The columns whose distributions a stage records (see [`run_stage_observed`]):
-/// every float column it writes (scores) and the integer ones its operator names
-/// (lengths, sizes; not hashes).
-pub fn histogram_columns(op: &dyn Operator, input: &Schema) -> Vec<String> {
-    let named = op.histograms();
-    op.output_fields(input)
-        .unwrap_or_default()
-        .iter()
-        .filter(|f| {
-            matches!(f.data_type(), DataType::Float32 | DataType::Float64)
-                || named.contains(f.name())
-        })
-        .map(|f| f.name().clone())
-        .collect()
-}
-
-/// [`run_stage`], handing `observe` the batch with the stage's columns added and no
-/// row dropped yet (an operator's scores for the records it rejects too).
-pub fn run_stage_observed(
-    stage: &str,
-    op: &dyn Operator,
-    batch: RecordBatch,
-    out_schema: &SchemaRef,
-    keep_records: bool,
-    observe: &mut dyn FnMut(&RecordBatch),
-) -> Result<(RecordBatch, Vec<Reject>), OpError> {
-    let err = |e: &dyn std::fmt::Display| OpError::new(stage, e);
-    inject_panic(stage, &batch);
-    let Output { columns, verdicts } = op.process(&batch).map_err(|e| err(&e))?;
-    if let Some(v) = &verdicts
-        && v.len() != batch.num_rows()
-    {
-        return Err(err(&"returned the wrong number of verdicts"));
-    }
-    // Rejected records are kept as they arrived, before any rewrite.
-    let original = batch.clone();
-    let batch = if columns.is_empty() {
-        batch
-    } else {
-        let mut cols = batch.columns().to_vec();
-        let in_schema = batch.schema();
-        // Output fields in order: replaced ones keep their position, new ones follow.
-        let fields = op.output_fields(&in_schema).map_err(|e| err(&e))?;
-        if fields.len() != columns.len() {
-            return Err(err(&"returned the wrong number of columns"));
-        }
-        for (field, a) in fields.iter().zip(columns) {
-            match in_schema.index_of(field.name()) {
-                Ok(i) if op.replaces() => cols[i] = a,
-                _ => cols.push(a),
-            }
-        }
-        RecordBatch::try_new(out_schema.clone(), cols)
-            .map_err(|e| err(&format!("produced a bad batch: {e}")))?
-    };
-    observe(&batch);
-    let Some(verdicts) = verdicts.filter(|v| v.iter().any(Option::is_some)) else {
-        return Ok((batch, vec![]));
-    };
-    let keep = BooleanArray::from(verdicts.iter().map(Option::is_none).collect::<Vec<_>>());
-    // The rejected rows are copied only when their records are kept.
-    let records = if keep_records {
-        let dropped_mask =
-            BooleanArray::from(verdicts.iter().map(Option::is_some).collect::<Vec<_>>());
-        let dropped = arrow_select::filter::filter_record_batch(&original, &dropped_mask)
-            .map_err(|e| err(&e))?;
-        crate::records::rows_as_json(&dropped)
-    } else {
-        vec![]
-    };
-    let ids = id_column(&original).map_err(|e| err(&e))?;
-    let mut records = records.into_iter();
-    let rejects = verdicts
-        .into_iter()
-        .enumerate()
-        .filter_map(|(row, d)| {
-            d.map(|d| Reject {
-                id: ids.value(row).to_string(),
-                reason: d.reason.to_string(),
-                operator: stage.to_string(),
-                detail: d.detail,
-                record: records.next(),
-            })
-        })
-        .collect();
-    let kept = arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| err(&e))?;
-    Ok((kept, rejects))
-}
-
-/// Panics as `MDF_FAULTS` rule `panic:<stage>:<substring>` says (tests only): when a
-/// string value of a record of the batch contains the substring. The panic is a real
-/// one, inside the stage, so the worker's handling of operator panics is tested whole.
-fn inject_panic(stage: &str, batch: &RecordBatch) {
-    for sub in crate::store::fault::panic_rules()
-        .iter()
-        .filter(|(s, _)| s == stage)
-        .map(|(_, sub)| sub)
-    {
-        let hit = batch.columns().iter().any(|c| {
-            c.as_any()
-                .downcast_ref::<StringArray>()
-                .is_some_and(|a| a.iter().flatten().any(|v| v.contains(sub.as_str())))
-        });
-        if hit {
-            panic!("injected panic in stage {stage}: a record contains {sub:?}");
-        }
-    }
-}
-
-fn id_column(batch: &RecordBatch) -> Result<&StringArray, ProcessError> {
-    batch
-        .column_by_name(crate::records::ID)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or(ProcessError::WrongType {
-            column: crate::records::ID.to_string(),
-            expected: "a string id column",
-        })
 }
 
 /// Checks that the column named by param `param` is a string column of `input`.
