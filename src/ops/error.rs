@@ -88,6 +88,10 @@ pub enum ProcessError {
     /// A model's runtime failed (ONNX Runtime's message).
     #[error("{0}")]
     Model(String),
+    /// A failure reported as text by the [`Filter`](super::Filter) interface (the
+    /// dedup apply filter, until it implements `Operator`).
+    #[error("{0}")]
+    Filter(String),
 }
 
 /// Why an operator could not take its fetched assets.

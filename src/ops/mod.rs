@@ -162,7 +162,7 @@ impl Operator for FilterOp {
         Ok(self.0.added_fields(input))
     }
     fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        let (columns, verdicts) = self.0.annotate(batch).map_err(ProcessError::Model)?;
+        let (columns, verdicts) = self.0.annotate(batch).map_err(ProcessError::Filter)?;
         Ok(Output::annotated(columns, verdicts))
     }
     fn splittable(&self) -> bool {
