@@ -32,6 +32,8 @@ fn v1_records_decode() {
     let spec =
         mdf::spec::Spec::from_value(job.spec.clone()).expect("a v1 job's spec still validates");
     assert_eq!(spec.name, "quickstart");
+    // Its stages still build into operators, as a worker builds them.
+    mdf::ops::build_stages(&spec).expect("a v1 job's stages still build");
 
     let task: TaskManifest = fixture("task.json");
     assert_eq!(task.phase, "p00");

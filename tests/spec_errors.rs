@@ -6,7 +6,7 @@ use mdf::spec::{Overrides, Spec};
 
 fn errors(text: &str, ov: Overrides) -> Vec<String> {
     let env = |k: &str| (k == "OUT_BUCKET").then(|| "bkt".to_string());
-    match Spec::from_text(text, "spec.yaml", &ov, &env) {
+    match Spec::from_text(text, "spec.yaml", &ov, &env, &mdf::ops::Catalog) {
         Ok(_) => vec![],
         Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
     }

@@ -70,7 +70,13 @@ fn a_secret_in_the_environment_never_reaches_the_spec() {
 }
 
 fn errors(text: &str) -> Vec<String> {
-    match Spec::from_text(text, "spec.yaml", &Overrides::default(), &|_| None) {
+    match Spec::from_text(
+        text,
+        "spec.yaml",
+        &Overrides::default(),
+        &|_| None,
+        &mdf::ops::Catalog,
+    ) {
         Ok(_) => vec![],
         Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
     }
@@ -109,4 +115,6 @@ fn stage_names_are_plain_in_new_specs_and_stored_jobs_still_load() {
         serde_yaml_ng::from_str(&spec("x\"><img src=x onerror=alert(1)>")).unwrap();
     let s = Spec::from_value(stored).expect("a stored job loads");
     assert_eq!(s.stages[1].name, "x\"><img src=x onerror=alert(1)>");
+    let ops = mdf::ops::build_stages(&s).expect("its stages build");
+    assert_eq!(ops.len(), 2);
 }

@@ -37,8 +37,8 @@ pub fn check(b: &BackendArgs, job_root: &str, spec: &crate::spec::Spec) -> Resul
                 b.backend, spec.output.uri
             ));
         }
-        for st in &spec.stages {
-            if let Some(a) = st.operator.assets().into_iter().find(|a| local(&a.uri)) {
+        for (st, assets) in spec.stages.iter().zip(crate::ops::stage_assets(spec)) {
+            if let Some(a) = assets.into_iter().find(|a| local(&a.uri)) {
                 let list = a.param.split('[').next().unwrap_or(&a.param);
                 return Err(format!(
                     "--backend {}: stages.{}.{}: workers there cannot read the local file {:?}; put it on S3 (--set 'stages.{}.{list}=[s3://...]')",

@@ -308,7 +308,13 @@ async fn protocol(
         input.display(),
         dir.join("out").display()
     );
-    let spec = Spec::from_text(&text, "bench", &Overrides::default(), &|_| None)?;
+    let spec = Spec::from_text(
+        &text,
+        "bench",
+        &Overrides::default(),
+        &|_| None,
+        &crate::ops::Catalog,
+    )?;
     let reg = Registry::new(spec.s3.clone());
     let entropy = Entropy::from_os();
     let retry = Retry::new(entropy.clone());
@@ -347,7 +353,8 @@ async fn protocol(
 
     // (b) The same task pipelines, same concurrency, no leases/commits/publishing.
     let job = load_job(&reg, &sub.job_uri, &retry).await?;
-    let stages = worker::bind_stages(&job).map_err(anyhow::Error::msg)?;
+    let stages = worker::bind_stages(&job, &crate::ops::build_stages(&job.spec)?)
+        .map_err(anyhow::Error::msg)?;
     let plan = crate::coordinator::plan::plan(&spec, &reg).await?;
     let counts = Arc::new(RequestCounts::default());
     let direct_reg = reg.counting_into(counts.clone());

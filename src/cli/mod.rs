@@ -261,8 +261,15 @@ enum Cmd {
     },
     /// Print a shell completion script: `mdf completions bash > /etc/bash_completion.d/mdf`.
     Completions { shell: clap_complete::Shell },
-    /// List the operators a spec can use.
-    Ops,
+    /// List the operators a spec can use; with a NAME, every param of that operator
+    /// with its type, default and meaning.
+    Ops {
+        /// An operator, e.g. gopher_quality.
+        name: Option<String>,
+        /// Print the whole reference as Markdown (docs/OPERATORS.md).
+        #[arg(long, conflicts_with = "name")]
+        markdown: bool,
+    },
     /// Benchmarks that print a table.
     Bench {
         #[command(subcommand)]
@@ -309,7 +316,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn load_spec(a: &SpecArgs) -> Result<Spec, ExitCode> {
-    Spec::load(&a.spec, &a.overrides()).map_err(|e| {
+    Spec::load(&a.spec, &a.overrides(), &crate::ops::Catalog).map_err(|e| {
         eprintln!("mdf: {e}");
         ExitCode::from(2)
     })
@@ -348,9 +355,35 @@ fn submit_error(e: SubmitError) -> anyhow::Result<ExitCode> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
-        Cmd::Ops => {
+        Cmd::Ops { markdown: true, .. } => {
+            print!("{}", crate::ops::reference_markdown());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Ops {
+            name: Some(name), ..
+        } => match crate::ops::describe(&name) {
+            Some(s) => {
+                print!("{s}");
+                Ok(ExitCode::SUCCESS)
+            }
+            None => {
+                eprintln!(
+                    "mdf: unknown operator {name:?}, expected one of: {}",
+                    crate::ops::REGISTRY
+                        .iter()
+                        .map(|d| d.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                Ok(ExitCode::from(2))
+            }
+        },
+        Cmd::Ops { name: None, .. } => {
             for d in crate::ops::REGISTRY {
-                println!("{:<16} {}", d.name, d.summary);
+                match d.feature.filter(|_| d.build.is_none()) {
+                    None => println!("{:<20} {}", d.name, d.summary),
+                    Some(f) => println!("{:<20} {} (needs --features {f})", d.name, d.summary),
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -643,7 +676,7 @@ async fn run_local(
 
 fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
     println!("checking {}", a.spec.display());
-    let spec = match Spec::load(&a.spec, &a.overrides()) {
+    let spec = match Spec::load(&a.spec, &a.overrides(), &crate::ops::Catalog) {
         Ok(s) => s,
         Err(errs) => {
             println!("  ✗ spec: {} error(s)", errs.0.len());
@@ -780,7 +813,7 @@ fn near_kind(k: &crate::protocol::records::DedupPhaseKind) -> String {
 
 fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
     use crate::protocol::records::PhaseKind;
-    let spec = match Spec::load(&a.spec, &a.overrides()) {
+    let spec = match Spec::load(&a.spec, &a.overrides(), &crate::ops::Catalog) {
         Ok(s) => s,
         Err(errs) => {
             eprintln!("mdf: {errs}");
@@ -882,8 +915,8 @@ fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
             .max()
             .unwrap_or(0);
         let mut assets = 0u64;
-        for st in &spec.stages {
-            for asset in st.operator.assets() {
+        for stage in crate::ops::stage_assets(&spec) {
+            for asset in stage {
                 if let Ok((store, u)) = reg.resolve(&asset.uri)
                     && let Ok(m) = object_store::ObjectStoreExt::head(store.as_ref(), &u.path).await
                 {

@@ -171,8 +171,8 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<Assets, PlanErr
     use object_store::ObjectStoreExt;
     let mut versions = Assets::new();
     let mut errors = Vec::new();
-    for (i, st) in spec.stages.iter().enumerate() {
-        for a in st.operator.assets() {
+    for (i, assets) in ops::stage_assets(spec).into_iter().enumerate() {
+        for a in assets {
             let path = format!("stages[{i}].{}", a.param);
             match reg.resolve(&a.uri) {
                 Err(e) => errors.push(FieldError {
@@ -284,6 +284,7 @@ fn bind_dropping(
     input: SchemaRef,
     drops: &[(usize, String)],
 ) -> Result<Vec<(SchemaRef, SchemaRef)>, SpecErrors> {
+    let operators = ops::build_stages(spec)?;
     let mut errors = Vec::new();
     let mut out = Vec::new();
     let mut schema = input;
@@ -291,7 +292,7 @@ fn bind_dropping(
     let mut dropped_early: Vec<String> = Vec::new();
     for (pi, idxs) in phases.iter().enumerate() {
         if pi > 0
-            && let Some((i, d)) = spec.dedup_ending(&phases[pi - 1])
+            && let Some((i, d)) = ops::dedup_ending(spec, &phases[pi - 1])
             && d.cluster_column
         {
             let col = crate::dedup::CLUSTER_COLUMN;
@@ -312,10 +313,10 @@ fn bind_dropping(
         }
         let phase_in = schema.clone();
         for &i in idxs {
-            let st = &spec.stages[i];
-            match ops::output_schema(&st.name, &st.operator, &schema) {
+            match ops::output_schema(operators[i].as_ref(), &schema) {
                 Ok(s) => schema = s,
                 Err(m) => {
+                    let m = m.to_string();
                     let (sub, msg) = match m.split_once(": ") {
                         Some((p, rest)) if p.starts_with("params") => {
                             (format!(".{p}"), rest.to_string())
@@ -393,6 +394,7 @@ pub fn fingerprints(
     partitions: &std::collections::BTreeMap<usize, u32>,
 ) -> Vec<String> {
     let phases = spec.phases();
+    let stage_assets = ops::stage_assets(spec);
     let mut prev = serde_json::to_string(&json!({
         "format": spec.input.format,
         "schema": input_schema,
@@ -409,7 +411,7 @@ pub fn fingerprints(
             .collect();
         let used: Vec<_> = idxs
             .iter()
-            .flat_map(|&i| spec.stages[i].operator.assets())
+            .flat_map(|&i| stage_assets[i].clone())
             .map(|a| json!({"uri": a.uri, "version": assets.get(&a.uri)}))
             .collect();
         let mut what =
@@ -497,10 +499,10 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         .iter()
         .enumerate()
         .filter_map(|(pi, idxs)| {
-            let d = spec.dedup_ending(idxs)?.1;
+            let d = ops::dedup_ending(spec, idxs)?.1;
             Some((
                 pi,
-                dedup_plan::dedup_partitions(d, plan_input_bytes(&files)),
+                dedup_plan::dedup_partitions(&d, plan_input_bytes(&files)),
             ))
         })
         .collect();
@@ -519,11 +521,11 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         let gpu = idxs.iter().any(|&i| spec.stages[i].resources.gpu > 0);
         // After a dedup stage: its reduce phase, then this phase as its apply phase.
         let dedup = (pi > 0)
-            .then(|| spec.dedup_ending(&phases_idx[pi - 1]))
+            .then(|| ops::dedup_ending(spec, &phases_idx[pi - 1]))
             .flatten()
             .map(|(i, d)| {
-                let partitions = dedup_plan::dedup_partitions(d, plan_input_bytes(&files));
-                dedup_plan::dedup_phase(&spec.stages[i].name, d, partitions, phases.len() - 1)
+                let partitions = dedup_plan::dedup_partitions(&d, plan_input_bytes(&files));
+                dedup_plan::dedup_phase(&spec.stages[i].name, &d, partitions, phases.len() - 1)
             });
         if let Some(dd) = &dedup {
             let map_out = bound[pi - 1].1.as_ref();
@@ -681,7 +683,7 @@ mod tests {
             .unwrap()
         };
         let schema = Schema::empty();
-        let uri = spec("a").stages[0].operator.assets()[0].uri.clone();
+        let uri = ops::stage_assets(&spec("a"))[0][0].uri.clone();
         let v = |etag: &str| {
             Assets::from([(
                 uri.clone(),

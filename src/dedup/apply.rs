@@ -10,7 +10,7 @@ use super::params::CLUSTER_COLUMN;
 use super::propagate::{is_record_step, step_outcome};
 use super::shuffle::{ShuffleCtx, read_sections};
 use crate::kernels::FastMap;
-use crate::ops::{Drop, Filter};
+use crate::ops::{Drop, Operator, Output, ProcessError, SchemaError};
 use crate::protocol::records::DedupPhase;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
@@ -106,33 +106,27 @@ pub struct Apply {
     pub cluster_column: bool,
 }
 
-impl Filter for Apply {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        input
-            .field_with_name(crate::records::ID)
-            .map(|_| ())
-            .map_err(|_| "no id column".into())
-    }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
+impl Operator for Apply {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        if input.field_with_name(crate::records::ID).is_err() {
+            return Err(SchemaError::Other("no id column".into()));
+        }
+        Ok(if self.cluster_column {
+            vec![Field::new(CLUSTER_COLUMN, DataType::Utf8, true)]
+        } else {
+            vec![]
+        })
     }
     /// Never record by record: quarantining a representative would drop its whole
     /// cluster (its duplicates are rejected in favour of it).
     fn splittable(&self) -> bool {
         false
     }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        if self.cluster_column {
-            vec![Field::new(CLUSTER_COLUMN, DataType::Utf8, true)]
-        } else {
-            vec![]
-        }
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let ids = batch
             .column_by_name(crate::records::ID)
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or("no string id column")?;
+            .ok_or_else(|| ProcessError::MissingColumn(crate::records::ID.into()))?;
         let mut verdicts = Vec::with_capacity(ids.len());
         let mut cluster = Vec::with_capacity(ids.len());
         for i in 0..ids.len() {
@@ -161,6 +155,6 @@ impl Filter for Apply {
         } else {
             vec![]
         };
-        Ok((added, verdicts))
+        Ok(Output::annotated(added, verdicts))
     }
 }

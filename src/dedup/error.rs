@@ -173,34 +173,5 @@ pub enum KeyError {
     Arrow(#[from] arrow_schema::ArrowError),
 }
 
-/// A dedup stage whose input lacks what its params name. The message starts with the
-/// param's path (`params.key: ...`), which the planner turns into the field path.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ParamsError {
-    #[error("params.key: column {key:?} is {found}, not {what}")]
-    NearKeyType {
-        key: String,
-        found: DataType,
-        what: String,
-    },
-    #[error("params.key: no column {key:?} ({what})")]
-    NoNearKey { key: String, what: String },
-    #[error(
-        "params.key: column {key:?} is {found}, not a 16-byte key (add a key stage such as exact_key before dedup)"
-    )]
-    KeyType { key: String, found: DataType },
-    #[error("params.key: no column {key:?} (add a key stage such as exact_key before dedup)")]
-    NoKey { key: String },
-    #[error("params.keep.highest: column {column:?} is {found}, not numeric")]
-    KeepType { column: String, found: DataType },
-    #[error("params.keep.highest: no column {column:?}")]
-    NoKeep { column: String },
-}
-
-/// The operator layer still speaks `Result<_, String>` (its schema checks); this
-/// bridge goes when it has typed errors.
-impl From<ParamsError> for String {
-    fn from(e: ParamsError) -> String {
-        e.to_string()
-    }
-}
+/// Defined with the stage's params in the operator layer.
+pub use crate::ops::dedup::ParamsError;

@@ -145,8 +145,8 @@ pub enum AgainstError {
 pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstError> {
     let mut errors = Vec::new();
     let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
-    for (i, st) in spec.stages.iter().enumerate() {
-        let crate::ops::Operator::Dedup(d) = st.operator.as_ref() else {
+    for i in 0..spec.stages.len() {
+        let Some(d) = crate::ops::dedup_params(spec, i) else {
             continue;
         };
         let Some(uri) = &d.against else { continue };

@@ -3,7 +3,11 @@
 //! word from an optional bad-words list (`bad_words`: files of one word or phrase a
 //! line, e.g. the LDNOOBW lists). Reasons: `lorem_ipsum`, `curly_bracket`,
 //! `too_few_sentences`, `badwords`.
-use super::{Asset, Drop, Filter, OpDef, Operator, require_text, text_values};
+use super::params::{Params, params};
+use super::{
+    Asset, Drop, LoadError, OpDef, Operator, Output, ProcessError, SchemaError, require_text,
+    text_values,
+};
 use crate::kernels::quality::{C4, c4_quality};
 use crate::spec::reader::Obj;
 use aho_corasick::AhoCorasick;
@@ -17,8 +21,40 @@ use std::sync::{Arc, OnceLock};
 pub const DEF: OpDef = OpDef {
     name: "c4_quality",
     summary: "C4 line and document rules (published defaults), optional bad words",
-    build,
+    params: C4QualityParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `c4_quality`; the defaults are C4's.
+    pub struct C4QualityParams {
+        /// The text column (rewritten: boilerplate lines removed).
+        field: String = "text",
+        /// Lines with fewer words are removed.
+        min_words_per_line: usize = 3,
+        /// Lines with a longer word are removed.
+        max_word_length: usize = 1000,
+        /// Fewer sentences left: `too_few_sentences`.
+        min_num_sentences: usize = 5,
+        /// Remove Wikipedia-style citations (`[1]`, `[citation needed]`).
+        remove_citations: bool = true,
+        /// Remove lines that do not end in terminal punctuation.
+        filter_no_terminal_punct: bool = true,
+        /// Drop documents containing "lorem ipsum": `lorem_ipsum`.
+        filter_lorem_ipsum: bool = true,
+        /// Remove lines mentioning javascript.
+        filter_javascript: bool = true,
+        /// Drop documents containing a curly bracket: `curly_bracket`.
+        filter_curly_bracket: bool = true,
+        /// Remove lines about terms of use, privacy and cookie policies.
+        filter_policy: bool = true,
+        /// Files (paths or URIs) of one bad word or phrase a line (e.g. the LDNOOBW
+        /// lists; `#` comments); a document containing one: `badwords`.
+        bad_words: Vec<String>,
+    }
+}
 
 struct Op {
     field: String,
@@ -27,52 +63,35 @@ struct Op {
     automaton: OnceLock<Option<AhoCorasick>>,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let d = C4::default();
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = C4QualityParams::read(o)?;
     let c4 = C4 {
-        min_words_per_line: p
-            .opt_u64("min_words_per_line")
-            .map(|x| x as usize)
-            .unwrap_or(d.min_words_per_line),
-        max_word_length: p
-            .opt_u64("max_word_length")
-            .map(|x| x as usize)
-            .unwrap_or(d.max_word_length),
-        min_num_sentences: p
-            .opt_u64("min_num_sentences")
-            .map(|x| x as usize)
-            .unwrap_or(d.min_num_sentences),
-        remove_citations: p.opt_bool("remove_citations").unwrap_or(d.remove_citations),
-        filter_no_terminal_punct: p
-            .opt_bool("filter_no_terminal_punct")
-            .unwrap_or(d.filter_no_terminal_punct),
-        filter_lorem_ipsum: p
-            .opt_bool("filter_lorem_ipsum")
-            .unwrap_or(d.filter_lorem_ipsum),
-        filter_javascript: p
-            .opt_bool("filter_javascript")
-            .unwrap_or(d.filter_javascript),
-        filter_curly_bracket: p
-            .opt_bool("filter_curly_bracket")
-            .unwrap_or(d.filter_curly_bracket),
-        filter_policy: p.opt_bool("filter_policy").unwrap_or(d.filter_policy),
+        min_words_per_line: p.min_words_per_line,
+        max_word_length: p.max_word_length,
+        min_num_sentences: p.min_num_sentences,
+        remove_citations: p.remove_citations,
+        filter_no_terminal_punct: p.filter_no_terminal_punct,
+        filter_lorem_ipsum: p.filter_lorem_ipsum,
+        filter_javascript: p.filter_javascript,
+        filter_curly_bracket: p.filter_curly_bracket,
+        filter_policy: p.filter_policy,
     };
-    let bad_words = p.opt_str_list("bad_words").unwrap_or_default();
     let automaton = OnceLock::new();
-    if bad_words.is_empty() {
+    if p.bad_words.is_empty() {
         let _ = automaton.set(None);
     }
-    Some(Operator::Filter(Box::new(Op {
-        field: p.opt_str("field").unwrap_or_else(|| "text".into()),
+    Some(Box::new(Op {
+        field: p.field,
         c4,
-        bad_words,
+        bad_words: p.bad_words,
         automaton,
-    })))
+    }))
 }
 
-impl Filter for Op {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        require_text(input, &self.field)
+impl Operator for Op {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![Field::new(&self.field, DataType::Utf8, true)])
     }
     fn assets(&self) -> Vec<Asset> {
         self.bad_words
@@ -84,7 +103,7 @@ impl Filter for Op {
             })
             .collect()
     }
-    fn load(&self, assets: &[(Asset, Bytes)]) -> Result<(), String> {
+    fn load(&self, assets: &[(Asset, Bytes)]) -> Result<(), LoadError> {
         let mut words = Vec::new();
         for (_, b) in assets {
             for l in String::from_utf8_lossy(b).lines() {
@@ -95,25 +114,19 @@ impl Filter for Op {
             }
         }
         let ac = (!words.is_empty())
-            .then(|| AhoCorasick::new(&words).map_err(|e| e.to_string()))
+            .then(|| AhoCorasick::new(&words).map_err(|e| LoadError::Invalid(e.to_string())))
             .transpose()?;
         let _ = self.automaton.set(ac);
         Ok(())
     }
-    fn added_fields(&self, _: &Schema) -> Vec<Field> {
-        vec![Field::new(&self.field, DataType::Utf8, true)]
-    }
     fn replaces(&self) -> bool {
         true
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let ac = self
             .automaton
             .get()
-            .ok_or("c4_quality used before its bad-words list was loaded")?
+            .ok_or(ProcessError::NotLoaded("c4_quality"))?
             .as_ref();
         let texts = text_values(batch, &self.field)?;
         let results: Vec<_> = texts
@@ -144,7 +157,10 @@ impl Filter for Op {
                 }
             })
             .collect();
-        Ok((vec![Arc::new(b.finish())], verdicts))
+        Ok(Output::annotated(
+            vec![Arc::new(b.finish()) as ArrayRef],
+            verdicts,
+        ))
     }
 }
 
@@ -160,9 +176,9 @@ mod tests {
         let op = build(&DEF, serde_json::json!({})).unwrap();
         let good = "Menu\nThe council met on Tuesday. It approved the plan.\nResidents spoke at length today.\nThe work starts in spring and ends.\nEngineers publish a report monthly.";
         let batch = text_batch(&[Some(good), Some("Too short.")]);
-        let schema = output_schema("c4", &op, &batch.schema()).unwrap();
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
         assert_eq!(schema.fields().len(), 2, "text is rewritten in place");
-        let (kept, rejects) = run_stage("c4", &op, batch, &schema, true).unwrap();
+        let (kept, rejects) = run_stage("c4", op.as_ref(), batch, &schema, true).unwrap();
         let t = kept
             .column_by_name("text")
             .unwrap()

@@ -23,8 +23,10 @@
 //! L2-normalised embeddings, as LAION filtering uses it (`clip_score_filter`); null when
 //! the caption is. `text_embedding: true` also keeps the text embeddings.
 use super::image_common as ic;
+use super::model_params::ClipEmbedParams;
 use super::onnx::{Model, RuntimeParams};
-use super::{Asset, Drop, Filter, OpDef, Operator};
+use super::params::Params;
+use super::{Asset, Drop, LoadError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::FastMap;
 use crate::kernels::clip_tokenizer::ClipTokenizer;
 use crate::kernels::image::Limits;
@@ -33,12 +35,6 @@ use crate::spec::reader::Obj;
 use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use std::sync::{Arc, OnceLock};
-
-pub const DEF: OpDef = OpDef {
-    name: "clip_embed",
-    summary: "CLIP image embeddings from an ONNX model (embedding: L2-normalised)",
-    build,
-};
 
 pub struct ClipEmbed {
     column: String,
@@ -83,79 +79,69 @@ struct Inferred {
     texts: Vec<f32>,
 }
 
-fn triple(p: &Obj, key: &str, default: [f32; 3]) -> [f32; 3] {
-    match p.opt_list(key) {
+/// Three numbers (R, G, B), or an error at `key`.
+fn triple(o: &Obj, key: &str, given: Option<&Vec<f64>>, default: [f32; 3]) -> [f32; 3] {
+    match given {
         None => default,
-        Some(v) => {
-            let xs: Vec<f32> = v
-                .iter()
-                .filter_map(|x| x.as_f64())
-                .map(|x| x as f32)
-                .collect();
-            if xs.len() == 3 && v.len() == 3 {
-                [xs[0], xs[1], xs[2]]
-            } else {
-                p.error(key, "expected three numbers (R, G, B)");
-                default
-            }
+        Some(v) if v.len() == 3 => [v[0] as f32, v[1] as f32, v[2] as f32],
+        Some(_) => {
+            o.error(key, "expected three numbers (R, G, B)");
+            default
         }
     }
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let (column, limits) = ic::params(p);
-    let model_uri = p.req_str("model")?;
-    let precision = p.opt_str("precision").filter(|x| x != "auto");
+/// Builds the operator (registered in `model_params`, outside the feature gate).
+pub fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = ClipEmbedParams::read(o)?;
+    let precision = Some(p.precision.clone()).filter(|x| x != "auto");
     if let Some(x) = &precision
         && x != "fp32"
         && x != "fp16"
     {
-        p.error(
+        o.error(
             "precision",
             format!("unknown precision {x:?}, expected auto, fp32 or fp16"),
         );
     }
-    let std = triple(p, "std", CLIP_STD);
+    let std = triple(o, "std", p.std.as_ref(), CLIP_STD);
     if std.iter().any(|s| *s <= 0.0) {
-        p.error("std", "every std must be positive");
+        o.error("std", "every std must be positive");
     }
-    Some(Operator::Filter(Box::new(ClipEmbed {
-        column,
-        limits,
-        model_uri,
-        dim: p.u64_in("dim", 512, 1, 65_536) as usize,
-        image_size: p.opt_u64("image_size").map(|x| x as usize),
-        mean: triple(p, "mean", CLIP_MEAN),
-        std,
-        batch_size: p.u64_in("batch_size", 64, 1, 65_536) as usize,
-        precision,
-        fast_decode: p.opt_bool("fast_decode").unwrap_or(true),
-        runtime: RuntimeParams::parse(p),
-        model: OnceLock::new(),
-        text: text_tower(p),
-    })))
-}
-
-fn text_tower(p: &Obj) -> Option<TextTower> {
-    let model_uri = p.opt_str("text_model")?;
-    let Some(tokenizer_uri) = p.opt_str("tokenizer") else {
-        p.error(
-            "tokenizer",
-            "text_model needs the tokenizer's merges file (bpe_simple_vocab_16e6.txt.gz)",
-        );
-        return None;
+    let text = match (&p.text_model, &p.tokenizer) {
+        (None, _) => None,
+        (Some(_), None) => {
+            o.error(
+                "tokenizer",
+                "text_model needs the tokenizer's merges file (bpe_simple_vocab_16e6.txt.gz)",
+            );
+            None
+        }
+        (Some(m), Some(t)) => Some(TextTower {
+            model_uri: m.clone(),
+            tokenizer_uri: t.clone(),
+            column: p.text_column.clone(),
+            context_length: p.context_length,
+            keep_embedding: p.text_embedding,
+            model: OnceLock::new(),
+            tokenizer: OnceLock::new(),
+        }),
     };
-    Some(TextTower {
-        model_uri,
-        tokenizer_uri,
-        column: p.opt_str("text_column").unwrap_or_else(|| "caption".into()),
-        context_length: p
-            .opt_u64("context_length")
-            .map(|_| p.u64_in("context_length", 77, 2, 65_536) as usize),
-        keep_embedding: p.opt_bool("text_embedding").unwrap_or(false),
+    Some(Box::new(ClipEmbed {
+        limits: p.image.limits(),
+        column: p.image.column.clone(),
+        model_uri: p.model.clone(),
+        dim: p.dim,
+        image_size: p.image_size,
+        mean: triple(o, "mean", p.mean.as_ref(), CLIP_MEAN),
+        std,
+        batch_size: p.batch_size,
+        precision,
+        fast_decode: p.fast_decode,
+        runtime: RuntimeParams::from_params(&p.runtime, o),
         model: OnceLock::new(),
-        tokenizer: OnceLock::new(),
-    })
+        text,
+    }))
 }
 
 impl TextTower {
@@ -386,14 +372,20 @@ pub fn embedding_array(rows: &[Option<&[f32]>], dim: usize) -> Result<ArrayRef, 
     .map_err(|e| e.to_string())
 }
 
-impl Filter for ClipEmbed {
-    fn check(&self, input: &Schema) -> Result<(), String> {
+impl Operator for ClipEmbed {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
         ic::require_binary(input, &self.column)?;
         if let Some(t) = &self.text {
-            super::require_text(input, &t.column)
-                .map_err(|e| e.replacen("params.field", "params.text_column", 1))?;
+            super::require_text_param(input, "text_column", &t.column)?;
         }
-        Ok(())
+        let mut v = vec![Field::new("embedding", embedding_type(self.dim), true)];
+        if let Some(t) = &self.text {
+            v.push(Field::new("clip_score", DataType::Float32, true));
+            if t.keep_embedding {
+                v.push(Field::new("text_embedding", embedding_type(self.dim), true));
+            }
+        }
+        Ok(v)
     }
     fn assets(&self) -> Vec<Asset> {
         let mut v = vec![Asset {
@@ -412,7 +404,17 @@ impl Filter for ClipEmbed {
         }
         v
     }
-    fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
+    fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), LoadError> {
+        self.load_models(assets).map_err(LoadError::Invalid)
+    }
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        let (cols, drops) = self.annotate(batch).map_err(ProcessError::Model)?;
+        Ok(Output::annotated(cols, drops))
+    }
+}
+
+impl ClipEmbed {
+    fn load_models(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
         let m = Model::load(
             asset(assets, "params.model")?,
             &self.runtime,
@@ -458,23 +460,12 @@ impl Filter for ClipEmbed {
         }
         Ok(())
     }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        let mut v = vec![Field::new("embedding", embedding_type(self.dim), true)];
-        if let Some(t) = &self.text {
-            v.push(Field::new("clip_score", DataType::Float32, true));
-            if t.keep_embedding {
-                v.push(Field::new("text_embedding", embedding_type(self.dim), true));
-            }
-        }
-        v
-    }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
+
+    #[allow(clippy::type_complexity)]
     fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
-        let imgs = ic::values(batch, &self.column)?;
+        let imgs = ic::values(batch, &self.column).map_err(|e| e.to_string())?;
         let captions = match &self.text {
-            Some(t) => Some(super::text_values(batch, &t.column)?),
+            Some(t) => Some(super::text_values(batch, &t.column).map_err(|e| e.to_string())?),
             None => None,
         };
         let bs = self.batch_size;

@@ -1,51 +1,114 @@
 //! `fineweb_quality`: FineWeb's line rules (terminal punctuation, short lines,
 //! duplicated line characters, newline-to-word ratio) with the published defaults;
 //! the reason names the rule (`line_punct_ratio`, `short_line_ratio`, ...).
-use super::{Drop, Filter, OpDef, Operator, per_text, require_text};
+use super::params::{Params, params};
+use super::{OpDef, Operator, Output, ProcessError, SchemaError, per_text, require_text};
 use crate::kernels::quality::{FineWeb, fineweb_quality};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
-use arrow_schema::Schema;
+use arrow_schema::{Field, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "fineweb_quality",
     summary: "FineWeb line rules (published thresholds)",
-    build,
+    params: FineWebQualityParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `fineweb_quality`; the defaults are FineWeb's.
+    pub struct FineWebQualityParams {
+        /// The text column.
+        field: String = "text",
+        /// The least fraction of lines ending in terminal punctuation:
+        /// `line_punct_ratio`.
+        line_punct_thr: f64 = 0.12,
+        /// Keep documents where no line ends in punctuation (ratio 0).
+        line_punct_exclude_zero: bool = false,
+        /// The largest fraction of short lines: `short_line_ratio`.
+        short_line_thr: f64 = 0.67,
+        /// A line of at most this many characters is short.
+        short_line_length: usize = 30,
+        /// The largest fraction of characters in duplicate lines: `char_dup_ratio`.
+        char_duplicates_ratio: f64 = 0.01,
+        /// The most newlines per word: `list_ratio`.
+        new_line_ratio: f64 = 0.3,
+    }
+}
 
 struct Op {
     field: String,
     f: FineWeb,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let d = FineWeb::default();
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = FineWebQualityParams::read(o)?;
     let f = FineWeb {
-        line_punct_thr: p.opt_f64("line_punct_thr").unwrap_or(d.line_punct_thr),
-        line_punct_exclude_zero: p
-            .opt_bool("line_punct_exclude_zero")
-            .unwrap_or(d.line_punct_exclude_zero),
-        short_line_thr: p.opt_f64("short_line_thr").unwrap_or(d.short_line_thr),
-        short_line_length: p
-            .opt_u64("short_line_length")
-            .map(|x| x as usize)
-            .unwrap_or(d.short_line_length),
-        char_duplicates_ratio: p
-            .opt_f64("char_duplicates_ratio")
-            .unwrap_or(d.char_duplicates_ratio),
-        new_line_ratio: p.opt_f64("new_line_ratio").unwrap_or(d.new_line_ratio),
+        line_punct_thr: p.line_punct_thr,
+        line_punct_exclude_zero: p.line_punct_exclude_zero,
+        short_line_thr: p.short_line_thr,
+        short_line_length: p.short_line_length,
+        char_duplicates_ratio: p.char_duplicates_ratio,
+        new_line_ratio: p.new_line_ratio,
     };
-    Some(Operator::Filter(Box::new(Op {
-        field: p.opt_str("field").unwrap_or_else(|| "text".into()),
-        f,
-    })))
+    Some(Box::new(Op { field: p.field, f }))
 }
 
-impl Filter for Op {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        require_text(input, &self.field)
+impl Operator for Op {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![])
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        per_text(batch, &self.field, |t| fineweb_quality(t, &self.f))
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        Ok(Output::verdicts(per_text(batch, &self.field, |t| {
+            fineweb_quality(t, &self.f)
+        })?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::reader::Sink;
+
+    #[test]
+    fn the_declared_defaults_are_the_kernels() {
+        let sink = Sink::default();
+        let p = FineWebQualityParams::read(&Obj::new(None, "params", &sink)).unwrap();
+        let d = FineWeb::default();
+        assert_eq!(
+            (
+                p.line_punct_thr,
+                p.line_punct_exclude_zero,
+                p.short_line_thr,
+                p.short_line_length,
+                p.char_duplicates_ratio,
+                p.new_line_ratio
+            ),
+            (
+                d.line_punct_thr,
+                d.line_punct_exclude_zero,
+                d.short_line_thr,
+                d.short_line_length,
+                d.char_duplicates_ratio,
+                d.new_line_ratio
+            )
+        );
+    }
+
+    #[test]
+    fn drops_lists_of_short_lines() {
+        let op = crate::ops::testing::build(&DEF, serde_json::json!({})).unwrap();
+        let list = "a\nb\nc\nd\ne\nf\n";
+        let good = "The council met on Tuesday and approved the new plan for the park.";
+        let batch = crate::ops::testing::text_batch(&[Some(list), Some(good)]);
+        let schema = crate::ops::output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) =
+            crate::ops::run_stage("fw", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!(kept.num_rows(), 1);
+        assert_eq!(rejects.len(), 1);
+        assert_eq!(rejects[0].id, "r0");
     }
 }

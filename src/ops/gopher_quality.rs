@@ -1,50 +1,137 @@
 //! `gopher_quality`: Gopher's document quality rules (word count, mean word length,
 //! symbol ratios, bullet and ellipsis lines, alphabetic words, stop words) with the
 //! published defaults; the reason names the rule (`gopher_short_doc`, ...).
-use super::{Drop, Filter, OpDef, Operator, per_text, require_text};
+use super::params::{Params, params};
+use super::{OpDef, Operator, Output, ProcessError, SchemaError, per_text, require_text};
 use crate::kernels::quality::{GopherQuality, gopher_quality};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
-use arrow_schema::Schema;
+use arrow_schema::{Field, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "gopher_quality",
     summary: "Gopher quality rules (published thresholds)",
-    build,
+    params: GopherQualityParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `gopher_quality`; the defaults are Gopher's published thresholds.
+    pub struct GopherQualityParams {
+        /// The text column.
+        field: String = "text",
+        /// Fewer words: `gopher_short_doc`.
+        min_doc_words: usize = 50,
+        /// More words: `gopher_long_doc`.
+        max_doc_words: usize = 100000,
+        /// A lower mean word length: `gopher_below_avg_threshold`.
+        min_avg_word_length: f64 = 3.0,
+        /// A higher mean word length: `gopher_above_avg_threshold`.
+        max_avg_word_length: f64 = 10.0,
+        /// More `#` and ellipsis symbols per word: `gopher_too_many_hashes` /
+        /// `gopher_too_many_ellipsis`.
+        max_symbol_word_ratio: f64 = 0.1,
+        /// More lines starting with a bullet: `gopher_too_many_bullets`.
+        max_bullet_lines_ratio: f64 = 0.9,
+        /// More lines ending with an ellipsis: `gopher_too_many_end_ellipsis`.
+        max_ellipsis_lines_ratio: f64 = 0.3,
+        /// More words without an alphabetic character: `gopher_below_alpha_threshold`.
+        max_non_alpha_words_ratio: f64 = 0.8,
+        /// Fewer of `stop_words`: `gopher_enough_stop_words`.
+        min_stop_words: usize = 2,
+        /// The stop words counted for `min_stop_words`.
+        stop_words: Vec<String> = ["the", "be", "to", "of", "and", "that", "have", "with"],
+    }
+}
 
 struct Op {
     field: String,
     q: GopherQuality,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let d = GopherQuality::default();
-    let us = |k: &str, v: Option<usize>| p.opt_u64(k).map(|x| x as usize).or(v);
-    let fl = |k: &str, v: Option<f64>| p.opt_f64(k).or(v);
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = GopherQualityParams::read(o)?;
     let q = GopherQuality {
-        min_doc_words: us("min_doc_words", d.min_doc_words),
-        max_doc_words: us("max_doc_words", d.max_doc_words),
-        min_avg_word_length: fl("min_avg_word_length", d.min_avg_word_length),
-        max_avg_word_length: fl("max_avg_word_length", d.max_avg_word_length),
-        max_symbol_word_ratio: fl("max_symbol_word_ratio", d.max_symbol_word_ratio),
-        max_bullet_lines_ratio: fl("max_bullet_lines_ratio", d.max_bullet_lines_ratio),
-        max_ellipsis_lines_ratio: fl("max_ellipsis_lines_ratio", d.max_ellipsis_lines_ratio),
-        max_non_alpha_words_ratio: fl("max_non_alpha_words_ratio", d.max_non_alpha_words_ratio),
-        min_stop_words: us("min_stop_words", d.min_stop_words),
-        stop_words: p.opt_str_list("stop_words").unwrap_or(d.stop_words),
+        min_doc_words: Some(p.min_doc_words),
+        max_doc_words: Some(p.max_doc_words),
+        min_avg_word_length: Some(p.min_avg_word_length),
+        max_avg_word_length: Some(p.max_avg_word_length),
+        max_symbol_word_ratio: Some(p.max_symbol_word_ratio),
+        max_bullet_lines_ratio: Some(p.max_bullet_lines_ratio),
+        max_ellipsis_lines_ratio: Some(p.max_ellipsis_lines_ratio),
+        max_non_alpha_words_ratio: Some(p.max_non_alpha_words_ratio),
+        min_stop_words: Some(p.min_stop_words),
+        stop_words: p.stop_words,
     };
-    Some(Operator::Filter(Box::new(Op {
-        field: p.opt_str("field").unwrap_or_else(|| "text".into()),
-        q,
-    })))
+    Some(Box::new(Op { field: p.field, q }))
 }
 
-impl Filter for Op {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        require_text(input, &self.field)
+impl Operator for Op {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![])
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        per_text(batch, &self.field, |t| gopher_quality(t, &self.q))
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        Ok(Output::verdicts(per_text(batch, &self.field, |t| {
+            gopher_quality(t, &self.q)
+        })?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::reader::Sink;
+
+    #[test]
+    fn the_declared_defaults_are_the_kernels() {
+        let sink = Sink::default();
+        let p = GopherQualityParams::read(&Obj::new(None, "params", &sink)).unwrap();
+        let d = GopherQuality::default();
+        assert_eq!(
+            (p.min_doc_words, p.max_doc_words, p.min_stop_words),
+            (
+                d.min_doc_words.unwrap(),
+                d.max_doc_words.unwrap(),
+                d.min_stop_words.unwrap()
+            )
+        );
+        assert_eq!(
+            [
+                p.min_avg_word_length,
+                p.max_avg_word_length,
+                p.max_symbol_word_ratio,
+                p.max_bullet_lines_ratio,
+                p.max_ellipsis_lines_ratio,
+                p.max_non_alpha_words_ratio
+            ],
+            [
+                d.min_avg_word_length,
+                d.max_avg_word_length,
+                d.max_symbol_word_ratio,
+                d.max_bullet_lines_ratio,
+                d.max_ellipsis_lines_ratio,
+                d.max_non_alpha_words_ratio
+            ]
+            .map(Option::unwrap)
+        );
+        assert_eq!(p.stop_words, d.stop_words);
+    }
+
+    #[test]
+    fn drops_short_documents_by_rule_name() {
+        let op = crate::ops::testing::build(&DEF, serde_json::json!({"min_doc_words": 3})).unwrap();
+        let batch = crate::ops::testing::text_batch(&[
+            Some("the cat and the dog sat with the owl"),
+            Some("too short"),
+        ]);
+        let schema = crate::ops::output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) =
+            crate::ops::run_stage("gq", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!(kept.num_rows(), 1);
+        assert_eq!(rejects[0].reason, "gopher_short_doc");
+        assert_eq!(rejects[0].operator, "gq");
     }
 }

@@ -1,45 +1,107 @@
 //! `gopher_repetition`: Gopher's repetition rules (duplicate lines and paragraphs,
 //! top n-grams, duplicated n-grams) with the published defaults; the reason names
 //! the rule (`dup_line_frac`, `top_2_gram`, `duplicated_5_n_grams`, ...).
-use super::{Drop, Filter, OpDef, Operator, per_text, require_text};
+use super::params::{Params, params};
+use super::{OpDef, Operator, Output, ProcessError, SchemaError, per_text, require_text};
 use crate::kernels::quality::{GopherRepetition, gopher_repetition};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
-use arrow_schema::Schema;
+use arrow_schema::{Field, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "gopher_repetition",
     summary: "Gopher repetition rules (published thresholds)",
-    build,
+    params: GopherRepetitionParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `gopher_repetition`; the defaults are Gopher's published thresholds (the
+    /// n-gram thresholds are fixed at them).
+    pub struct GopherRepetitionParams {
+        /// The text column.
+        field: String = "text",
+        /// The largest fraction of duplicate lines: `dup_line_frac`.
+        dup_line_frac: f64 = 0.3,
+        /// The largest fraction of duplicate paragraphs: `dup_para_frac`.
+        dup_para_frac: f64 = 0.3,
+        /// The largest fraction of characters in duplicate lines: `dup_line_char_frac`.
+        dup_line_char_frac: f64 = 0.2,
+        /// The largest fraction of characters in duplicate paragraphs:
+        /// `dup_para_char_frac`.
+        dup_para_char_frac: f64 = 0.2,
+    }
+}
 
 struct Op {
     field: String,
     r: GopherRepetition,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = GopherRepetitionParams::read(o)?;
     let d = GopherRepetition::default();
-    let fl = |k: &str, v: Option<f64>| p.opt_f64(k).or(v);
     let r = GopherRepetition {
-        dup_line_frac: fl("dup_line_frac", d.dup_line_frac),
-        dup_para_frac: fl("dup_para_frac", d.dup_para_frac),
-        dup_line_char_frac: fl("dup_line_char_frac", d.dup_line_char_frac),
-        dup_para_char_frac: fl("dup_para_char_frac", d.dup_para_char_frac),
+        dup_line_frac: Some(p.dup_line_frac),
+        dup_para_frac: Some(p.dup_para_frac),
+        dup_line_char_frac: Some(p.dup_line_char_frac),
+        dup_para_char_frac: Some(p.dup_para_char_frac),
         top_n_grams: d.top_n_grams,
         dup_n_grams: d.dup_n_grams,
     };
-    Some(Operator::Filter(Box::new(Op {
-        field: p.opt_str("field").unwrap_or_else(|| "text".into()),
-        r,
-    })))
+    Some(Box::new(Op { field: p.field, r }))
 }
 
-impl Filter for Op {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        require_text(input, &self.field)
+impl Operator for Op {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![])
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        per_text(batch, &self.field, |t| gopher_repetition(t, &self.r))
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        Ok(Output::verdicts(per_text(batch, &self.field, |t| {
+            gopher_repetition(t, &self.r)
+        })?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::reader::Sink;
+
+    #[test]
+    fn the_declared_defaults_are_the_kernels() {
+        let sink = Sink::default();
+        let p = GopherRepetitionParams::read(&Obj::new(None, "params", &sink)).unwrap();
+        let d = GopherRepetition::default();
+        assert_eq!(
+            [
+                p.dup_line_frac,
+                p.dup_para_frac,
+                p.dup_line_char_frac,
+                p.dup_para_char_frac
+            ],
+            [
+                d.dup_line_frac,
+                d.dup_para_frac,
+                d.dup_line_char_frac,
+                d.dup_para_char_frac
+            ]
+            .map(Option::unwrap)
+        );
+    }
+
+    #[test]
+    fn drops_repeated_lines() {
+        let op = crate::ops::testing::build(&DEF, serde_json::json!({})).unwrap();
+        let rep = "same line here\n".repeat(10);
+        let batch = crate::ops::testing::text_batch(&[Some(&rep)]);
+        let schema = crate::ops::output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) =
+            crate::ops::run_stage("gr", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!(kept.num_rows(), 0);
+        assert_eq!(rejects[0].reason, "dup_line_frac");
     }
 }

@@ -1,47 +1,60 @@
 //! What the image operators share: the encoded-image column, decode limits as
 //! params, and decoding a batch in parallel with per-record rejects.
 use super::Drop;
+use super::params::{ByteSize, params};
+use super::{ProcessError, SchemaError};
 use crate::kernels::image::{DecodeError, Decoded, Limits};
-use crate::spec::reader::Obj;
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use std::sync::Arc;
 
-/// Reads `column` (default `image`), `max_pixels` and `max_bytes`.
-pub fn params(p: &Obj) -> (String, Limits) {
-    let column = p.opt_str("column").unwrap_or_else(|| "image".into());
-    let d = Limits::default();
-    let limits = Limits {
-        max_pixels: p.u64_in("max_pixels", d.max_pixels, 1, 1 << 40),
-        max_bytes: p.opt_bytes("max_bytes").unwrap_or(d.max_bytes),
-    };
-    (column, limits)
+params! {
+    /// The encoded-image column and decode limits every image operator takes.
+    pub struct ImageParams {
+        /// The column of encoded image bytes.
+        column: String = "image",
+        /// Images with more pixels are rejected (`decompression_bomb`) before decoding.
+        max_pixels: u64 [1, 1099511627776] = 89478485,
+        /// Larger encoded images are rejected (`too_large`) before decoding.
+        max_bytes: ByteSize = "64MiB",
+    }
 }
 
-pub fn require_binary(input: &Schema, column: &str) -> Result<(), String> {
+impl ImageParams {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_pixels: self.max_pixels,
+            max_bytes: self.max_bytes.0,
+        }
+    }
+}
+
+pub fn require_binary(input: &Schema, column: &str) -> Result<(), SchemaError> {
     match input.field_with_name(column) {
         Ok(f) if matches!(f.data_type(), DataType::Binary | DataType::LargeBinary) => Ok(()),
-        Ok(f) => Err(format!(
-            "params.column: column {column:?} is {}, not encoded image bytes (binary)",
-            f.data_type()
-        )),
-        Err(_) => Err(format!(
-            "params.column: no column {column:?} of image bytes in the input (columns: {})",
-            input
-                .fields()
-                .iter()
-                .map(|f| f.name().as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+        Ok(f) => Err(SchemaError::WrongType {
+            param: "column".into(),
+            column: column.to_string(),
+            found: f.data_type().clone(),
+            expected: "not encoded image bytes (binary)".into(),
+        }),
+        Err(_) => Err(SchemaError::missing(
+            "column",
+            column,
+            " of image bytes",
+            input,
         )),
     }
 }
 
 /// The bytes of each row (None for null).
-pub fn values<'a>(batch: &'a RecordBatch, column: &str) -> Result<Vec<Option<&'a [u8]>>, String> {
+pub fn values<'a>(
+    batch: &'a RecordBatch,
+    column: &str,
+) -> Result<Vec<Option<&'a [u8]>>, ProcessError> {
     let col = batch
         .column_by_name(column)
-        .ok_or_else(|| format!("no column {column:?}"))?;
+        .ok_or_else(|| ProcessError::MissingColumn(column.to_string()))?;
     if let Some(a) = col.as_any().downcast_ref::<BinaryArray>() {
         return Ok((0..a.len())
             .map(|i| a.is_valid(i).then(|| a.value(i)))
@@ -52,7 +65,10 @@ pub fn values<'a>(batch: &'a RecordBatch, column: &str) -> Result<Vec<Option<&'a
             .map(|i| a.is_valid(i).then(|| a.value(i)))
             .collect());
     }
-    Err(format!("column {column:?} is not binary"))
+    Err(ProcessError::WrongType {
+        column: column.to_string(),
+        expected: "binary",
+    })
 }
 
 /// The reject of an image that did not decode.

@@ -6,7 +6,8 @@
 //! reduced DCT scale (hashes within a bit or two of full-size ones; `min_side: 0`
 //! decodes at full size). Undecodable images are rejects with the reason.
 use super::image_common as ic;
-use super::{Drop, Filter, OpDef, Operator};
+use super::params::{Params, params};
+use super::{Drop, OpDef, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::Limits;
 use crate::kernels::imagehash::hashes_with_luma;
 use crate::spec::reader::Obj;
@@ -17,7 +18,10 @@ use std::sync::Arc;
 pub const DEF: OpDef = OpDef {
     name: "image_hash",
     summary: "adds perceptual hashes phash, dhash, ahash (imagehash-compatible)",
-    build,
+    params: ImageHashParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
 
 struct ImageHash {
@@ -27,33 +31,39 @@ struct ImageHash {
     keep_flat: bool,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let (column, limits) = ic::params(p);
-    let min_side = p.u64_in("min_side", 64, 0, 1 << 16) as u32;
-    Some(Operator::Filter(Box::new(ImageHash {
-        column,
-        limits,
-        min_side: (min_side > 0).then_some(min_side),
-        keep_flat: p.opt_bool("keep_flat").unwrap_or(false),
-    })))
+params! {
+    /// `image_hash`.
+    pub struct ImageHashParams {
+        /// A JPEG whose shorter side is at least twice this is decoded at a reduced
+        /// DCT scale (0: always at full size).
+        min_side: u32 [0, 65536] = 64,
+        /// Keep the `phash` of flat images (otherwise null).
+        keep_flat: bool = false,
+    }
+    flatten { image: ic::ImageParams }
 }
 
-impl Filter for ImageHash {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        ic::require_binary(input, &self.column)
-    }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        vec![
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = ImageHashParams::read(o)?;
+    Some(Box::new(ImageHash {
+        limits: p.image.limits(),
+        column: p.image.column,
+        min_side: (p.min_side > 0).then_some(p.min_side),
+        keep_flat: p.keep_flat,
+    }))
+}
+
+impl Operator for ImageHash {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        ic::require_binary(input, &self.column)?;
+        Ok(vec![
             Field::new("phash", DataType::UInt64, true),
             Field::new("dhash", DataType::UInt64, true),
             Field::new("ahash", DataType::UInt64, true),
             Field::new("phash_flat", DataType::Boolean, true),
-        ]
+        ])
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         use rayon::prelude::*;
         let v = ic::values(batch, &self.column)?;
         let h: Vec<Result<_, Drop>> = v
@@ -73,14 +83,45 @@ impl Filter for ImageHash {
         let dhash: UInt64Array = h.iter().map(|x| ok(x).map(|h| h.dhash)).collect();
         let ahash: UInt64Array = h.iter().map(|x| ok(x).map(|h| h.ahash)).collect();
         let flat: BooleanArray = h.iter().map(|x| ok(x).map(|h| h.flat)).collect();
-        Ok((
+        Ok(Output::annotated(
             vec![
-                Arc::new(phash),
+                Arc::new(phash) as ArrayRef,
                 Arc::new(dhash),
                 Arc::new(ahash),
                 Arc::new(flat),
             ],
             h.into_iter().map(|x| x.err()).collect(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{build, image_batch, png};
+    use crate::ops::{output_schema, run_stage};
+    use arrow_array::Array;
+
+    fn hashes(params: serde_json::Value, images: &[&[u8]]) -> (UInt64Array, usize) {
+        let op = build(&DEF, params).unwrap();
+        let batch = image_batch(&images.iter().map(|i| Some(*i)).collect::<Vec<_>>());
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("ih", op.as_ref(), batch, &schema, false).unwrap();
+        let p = kept.column_by_name("phash").unwrap();
+        (
+            p.as_any().downcast_ref::<UInt64Array>().unwrap().clone(),
+            rejects.len(),
+        )
+    }
+
+    #[test]
+    fn equal_images_hash_equally_and_flat_ones_have_no_phash() {
+        let (a, b, flat) = (png(64, 64, false), png(64, 64, false), png(64, 64, true));
+        let (p, rejected) = hashes(serde_json::json!({}), &[&a, &b, &flat, b"junk"]);
+        assert_eq!(rejected, 1);
+        assert_eq!(p.value(0), p.value(1));
+        assert!(p.is_null(2), "a flat image's phash is null");
+        let (p, _) = hashes(serde_json::json!({"keep_flat": true}), &[&flat]);
+        assert!(p.is_valid(0));
     }
 }

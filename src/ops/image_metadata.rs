@@ -3,7 +3,8 @@
 //! header does not parse, whose format is not read, or whose size passes the limits
 //! (`max_pixels`, `max_bytes`: decompression bombs) is a reject with the reason.
 use super::image_common as ic;
-use super::{Drop, Filter, OpDef, Operator};
+use super::params::{Params, params};
+use super::{OpDef, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::{Limits, probe};
 use crate::spec::reader::Obj;
 use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
@@ -13,7 +14,10 @@ use std::sync::Arc;
 pub const DEF: OpDef = OpDef {
     name: "image_metadata",
     summary: "adds width, height, format, bytes, mode, aspect_ratio from the image header",
-    build,
+    params: ImageMetadataParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
 
 struct ImageMetadata {
@@ -21,32 +25,36 @@ struct ImageMetadata {
     limits: Limits,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let (column, limits) = ic::params(p);
-    Some(Operator::Filter(Box::new(ImageMetadata { column, limits })))
+params! {
+    /// `image_metadata`.
+    pub struct ImageMetadataParams {}
+    flatten { image: ic::ImageParams }
 }
 
-impl Filter for ImageMetadata {
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = ImageMetadataParams::read(o)?;
+    Some(Box::new(ImageMetadata {
+        limits: p.image.limits(),
+        column: p.image.column,
+    }))
+}
+
+impl Operator for ImageMetadata {
     fn histograms(&self) -> Vec<String> {
         ["width", "height", "bytes"].map(String::from).to_vec()
     }
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        ic::require_binary(input, &self.column)
-    }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        vec![
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        ic::require_binary(input, &self.column)?;
+        Ok(vec![
             Field::new("width", DataType::UInt32, true),
             Field::new("height", DataType::UInt32, true),
             Field::new("format", DataType::Utf8, true),
             Field::new("bytes", DataType::UInt64, true),
             Field::new("mode", DataType::Utf8, true),
             Field::new("aspect_ratio", DataType::Float64, true),
-        ]
+        ])
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         use rayon::prelude::*;
         let v = ic::values(batch, &self.column)?;
         let heads: Vec<_> = v
@@ -90,9 +98,9 @@ impl Filter for ImageMetadata {
             })
             .collect();
         let verdicts = heads.into_iter().map(|h| h.err()).collect();
-        Ok((
+        Ok(Output::annotated(
             vec![
-                Arc::new(w),
+                Arc::new(w) as ArrayRef,
                 Arc::new(hgt),
                 Arc::new(format),
                 Arc::new(bytes),
@@ -101,5 +109,57 @@ impl Filter for ImageMetadata {
             ],
             verdicts,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{build, image_batch, png};
+    use crate::ops::{histogram_columns, output_schema, run_stage};
+    use arrow_array::Array;
+
+    #[test]
+    fn reads_the_header_and_rejects_what_does_not_parse() {
+        let op = build(&DEF, serde_json::json!({})).unwrap();
+        let img = png(30, 20, false);
+        let batch = image_batch(&[Some(&img), Some(b"not an image"), None]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("meta", op.as_ref(), batch, &schema, true).unwrap();
+        assert_eq!(kept.num_rows(), 1);
+        let u32s = |n: &str| {
+            kept.column_by_name(n)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .unwrap()
+                .value(0)
+        };
+        assert_eq!((u32s("width"), u32s("height")), (30, 20));
+        let ar = kept.column_by_name("aspect_ratio").unwrap();
+        let ar = ar.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(ar.value(0), 1.5);
+        assert_eq!(rejects.len(), 2);
+        assert_eq!(rejects[1].reason, "missing_image");
+        assert_eq!(
+            histogram_columns(op.as_ref(), &image_batch(&[]).schema()),
+            ["width", "height", "bytes", "aspect_ratio"]
+        );
+    }
+
+    #[test]
+    fn its_limits_are_params() {
+        let op = build(&DEF, serde_json::json!({"max_bytes": "10B"})).unwrap();
+        let img = png(30, 20, false);
+        let batch = image_batch(&[Some(&img)]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (_, rejects) = run_stage("meta", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!(rejects[0].reason, "too_large");
+        assert_eq!(
+            build(&DEF, serde_json::json!({"max_bytes": "lots"}))
+                .err()
+                .unwrap(),
+            vec!["params.max_bytes: expected a byte size such as 64MiB, found \"lots\""]
+        );
     }
 }

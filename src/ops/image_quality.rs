@@ -6,7 +6,8 @@
 //! (`min_side: 0` measures at full size). Undecodable images are
 //! rejects with the decoder's reason.
 use super::image_common as ic;
-use super::{Drop, Filter, OpDef, Operator};
+use super::params::{Params, params};
+use super::{Drop, OpDef, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::Limits;
 use crate::kernels::image_quality::quality;
 use crate::spec::reader::Obj;
@@ -17,7 +18,10 @@ use std::sync::Arc;
 pub const DEF: OpDef = OpDef {
     name: "image_quality",
     summary: "adds blockiness, entropy, sharpness, brightness, contrast, colorfulness",
-    build,
+    params: ImageQualityParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
 
 pub const FIELDS: [&str; 6] = [
@@ -35,30 +39,34 @@ struct ImageQuality {
     min_side: Option<u32>,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let (column, limits) = ic::params(p);
-    let min_side = p.u64_in("min_side", 64, 0, 1 << 16) as u32;
-    Some(Operator::Filter(Box::new(ImageQuality {
-        column,
-        limits,
-        min_side: (min_side > 0).then_some(min_side),
-    })))
+params! {
+    /// `image_quality`.
+    pub struct ImageQualityParams {
+        /// A JPEG whose shorter side is at least twice this is decoded at a reduced
+        /// DCT scale (0: always at full size).
+        min_side: u32 [0, 65536] = 64,
+    }
+    flatten { image: ic::ImageParams }
 }
 
-impl Filter for ImageQuality {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        ic::require_binary(input, &self.column)
-    }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        FIELDS
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = ImageQualityParams::read(o)?;
+    Some(Box::new(ImageQuality {
+        limits: p.image.limits(),
+        column: p.image.column,
+        min_side: (p.min_side > 0).then_some(p.min_side),
+    }))
+}
+
+impl Operator for ImageQuality {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        ic::require_binary(input, &self.column)?;
+        Ok(FIELDS
             .iter()
             .map(|f| Field::new(*f, DataType::Float64, true))
-            .collect()
+            .collect())
     }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         use rayon::prelude::*;
         let v = ic::values(batch, &self.column)?;
         let q: Vec<Result<_, Drop>> = v
@@ -91,6 +99,37 @@ impl Filter for ImageQuality {
             col(|q| q.contrast),
             col(|q| q.colorfulness),
         ];
-        Ok((cols, q.into_iter().map(|x| x.err()).collect()))
+        Ok(Output::annotated(
+            cols,
+            q.into_iter().map(|x| x.err()).collect(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::{build, image_batch, png};
+    use crate::ops::{histogram_columns, output_schema, run_stage};
+    use arrow_array::Array;
+
+    #[test]
+    fn scores_decodable_images_and_rejects_the_rest() {
+        let op = build(&DEF, serde_json::json!({"min_side": 0})).unwrap();
+        let img = png(64, 48, false);
+        let batch = image_batch(&[Some(&img), Some(b"junk")]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        assert_eq!(
+            histogram_columns(op.as_ref(), &batch.schema()),
+            FIELDS.map(String::from)
+        );
+        let (kept, rejects) = run_stage("iq", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!((kept.num_rows(), rejects.len()), (1, 1));
+        for f in FIELDS {
+            let c = kept.column_by_name(f).unwrap();
+            let v = c.as_any().downcast_ref::<Float64Array>().unwrap();
+            assert!(v.is_valid(0) && v.value(0).is_finite(), "{f}");
+        }
+        assert_eq!(rejects[0].operator, "iq");
     }
 }

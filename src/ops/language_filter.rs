@@ -2,7 +2,8 @@
 //! 639-1) and `language_score`, and keeps documents in `languages` (all, when empty)
 //! whose score reaches `min_score`. Reasons: `language` (detail: the language and
 //! score), `language_unknown`.
-use super::{Drop, Filter, OpDef, Operator, require_text, text_values};
+use super::params::{Params, params};
+use super::{Drop, OpDef, Operator, Output, ProcessError, SchemaError, require_text, text_values};
 use crate::kernels::lang;
 use crate::spec::reader::Obj;
 use arrow_array::builder::{Float64Builder, StringBuilder};
@@ -13,7 +14,10 @@ use std::sync::Arc;
 pub const DEF: OpDef = OpDef {
     name: "language_filter",
     summary: "writes language and language_score; keeps listed languages above a score",
-    build,
+    params: LanguageFilterParams::describe,
+    example: r#"{"languages": ["en"]}"#,
+    feature: None,
+    build: Some(build),
 };
 
 struct Op {
@@ -22,13 +26,26 @@ struct Op {
     min_score: f64,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let languages = p.opt_str_list("languages").unwrap_or_default();
+params! {
+    /// `language_filter`.
+    pub struct LanguageFilterParams {
+        /// The text column.
+        field: String = "text",
+        /// ISO 639-1 codes to keep (all, when empty).
+        languages: Vec<String>,
+        /// The least identification score (0 to 1) to keep a document.
+        min_score: f64 = 0.65,
+    }
+}
+
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = LanguageFilterParams::read(o)?;
+    let languages = p.languages;
     let known = lang::known_codes();
     for (i, l) in languages.iter().enumerate() {
         if !known.contains(&l.as_str()) {
-            p.sink.error(
-                &format!("{}[{i}]", p.field_path("languages")),
+            o.sink.error(
+                &format!("{}[{i}]", o.field_path("languages")),
                 format!(
                     "unknown language code {l:?}, expected ISO 639-1, one of: {}",
                     known.join(", ")
@@ -36,35 +53,27 @@ fn build(p: &Obj) -> Option<Operator> {
             );
         }
     }
-    let min_score = p.opt_f64("min_score").unwrap_or(0.65);
+    let min_score = p.min_score;
     if !(0.0..=1.0).contains(&min_score) {
-        p.sink
-            .error(&p.field_path("min_score"), "must be between 0 and 1");
+        o.error("min_score", "must be between 0 and 1");
     }
-    Some(Operator::Filter(Box::new(Op {
-        field: p.opt_str("field").unwrap_or_else(|| "text".into()),
+    Some(Box::new(Op {
+        field: p.field,
         languages,
         min_score,
-    })))
+    }))
 }
 
-impl Filter for Op {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        require_text(input, &self.field)
-    }
-
-    fn added_fields(&self, _: &Schema) -> Vec<Field> {
-        vec![
+impl Operator for Op {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![
             Field::new("language", DataType::Utf8, true),
             Field::new("language_score", DataType::Float64, true),
-        ]
+        ])
     }
 
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let ids = lang::identify_all(&text_values(batch, &self.field)?);
         let mut code = StringBuilder::new();
         let mut score = Float64Builder::new();
@@ -92,8 +101,11 @@ impl Filter for Op {
                 }
             })
             .collect();
-        Ok((
-            vec![Arc::new(code.finish()), Arc::new(score.finish())],
+        Ok(Output::annotated(
+            vec![
+                Arc::new(code.finish()) as ArrayRef,
+                Arc::new(score.finish()),
+            ],
             verdicts,
         ))
     }
@@ -122,8 +134,8 @@ mod tests {
             ),
             Some(""),
         ]);
-        let schema = output_schema("lang", &op, &batch.schema()).unwrap();
-        let (kept, rejects) = run_stage("lang", &op, batch, &schema, true).unwrap();
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("lang", op.as_ref(), batch, &schema, true).unwrap();
         assert_eq!(kept.num_rows(), 1);
         let l = kept.column_by_name("language").unwrap();
         assert_eq!(

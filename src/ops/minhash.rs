@@ -2,7 +2,8 @@
 //! text, `bands × rows` permutations) as `FixedSizeBinary(4·bands·rows)`, little-endian
 //! u32s, for a `dedup` stage with `kind: minhash` and the same bands and rows.
 //! Records without words get a null signature and take no part in near-dedup.
-use super::{OpDef, Operator, Refiner, require_text, text_values};
+use super::params::{Params, params};
+use super::{OpDef, Operator, Output, ProcessError, SchemaError, require_text, text_values};
 use crate::kernels::minhash::MinHasher;
 use crate::spec::reader::Obj;
 use arrow_array::{ArrayRef, FixedSizeBinaryArray, RecordBatch};
@@ -12,8 +13,29 @@ use std::sync::Arc;
 pub const DEF: OpDef = OpDef {
     name: "minhash",
     summary: "adds a MinHash signature (word n-grams) for near-duplicate dedup",
-    build,
+    params: MinHashParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `minhash`.
+    pub struct MinHashParams {
+        /// The text column.
+        field: String = "text",
+        /// The signature column added.
+        column: String = "minhash",
+        /// Words per shingle.
+        n_gram: usize [1, 64] = 5,
+        /// LSH bands (the dedup stage's `bands` must match).
+        bands: usize [1, 512] = 14,
+        /// Rows per band (the dedup stage's `rows` must match); bands × rows at most 512.
+        rows: usize [1, 512] = 8,
+        /// Seed of the permutations.
+        seed: u64 = 1,
+    }
+}
 
 struct MinHash {
     field: String,
@@ -21,33 +43,28 @@ struct MinHash {
     hasher: MinHasher,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let field = p.opt_str("field").unwrap_or_else(|| "text".into());
-    let column = p.opt_str("column").unwrap_or_else(|| "minhash".into());
-    let n_gram = p.u64_in("n_gram", 5, 1, 64) as usize;
-    let bands = p.u64_in("bands", 14, 1, 512) as usize;
-    let rows = p.u64_in("rows", 8, 1, 512) as usize;
-    let seed = p.opt_u64("seed").unwrap_or(1);
-    if bands * rows > crate::ops::dedup::MAX_PERMUTATIONS {
-        p.sink.error(
-            &p.field_path("rows"),
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = MinHashParams::read(o)?;
+    if p.bands * p.rows > crate::ops::dedup::MAX_PERMUTATIONS {
+        o.error(
+            "rows",
             format!(
                 "bands × rows must be at most {}, found {}",
                 crate::ops::dedup::MAX_PERMUTATIONS,
-                bands * rows
+                p.bands * p.rows
             ),
         );
         return None;
     }
-    Some(Operator::Refiner(Box::new(MinHash {
-        field,
-        column,
-        hasher: MinHasher::new(n_gram, bands, rows, seed),
-    })))
+    Some(Box::new(MinHash {
+        field: p.field,
+        column: p.column,
+        hasher: MinHasher::new(p.n_gram, p.bands, p.rows, p.seed),
+    }))
 }
 
-impl Refiner for MinHash {
-    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, String> {
+impl Operator for MinHash {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
         require_text(input, &self.field)?;
         Ok(vec![Field::new(
             &self.column,
@@ -56,7 +73,7 @@ impl Refiner for MinHash {
         )])
     }
 
-    fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         use rayon::prelude::*;
         let texts = text_values(batch, &self.field)?;
         let sigs: Vec<Option<Vec<u8>>> = texts
@@ -75,9 +92,8 @@ impl Refiner for MinHash {
         let arr = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
             sigs.into_iter(),
             4 * self.hasher.k() as i32,
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(vec![Arc::new(arr)])
+        )?;
+        Ok(Output::columns(vec![Arc::new(arr) as ArrayRef]))
     }
 }
 
@@ -96,8 +112,8 @@ mod tests {
         )
         .unwrap();
         let batch = text_batch(&[Some("the cat sat on the mat"), Some(" ,. "), None]);
-        let schema = output_schema("mh", &op, &batch.schema()).unwrap();
-        let (out, _) = run_stage("mh", &op, batch, &schema, true).unwrap();
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (out, _) = run_stage("mh", op.as_ref(), batch, &schema, true).unwrap();
         let c = out.column_by_name("minhash").unwrap();
         let c = c.as_any().downcast_ref::<FixedSizeBinaryArray>().unwrap();
         assert_eq!(c.value_length(), 32);

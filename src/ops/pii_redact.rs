@@ -1,6 +1,7 @@
 //! `pii_redact`: replaces email addresses and IPv4 addresses in a text column (in
 //! place) and adds `pii_redactions`, the number of replacements per record.
-use super::{OpDef, Operator, Refiner, require_text, text_values};
+use super::params::{Params, params};
+use super::{OpDef, Operator, Output, ProcessError, SchemaError, require_text, text_values};
 use crate::spec::reader::Obj;
 use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
@@ -11,8 +12,28 @@ use std::sync::{Arc, LazyLock};
 pub const DEF: OpDef = OpDef {
     name: "pii_redact",
     summary: "replaces email and IPv4 addresses in a text column",
-    build,
+    params: PiiRedactParams::describe,
+    example: "{}",
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `pii_redact`.
+    pub struct PiiRedactParams {
+        /// The text column (rewritten in place; `pii_redactions` counts the
+        /// replacements).
+        field: String = "text",
+        /// Replace email addresses.
+        emails: bool = true,
+        /// Replace IPv4 addresses.
+        ips: bool = true,
+        /// What an email address becomes.
+        email_replacement: String = "email@example.com",
+        /// What an IPv4 address becomes.
+        ip_replacement: String = "0.0.0.0",
+    }
+}
 
 // ASCII word boundaries (`(?-u:\b)`): the patterns are ASCII, and a Unicode `\b`
 // keeps the regex engine off its DFA on non-ASCII text (several times slower).
@@ -33,18 +54,15 @@ struct PiiRedact {
     ip_replacement: String,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
-    Some(Operator::Refiner(Box::new(PiiRedact {
-        field: p.opt_str("field").unwrap_or_else(|| "text".into()),
-        emails: p.opt_bool("emails").unwrap_or(true),
-        ips: p.opt_bool("ips").unwrap_or(true),
-        email_replacement: p
-            .opt_str("email_replacement")
-            .unwrap_or_else(|| "email@example.com".into()),
-        ip_replacement: p
-            .opt_str("ip_replacement")
-            .unwrap_or_else(|| "0.0.0.0".into()),
-    })))
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = PiiRedactParams::read(o)?;
+    Some(Box::new(PiiRedact {
+        field: p.field,
+        emails: p.emails,
+        ips: p.ips,
+        email_replacement: p.email_replacement,
+        ip_replacement: p.ip_replacement,
+    }))
 }
 
 /// Redacts one text; returns the new text and the number of replacements.
@@ -69,8 +87,8 @@ pub fn redact(text: &str, emails: Option<&str>, ips: Option<&str>) -> (String, u
     (out.into_owned(), n)
 }
 
-impl Refiner for PiiRedact {
-    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, String> {
+impl Operator for PiiRedact {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
         require_text(input, &self.field)?;
         Ok(vec![
             Field::new(&self.field, DataType::Utf8, true),
@@ -82,7 +100,7 @@ impl Refiner for PiiRedact {
         true
     }
 
-    fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         use rayon::prelude::*;
         let texts = text_values(batch, &self.field)?;
         let e = self.emails.then_some(self.email_replacement.as_str());
@@ -98,7 +116,10 @@ impl Refiner for PiiRedact {
         let counts = UInt32Array::from_iter_values(
             done.iter().map(|d| d.as_ref().map(|x| x.1).unwrap_or(0)),
         );
-        Ok(vec![Arc::new(b.finish()), Arc::new(counts)])
+        Ok(Output::columns(vec![
+            Arc::new(b.finish()) as ArrayRef,
+            Arc::new(counts),
+        ]))
     }
 }
 
@@ -121,13 +142,13 @@ mod tests {
         );
         let op = build(&DEF, serde_json::json!({})).unwrap();
         let batch = text_batch(&[Some("write to a@b.co"), None]);
-        let schema = output_schema("pii", &op, &batch.schema()).unwrap();
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
         assert_eq!(
             schema.fields().len(),
             3,
             "text replaced in place, count added"
         );
-        let (out, _) = run_stage("pii", &op, batch, &schema, true).unwrap();
+        let (out, _) = run_stage("pii", op.as_ref(), batch, &schema, true).unwrap();
         let t = out
             .column_by_name("text")
             .unwrap()

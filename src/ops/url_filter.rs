@@ -3,19 +3,52 @@
 //! at least `soft_word_threshold` soft-banned words, or a banned subword. Reasons:
 //! `blocked_domain`, `blocked_url`, `banned_word`, `soft_banned_words`,
 //! `banned_subword`, each with the matching entry as detail.
-use super::{Asset, Drop, Filter, OpDef, Operator, require_text, text_values};
+use super::params::{Params, params};
+use super::{
+    Asset, Drop, LoadError, OpDef, Operator, Output, ProcessError, SchemaError, require_text,
+    text_values,
+};
 use crate::kernels::url::{ListKind, UrlBlocklist, list_lines};
 use crate::spec::reader::Obj;
 use arrow_array::RecordBatch;
-use arrow_schema::Schema;
+use arrow_schema::{Field, Schema};
 use bytes::Bytes;
 use std::sync::OnceLock;
 
 pub const DEF: OpDef = OpDef {
     name: "url_filter",
     summary: "drops records by domain/URL block lists and banned words in the URL",
-    build,
+    params: UrlFilterParams::describe,
+    example: r#"{"domains": ["lists/domains.txt"]}"#,
+    feature: None,
+    build: Some(build),
 };
+
+params! {
+    /// `url_filter`: at least one list is needed. Every list is a file (path or URI,
+    /// plain or gzip text, one entry a line), fetched by the worker.
+    pub struct UrlFilterParams {
+        /// The URL column.
+        field: String = "url",
+        /// UT1 `.tar.gz` archives: both their `domains` and `urls` members are used.
+        blocklists: Vec<String>,
+        /// Domain lists: a URL on a listed domain or its subdomains: `blocked_domain`.
+        domains: Vec<String>,
+        /// URL lists: a listed URL: `blocked_url`.
+        urls: Vec<String>,
+        /// UT1 categories to read from `blocklists` (all, when empty).
+        categories: Vec<String>,
+        /// Word lists: a URL containing one as a word: `banned_word`.
+        banned_words: Vec<String>,
+        /// Word lists: a URL with at least `soft_word_threshold` of them:
+        /// `soft_banned_words`.
+        soft_banned_words: Vec<String>,
+        /// How many soft-banned words drop a URL.
+        soft_word_threshold: usize [1, 1000] = 2,
+        /// Subword lists: a URL containing one anywhere: `banned_subword`.
+        banned_subwords: Vec<String>,
+    }
+}
 
 struct UrlFilter {
     field: String,
@@ -31,26 +64,27 @@ struct UrlFilter {
     list: OnceLock<UrlBlocklist>,
 }
 
-fn build(p: &Obj) -> Option<Operator> {
+fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
+    let p = UrlFilterParams::read(o)?;
     let f = UrlFilter {
-        field: p.opt_str("field").unwrap_or_else(|| "url".into()),
-        blocklists: p.opt_str_list("blocklists").unwrap_or_default(),
-        domains: p.opt_str_list("domains").unwrap_or_default(),
-        urls: p.opt_str_list("urls").unwrap_or_default(),
-        categories: p.opt_str_list("categories").unwrap_or_default(),
-        banned_words: p.opt_str_list("banned_words").unwrap_or_default(),
-        soft_banned_words: p.opt_str_list("soft_banned_words").unwrap_or_default(),
-        soft_word_threshold: p.u64_in("soft_word_threshold", 2, 1, 1000) as usize,
-        banned_subwords: p.opt_str_list("banned_subwords").unwrap_or_default(),
+        field: p.field,
+        blocklists: p.blocklists,
+        domains: p.domains,
+        urls: p.urls,
+        categories: p.categories,
+        banned_words: p.banned_words,
+        soft_banned_words: p.soft_banned_words,
+        soft_word_threshold: p.soft_word_threshold,
+        banned_subwords: p.banned_subwords,
         list: OnceLock::new(),
     };
     if f.assets().is_empty() {
-        p.sink.error(
-            &p.path,
+        o.sink.error(
+            &o.path,
             "needs at least one of blocklists, domains, urls, banned_words, soft_banned_words, banned_subwords",
         );
     }
-    Some(Operator::Filter(Box::new(f)))
+    Some(Box::new(f))
 }
 
 impl UrlFilter {
@@ -66,9 +100,10 @@ impl UrlFilter {
     }
 }
 
-impl Filter for UrlFilter {
-    fn check(&self, input: &Schema) -> Result<(), String> {
-        require_text(input, &self.field)
+impl Operator for UrlFilter {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![])
     }
 
     fn assets(&self) -> Vec<Asset> {
@@ -84,11 +119,15 @@ impl Filter for UrlFilter {
         out
     }
 
-    fn load(&self, assets: &[(Asset, Bytes)]) -> Result<(), String> {
+    fn load(&self, assets: &[(Asset, Bytes)]) -> Result<(), LoadError> {
         let mut b = UrlBlocklist::new(self.soft_word_threshold);
         let mut subwords = Vec::new();
         for (a, bytes) in assets {
-            let err = |e: String| format!("{} ({}): {e}", a.param, a.uri);
+            let err = |message: String| LoadError::Asset {
+                param: a.param.clone(),
+                uri: a.uri.clone(),
+                message,
+            };
             let group = a
                 .param
                 .trim_start_matches("params.")
@@ -128,31 +167,35 @@ impl Filter for UrlFilter {
                     })
                     .map_err(err)?;
                 }
-                other => return Err(format!("unknown asset group {other}")),
+                other => {
+                    return Err(LoadError::Invalid(format!("unknown asset group {other}")));
+                }
             }
         }
-        b.set_subwords(subwords.iter().map(String::as_str))?;
+        b.set_subwords(subwords.iter().map(String::as_str))
+            .map_err(LoadError::Invalid)?;
         b.seal();
         let _ = self.list.set(b);
         Ok(())
     }
 
-    fn filter(&self, batch: &RecordBatch) -> Result<Vec<Option<Drop>>, String> {
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let list = self
             .list
             .get()
-            .ok_or("url_filter used before its lists were loaded")?;
+            .ok_or(ProcessError::NotLoaded("url_filter"))?;
         let urls = text_values(batch, &self.field)?;
-        Ok(list
-            .check_all(&urls)
-            .into_iter()
-            .map(|v| {
-                v.map(|b| Drop {
-                    reason: b.reason,
-                    detail: Some(b.detail),
+        Ok(Output::verdicts(
+            list.check_all(&urls)
+                .into_iter()
+                .map(|v| {
+                    v.map(|b| Drop {
+                        reason: b.reason,
+                        detail: Some(b.detail),
+                    })
                 })
-            })
-            .collect())
+                .collect(),
+        ))
     }
 }
 
@@ -171,7 +214,7 @@ mod tests {
             serde_json::json!({"domains": ["d.txt"], "banned_words": ["w.txt"]}),
         )
         .unwrap();
-        let Operator::Filter(f) = &op else { panic!() };
+        let f = op.as_ref();
         let assets = f.assets();
         assert_eq!(
             assets.iter().map(|a| a.param.as_str()).collect::<Vec<_>>(),
@@ -198,7 +241,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let v = f.filter(&batch).unwrap();
+        let v = f.process(&batch).unwrap().verdicts.unwrap();
         let reasons: Vec<Option<&str>> = v.iter().map(|d| d.as_ref().map(|d| d.reason)).collect();
         assert_eq!(reasons, [Some("blocked_domain"), Some("banned_word"), None]);
         assert!(

@@ -1,16 +1,17 @@
 //! The pipeline spec: YAML in, a validated [`Spec`] out. Parse → overrides and
 //! interpolation → validate (every error at once, each naming its field path, unknown
-//! keys refused) → build the operators. Nothing here lists inputs or touches storage;
+//! keys refused). Stages keep their operator's name and raw params: operators are
+//! built by `ops` (which the spec must not import), whose registry checks each
+//! stage's params during validation through [`OperatorCheck`], so every error is
+//! still reported at once. Nothing here lists inputs or touches storage;
 //! schema-dependent checks happen when the coordinator binds the spec to its inputs.
 pub mod overrides;
 pub mod reader;
 
-use crate::ops::{self, Operator};
 use arrow_schema::DataType;
 use reader::{FieldError, Obj, Sink, SpecErrors};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// Input record formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -143,13 +144,37 @@ pub struct Resources {
 #[derive(Debug, Clone)]
 pub struct StageSpec {
     pub name: String,
+    /// The operator's name (`ops::build_stages` builds it from `params`).
     pub op: String,
+    /// The raw params, as given (read at `stages[i].params`).
     pub params: Value,
     pub resources: Resources,
     /// The stage's output is materialised and the next stage starts a new phase.
     pub end_phase: bool,
-    pub operator: Arc<Operator>,
 }
+
+impl StageSpec {
+    /// Whether this is a dedup stage, which ends its phase (docs/DEDUP.md).
+    pub fn is_dedup(&self) -> bool {
+        self.op == DEDUP_OP
+    }
+}
+
+/// The operator name of the structural dedup stage.
+pub const DEDUP_OP: &str = "dedup";
+
+/// The operator registry as validation sees it (implemented by `ops::Catalog`).
+pub trait OperatorCheck {
+    /// Checks the params of operator `op` of stage `stage`, each error into the
+    /// reader's sink at its path, unknown keys included; `Err` when this build has
+    /// no operator of that name (reported at `stages[i].op`).
+    fn check(&self, stage: &str, op: &str, params: &Obj) -> Result<(), UnknownOperator>;
+}
+
+/// An operator name the registry does not know; the message says what it knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnknownOperator(pub String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -288,8 +313,13 @@ pub struct Overrides {
 }
 
 impl Spec {
-    /// Loads a spec file, applies overrides and environment interpolation, validates.
-    pub fn load(path: &std::path::Path, ov: &Overrides) -> Result<Spec, SpecErrors> {
+    /// Loads a spec file, applies overrides and environment interpolation, validates
+    /// (each stage's params through `ops`).
+    pub fn load(
+        path: &std::path::Path,
+        ov: &Overrides,
+        ops: &dyn OperatorCheck,
+    ) -> Result<Spec, SpecErrors> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             SpecErrors(vec![FieldError {
                 path: String::new(),
@@ -297,7 +327,7 @@ impl Spec {
             }])
         })?;
         let env = |k: &str| std::env::var(k).ok();
-        Spec::from_text(&text, &path.display().to_string(), ov, &env)
+        Spec::from_text(&text, &path.display().to_string(), ov, &env, ops)
     }
 
     pub fn from_text(
@@ -305,6 +335,7 @@ impl Spec {
         source: &str,
         ov: &Overrides,
         env: &dyn Fn(&str) -> Option<String>,
+        ops: &dyn OperatorCheck,
     ) -> Result<Spec, SpecErrors> {
         let mut v = overrides::parse_yaml(text, source)?;
         let mut errs = Vec::new();
@@ -329,19 +360,25 @@ impl Spec {
         if !errs.is_empty() {
             return Err(SpecErrors(errs));
         }
-        Spec::validate(v, Rules::New)
+        Spec::validate(v, Rules::New, Some(ops))
     }
 
     /// Validates a resolved tree (as stored in job.json) and builds the spec. Rules
     /// added after a job could have been stored (stage names) apply to new specs
-    /// only ([`Spec::from_text`]), so every stored job still loads.
+    /// only ([`Spec::from_text`]), so every stored job still loads. Operators and
+    /// their params were checked when the job was submitted; `ops::build_stages`
+    /// builds them again where they run.
     pub fn from_value(v: Value) -> Result<Spec, SpecErrors> {
-        Spec::validate(v, Rules::Stored)
+        Spec::validate(v, Rules::Stored, None)
     }
 
-    fn validate(v: Value, rules: Rules) -> Result<Spec, SpecErrors> {
+    fn validate(
+        v: Value,
+        rules: Rules,
+        ops: Option<&dyn OperatorCheck>,
+    ) -> Result<Spec, SpecErrors> {
         let sink = Sink::default();
-        let spec = build(&v, &sink, rules);
+        let spec = build(&v, &sink, rules, ops);
         if !sink.is_empty() {
             return Err(sink.into_errors());
         }
@@ -372,16 +409,11 @@ impl Spec {
         phase_groups(&self.stages)
     }
 
-    /// The dedup stage that ends a pipeline phase, if one does.
-    pub fn dedup_ending(
-        &self,
-        phase: &[usize],
-    ) -> Option<(usize, &crate::ops::dedup::DedupParams)> {
+    /// The dedup stage that ends a pipeline phase, if one does (`ops::dedup_ending`
+    /// gives its params).
+    pub fn dedup_ending(&self, phase: &[usize]) -> Option<usize> {
         let &i = phase.last()?;
-        match self.stages[i].operator.as_ref() {
-            crate::ops::Operator::Dedup(d) => Some((i, d)),
-            _ => None,
-        }
+        self.stages[i].is_dedup().then_some(i)
     }
 }
 
@@ -389,8 +421,7 @@ fn phase_groups(stages: &[StageSpec]) -> Vec<Vec<usize>> {
     let mut out = vec![vec![]];
     for (i, s) in stages.iter().enumerate() {
         out.last_mut().expect("non-empty").push(i);
-        let dedup = matches!(s.operator.as_ref(), crate::ops::Operator::Dedup(_));
-        if dedup || (s.end_phase && i + 1 < stages.len()) {
+        if s.is_dedup() || (s.end_phase && i + 1 < stages.len()) {
             out.push(vec![]);
         }
     }
@@ -399,11 +430,7 @@ fn phase_groups(stages: &[StageSpec]) -> Vec<Vec<usize>> {
 
 /// The number of phases of the job (pipeline phases plus a reduce phase per dedup).
 fn job_phase_count(stages: &[StageSpec]) -> usize {
-    phase_groups(stages).len()
-        + stages
-            .iter()
-            .filter(|s| matches!(s.operator.as_ref(), crate::ops::Operator::Dedup(_)))
-            .count()
+    phase_groups(stages).len() + stages.iter().filter(|s| s.is_dedup()).count()
 }
 
 /// JSON text with every map's keys sorted, so equal trees hash equally whatever the
@@ -445,7 +472,7 @@ fn is_plain_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-fn build(v: &Value, sink: &Sink, rules: Rules) -> Option<Spec> {
+fn build(v: &Value, sink: &Sink, rules: Rules, ops: Option<&dyn OperatorCheck>) -> Option<Spec> {
     let root = Obj::new(Some(v), "", sink);
     if let Some(ver) = root.opt_u64("version")
         && ver != 1
@@ -460,7 +487,7 @@ fn build(v: &Value, sink: &Sink, rules: Rules) -> Option<Spec> {
         sink.error("name", "must be 1-64 characters of [A-Za-z0-9_-]");
     }
     let input = build_input(&root.obj("input"), sink);
-    let stages = build_stages(&root, sink, rules);
+    let stages = build_stages(&root, sink, rules, ops);
     let output = build_output(&root.obj("output"), sink);
     let rejects = {
         let r = root.obj("rejects");
@@ -672,7 +699,12 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
     })
 }
 
-fn build_stages(root: &Obj, sink: &Sink, rules: Rules) -> Option<Vec<StageSpec>> {
+fn build_stages(
+    root: &Obj,
+    sink: &Sink,
+    rules: Rules,
+    ops: Option<&dyn OperatorCheck>,
+) -> Option<Vec<StageSpec>> {
     let Some(list) = root.opt_list("stages") else {
         return Some(vec![]);
     };
@@ -702,29 +734,14 @@ fn build_stages(root: &Obj, sink: &Sink, rules: Rules) -> Option<Vec<StageSpec>>
             );
         }
         let params = so.raw("params").cloned().unwrap_or(Value::Null);
-        let pobj = Obj::new(Some(&params), &so.field_path("params"), sink);
         let before = sink.len();
         // An unknown operator's params cannot be checked (it has no list of fields).
-        let operator = match ops::find(&op) {
-            Some(def) => {
-                let built = (def.build)(&pobj);
-                pobj.finish();
-                built
+        if let Some(ops) = ops {
+            let pobj = Obj::new(Some(&params), &so.field_path("params"), sink);
+            if let Err(e) = ops.check(&name, &op, &pobj) {
+                sink.error(&so.field_path("op"), e.0);
             }
-            None => {
-                let msg = match ops::feature_of(&op) {
-                    Some(f) => format!(
-                        "operator {op:?} needs mdf built with `--features {f}` (this build has no {f} support)"
-                    ),
-                    None => format!(
-                        "unknown operator {op:?}, expected one of: {}",
-                        ops::names().join(", ")
-                    ),
-                };
-                sink.error(&so.field_path("op"), msg);
-                None
-            }
-        };
+        }
         let r = so.obj("resources");
         let resources = Resources {
             cpu: r.opt_f64("cpu").unwrap_or(1.0),
@@ -734,16 +751,16 @@ fn build_stages(root: &Obj, sink: &Sink, rules: Rules) -> Option<Vec<StageSpec>>
         r.finish();
         let end_phase = so.opt_bool("end_phase").unwrap_or(false);
         so.finish();
-        match operator {
-            Some(op_impl) if sink.len() == before => out.push(StageSpec {
+        if sink.len() == before {
+            out.push(StageSpec {
                 name,
                 op,
                 params,
                 resources,
                 end_phase,
-                operator: Arc::new(op_impl),
-            }),
-            _ => ok = false,
+            });
+        } else {
+            ok = false;
         }
     }
     ok.then_some(out)

@@ -185,7 +185,7 @@ impl PhaseExecutor for ApplyPhase {
         };
         let mut stages = vec![BoundStage {
             name: d.stage.clone(),
-            op: Arc::new(crate::ops::Operator::Filter(Box::new(filter))),
+            op: Arc::new(filter),
             out_schema: Arc::new(plan.input_schema.clone()),
             then_keep: None,
             histograms: vec![],
@@ -412,12 +412,10 @@ mod tests {
                 changed: 1,
                 stage: "near".into(),
             }),
-            TaskError::Pipeline(PipelineError::Read(
-                crate::io::read::ReadError::Changed {
-                    uri: "u".into(),
-                    message: "etag".into(),
-                },
-            )),
+            TaskError::Pipeline(PipelineError::Read(crate::io::read::ReadError::Changed {
+                uri: "u".into(),
+                message: "etag".into(),
+            })),
         ];
         for e in fatal {
             assert!(!e.is_retryable(), "{e}");

@@ -120,21 +120,24 @@ impl WorkerCtx {
 /// `coordinator::plan::bind`) leaves the batches right after the last stage that
 /// needs it, so later stages neither filter nor copy it: the page HTML goes after
 /// `html_extract`. Rejected records of later stages are kept without it.
-pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
+/// `operators` are the spec's stages built (`ops::build_stages`), in stage order.
+pub fn bind_stages(
+    job: &LoadedJob,
+    operators: &[Arc<dyn ops::Operator>],
+) -> Result<Vec<Vec<BoundStage>>, String> {
     let mut out = Vec::new();
     for p in &job.manifest.phases {
         let mut schema = Arc::new(p.input_schema.clone());
         let mut bound: Vec<BoundStage> = Vec::new();
         for (k, &i) in p.stages.iter().enumerate() {
             let st = &job.spec.stages[i];
-            let histograms = ops::histogram_columns(&st.operator, &schema);
-            schema = ops::output_schema(&st.name, &st.operator, &schema)
+            let op = &operators[i];
+            let histograms = ops::histogram_columns(op.as_ref(), &schema);
+            schema = ops::output_schema(op.as_ref(), &schema)
                 .map_err(|e| format!("stage {}: {e}", st.name))?;
             let out_schema = schema.clone();
-            let rest: Vec<&crate::spec::StageSpec> = p.stages[k + 1..]
-                .iter()
-                .map(|&j| &job.spec.stages[j])
-                .collect();
+            let rest: Vec<&Arc<dyn ops::Operator>> =
+                p.stages[k + 1..].iter().map(|&j| &operators[j]).collect();
             let mut keep: Vec<usize> = (0..schema.fields().len()).collect();
             if !rest.is_empty() {
                 for (ci, f) in schema.fields().iter().enumerate() {
@@ -158,7 +161,7 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
             };
             bound.push(BoundStage {
                 name: st.name.clone(),
-                op: st.operator.clone(),
+                op: op.clone(),
                 out_schema,
                 then_keep,
                 histograms,
@@ -178,12 +181,12 @@ pub fn bind_stages(job: &LoadedJob) -> Result<Vec<Vec<BoundStage>>, String> {
 
 /// Whether `stages` bind to `schema` and still produce every planned column.
 fn binds_without(
-    stages: &[&crate::spec::StageSpec],
+    stages: &[&Arc<dyn ops::Operator>],
     mut schema: arrow_schema::SchemaRef,
     planned: &arrow_schema::Schema,
 ) -> bool {
-    for st in stages {
-        match ops::output_schema(&st.name, &st.operator, &schema) {
+    for op in stages {
+        match ops::output_schema(op.as_ref(), &schema) {
             Ok(s) => schema = s,
             Err(_) => return false,
         }
@@ -207,33 +210,39 @@ fn unplanned<'a>(
         .map(|f| f.as_ref())
 }
 
-/// Specs whose operator assets are loaded, by spec hash: workers of one process share
-/// them (a 4.5M-domain block list is loaded once per process, not once per worker).
-fn loaded_specs() -> &'static tokio::sync::Mutex<HashMap<String, crate::spec::Spec>> {
-    static M: std::sync::OnceLock<tokio::sync::Mutex<HashMap<String, crate::spec::Spec>>> =
+/// The built operators of a spec, by spec hash: workers of one process share them
+/// with their assets loaded (a 4.5M-domain block list is loaded once per process,
+/// not once per worker).
+type Operators = Arc<[Arc<dyn ops::Operator>]>;
+
+fn loaded_specs() -> &'static tokio::sync::Mutex<HashMap<String, Operators>> {
+    static M: std::sync::OnceLock<tokio::sync::Mutex<HashMap<String, Operators>>> =
         std::sync::OnceLock::new();
     M.get_or_init(Default::default)
 }
 
-/// The job's spec with the assets of every operator this worker may run fetched and
-/// loaded (a CPU worker skips GPU stages: it never leases their phases, and their
-/// models may need a GPU to load).
+/// The job's operators, built from its spec, with the assets of every operator this
+/// worker may run fetched and loaded (a CPU worker skips GPU stages: it never leases
+/// their phases, and their models may need a GPU to load).
 async fn with_assets(
     reg: &Registry,
     job: &LoadedJob,
     retry: &Retry,
     gpu: bool,
-) -> Result<crate::spec::Spec, WorkerError> {
+) -> Result<Operators, WorkerError> {
     let mut cache = loaded_specs().lock().await;
     let key = format!("{}/{gpu}", job.manifest.spec_hash);
     if let Some(s) = cache.get(&key) {
         return Ok(s.clone());
     }
-    for st in &job.spec.stages {
+    let operators: Operators = ops::build_stages(&job.spec)
+        .map_err(|e| WorkerError::Plan(e.to_string()))?
+        .into();
+    for (st, op) in job.spec.stages.iter().zip(operators.iter()) {
         if st.resources.gpu > 0 && !gpu {
             continue;
         }
-        let assets = st.operator.assets();
+        let assets = op.assets();
         if assets.is_empty() {
             continue;
         }
@@ -267,12 +276,11 @@ async fn with_assets(
                 })?;
             loaded.push((a, bytes));
         }
-        st.operator
-            .load(&loaded)
+        op.load(&loaded)
             .map_err(|e| WorkerError::Plan(format!("stage {}: {e}", st.name)))?;
     }
-    cache.insert(key, job.spec.clone());
-    Ok(job.spec.clone())
+    cache.insert(key, operators.clone());
+    Ok(operators)
 }
 
 type Key = (usize, String);
@@ -317,7 +325,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut outage =
         outage::Outage::new(opts.clock.clone(), opts.entropy.clone(), opts.give_up_after);
     let mut retry = Retry::new(opts.entropy.clone());
-    let mut job = loop {
+    let job = loop {
         match load_job(reg, &opts.job_uri, &retry).await {
             Ok(j) => break j,
             Err(e) => outage.back_off(e.into()).await?,
@@ -328,7 +336,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let base = reg.with_s3(job.spec.s3.clone());
     let counts = Arc::new(RequestCounts::default());
     let coord = base.counting_into(counts.clone());
-    job.spec = loop {
+    let operators = loop {
         match with_assets(&coord, &job, &retry, opts.gpu).await {
             Ok(s) => break s,
             Err(e) => outage.back_off(e).await?,
@@ -358,7 +366,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         .worker_id
         .clone()
         .unwrap_or_else(|| format!("w-{}", opts.entropy.hex_id(6)));
-    let stages = bind_stages(&job).map_err(WorkerError::Plan)?;
+    let stages = bind_stages(&job, &operators).map_err(WorkerError::Plan)?;
     let ctx = Arc::new(WorkerCtx {
         base: base.clone(),
         coord: coord.clone(),

@@ -26,7 +26,7 @@ use std::time::Instant;
 #[derive(Clone)]
 pub struct BoundStage {
     pub name: String,
-    pub op: Arc<Operator>,
+    pub op: Arc<dyn Operator>,
     pub out_schema: SchemaRef,
     /// The columns (indices into `out_schema`) that go on after this stage, when some
     /// are no longer needed (see `worker::bind_stages`).
@@ -371,7 +371,14 @@ fn run_guarded(
 ) -> Result<(RecordBatch, Vec<Reject>), PipelineError> {
     let run = |b: RecordBatch, observe: &mut dyn FnMut(&RecordBatch)| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            ops::run_stage_observed(&st.name, &st.op, b, &st.out_schema, keep_records, observe)
+            ops::run_stage_observed(
+                &st.name,
+                st.op.as_ref(),
+                b,
+                &st.out_schema,
+                keep_records,
+                observe,
+            )
         }))
         .map_err(|p| PipelineError::OperatorPanicked {
             stage: st.name.clone(),
@@ -482,19 +489,19 @@ fn record_histograms(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Refiner;
-    use arrow_array::{ArrayRef, UInt64Array};
+    use crate::ops::{Output, ProcessError, SchemaError};
+    use arrow_array::UInt64Array;
     use arrow_schema::{DataType, Field, Schema};
 
     /// Text lengths; panics on a batch holding `needle`, or on any batch of more than
     /// one record when `needle` is empty (a panic no single record causes).
     struct Fragile(&'static str);
 
-    impl Refiner for Fragile {
-        fn output_fields(&self, _input: &Schema) -> Result<Vec<Field>, String> {
+    impl Operator for Fragile {
+        fn output_fields(&self, _input: &Schema) -> Result<Vec<Field>, SchemaError> {
             Ok(vec![Field::new("n", DataType::UInt64, true)])
         }
-        fn refine(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, String> {
+        fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
             let texts = ops::text_values(batch, "text")?;
             if self.0.is_empty() && batch.num_rows() > 1 {
                 panic!("batch too big at {:p}", batch);
@@ -503,16 +510,15 @@ mod tests {
                 panic!("cannot measure {:?} at {:p}", self.0, batch);
             }
             let n: UInt64Array = texts.iter().map(|t| t.map(|t| t.len() as u64)).collect();
-            Ok(vec![Arc::new(n)])
+            Ok(Output::columns(vec![Arc::new(n)]))
         }
     }
 
     fn stage(op: Fragile) -> BoundStage {
-        let op = Operator::Refiner(Box::new(op));
         let input = ops::testing::text_batch(&[]).schema();
         BoundStage {
             name: "fragile".into(),
-            out_schema: ops::output_schema("fragile", &op, &input).unwrap(),
+            out_schema: ops::output_schema(&op, &input).unwrap(),
             op: Arc::new(op),
             then_keep: None,
             histograms: vec![],

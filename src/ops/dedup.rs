@@ -1,0 +1,418 @@
+//! `dedup`: the structural stage that ends a phase with a two-pass shuffle (see
+//! docs/DEDUP.md). In its own phase it changes nothing: the worker reads the key
+//! column of the records that reach it and writes the keys object. The planner adds
+//! the reduce and apply phases after it.
+use super::params::ParamDoc;
+use super::{OpDef, Operator, Output, ProcessError, SchemaError};
+use crate::spec::reader::Obj;
+use arrow_schema::{DataType, Schema};
+
+pub const DEF: OpDef = OpDef {
+    name: "dedup",
+    summary: "removes records with equal keys (two-pass shuffle through the store)",
+    params: params_doc,
+    example: r#"{"key": "exact_key_key"}"#,
+    feature: None,
+    build: Some(build),
+};
+
+/// Which record of a cluster survives.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Keep {
+    /// The lowest record id.
+    LowestId,
+    /// The highest value of a numeric column (ties: lowest id; null counts lowest).
+    Highest(String),
+}
+
+/// What "duplicate" means: equal keys, or near duplicates found through band keys
+/// and verified (docs/DEDUP.md).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum DedupKind {
+    /// Equal 16-byte keys.
+    #[default]
+    Exact,
+    /// MinHash signatures (`minhash` stage): LSH bands, then estimated Jaccard
+    /// similarity at least `threshold`.
+    Minhash {
+        bands: u32,
+        rows: u32,
+        threshold: f64,
+    },
+    /// 64-bit perceptual hashes within Hamming distance `radius` (exact, by
+    /// pigeonhole bands).
+    Phash { radius: u32 },
+}
+
+impl DedupKind {
+    pub fn is_exact(&self) -> bool {
+        *self == DedupKind::Exact
+    }
+    /// Key entries per record: one, or one per band.
+    pub fn keys_per_record(&self) -> u64 {
+        match self {
+            DedupKind::Exact => 1,
+            DedupKind::Minhash { bands, .. } => *bands as u64,
+            DedupKind::Phash { radius } => *radius as u64 + 1,
+        }
+    }
+    /// Bytes of one map-side key entry.
+    pub fn entry_bytes(&self) -> u64 {
+        match self {
+            DedupKind::Exact => 40,
+            _ => 44 + self.payload_len() as u64,
+        }
+    }
+    /// Bytes of verification data each near-duplicate key entry carries (the b-bit
+    /// signature, one byte per permutation, or the hash), rounded up to a size the
+    /// shuffle has an entry type for.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            DedupKind::Exact => 0,
+            DedupKind::Phash { .. } => 8,
+            DedupKind::Minhash { bands, rows, .. } => {
+                let k = (bands * rows) as usize;
+                *PAYLOADS
+                    .iter()
+                    .find(|&&p| p >= k)
+                    .unwrap_or(&MAX_PERMUTATIONS)
+            }
+        }
+    }
+}
+
+/// The payload sizes near-duplicate entries come in.
+pub const PAYLOADS: [usize; 6] = [64, 128, 192, 256, 384, 512];
+/// The most MinHash permutations (bands × rows) a near-duplicate dedup verifies.
+pub const MAX_PERMUTATIONS: usize = 512;
+
+/// The parameters of a dedup stage, as planned into the job manifest.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DedupParams {
+    /// The key column: FixedSizeBinary(16), as key producers write it.
+    pub key: String,
+    pub keep: Keep,
+    /// Reduce tasks (key ranges); `None` = chosen from the job's input size.
+    pub partitions: Option<u32>,
+    /// Reduce buffer before sorted runs spill to local disk.
+    pub memory_bytes: u64,
+    /// Adds `dup_cluster` (the representative's id) to every record of a cluster.
+    pub cluster_column: bool,
+    /// An earlier job's URI: records whose key its corpus already has are
+    /// duplicates of its record (incremental dedup; its records are not re-read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
+    #[serde(default, skip_serializing_if = "DedupKind::is_exact")]
+    pub kind: DedupKind,
+    /// Near duplicates: the most label-propagation rounds before the job fails
+    /// rather than return clusters that are not yet connected components.
+    #[serde(default = "default_rounds")]
+    pub max_rounds: u32,
+}
+
+fn default_rounds() -> u32 {
+    32
+}
+
+/// The column `cluster_column: true` adds in the apply phase.
+pub const CLUSTER_COLUMN: &str = "dup_cluster";
+
+/// Parses a dedup stage's params (every error into the reader's sink).
+pub fn parse(p: &Obj) -> Option<DedupParams> {
+    let key = p.req_str("key");
+    let keep = match p.raw("keep") {
+        None => Keep::LowestId,
+        Some(serde_json::Value::String(s)) if s == "lowest_id" => Keep::LowestId,
+        Some(serde_json::Value::String(s)) => {
+            p.sink.error(
+                &p.field_path("keep"),
+                format!("expected lowest_id or {{highest: <column>}}, found {s:?}"),
+            );
+            Keep::LowestId
+        }
+        Some(_) => {
+            let k = p.obj("keep");
+            let col = k.req_str("highest");
+            k.finish();
+            col.map(Keep::Highest).unwrap_or(Keep::LowestId)
+        }
+    };
+    let partitions = match p.raw("partitions") {
+        None => None,
+        Some(serde_json::Value::String(s)) if s == "auto" => None,
+        Some(_) => Some(p.u64_in("partitions", 1, 1, 65_536) as u32),
+    };
+    let memory_bytes = p.opt_bytes("memory").unwrap_or(1 << 30);
+    if memory_bytes < 4096 {
+        p.sink
+            .error(&p.field_path("memory"), "must be at least 4KiB");
+    }
+    let cluster_column = p.opt_bool("cluster_column").unwrap_or(false);
+    let against = p.opt_str("against");
+    let kind = match p.opt_str("kind").as_deref() {
+        None | Some("exact") => DedupKind::Exact,
+        Some("minhash") => {
+            let bands = p.u64_in("bands", 14, 1, 512) as u32;
+            let rows = p.u64_in("rows", 8, 1, 512) as u32;
+            if (bands * rows) as usize > MAX_PERMUTATIONS {
+                p.sink.error(
+                    &p.field_path("rows"),
+                    format!(
+                        "bands × rows must be at most {MAX_PERMUTATIONS}, found {}",
+                        bands * rows
+                    ),
+                );
+            }
+            let threshold = p.opt_f64("threshold").unwrap_or(0.8);
+            if !(threshold > 0.0 && threshold <= 1.0) {
+                p.sink.error(
+                    &p.field_path("threshold"),
+                    format!("must be in (0, 1], found {threshold}"),
+                );
+            }
+            DedupKind::Minhash {
+                bands,
+                rows,
+                threshold,
+            }
+        }
+        Some("phash") => DedupKind::Phash {
+            radius: p.u64_in("radius", 4, 0, 31) as u32,
+        },
+        Some(other) => {
+            p.sink.error(
+                &p.field_path("kind"),
+                format!("expected exact, minhash or phash, found {other:?}"),
+            );
+            DedupKind::Exact
+        }
+    };
+    let max_rounds = if kind.is_exact() {
+        default_rounds()
+    } else {
+        p.u64_in("max_rounds", default_rounds().into(), 2, 64) as u32
+    };
+    if against.is_some() && !kind.is_exact() {
+        p.sink.error(
+            &p.field_path("against"),
+            "only exact dedup can run against an earlier job",
+        );
+    }
+    Some(DedupParams {
+        key: key?,
+        keep,
+        partitions,
+        memory_bytes,
+        cluster_column,
+        against,
+        kind,
+        max_rounds,
+    })
+}
+
+// Shim until the dedup subsystem owns this stage: the stage as an operator (the
+// identity inside its phase; the planner adds the shuffle phases), and its params
+// described by hand.
+
+fn build(_stage: &str, p: &Obj) -> Option<Box<dyn Operator>> {
+    parse(p).map(|d| Box::new(DedupStage(d)) as Box<dyn Operator>)
+}
+
+struct DedupStage(DedupParams);
+
+impl Operator for DedupStage {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<arrow_schema::Field>, SchemaError> {
+        self.0
+            .check(input)
+            .map_err(|e| SchemaError::Other(e.to_string()))?;
+        Ok(vec![])
+    }
+    fn process(&self, _: &arrow_array::RecordBatch) -> Result<Output, ProcessError> {
+        Ok(Output::default())
+    }
+    /// A dedup stage must see the whole task.
+    fn splittable(&self) -> bool {
+        false
+    }
+}
+
+fn params_doc() -> Vec<ParamDoc> {
+    let p = |name, ty, default: Option<&'static str>, doc: &str| ParamDoc {
+        name,
+        ty,
+        default,
+        required: default.is_none(),
+        range: None,
+        doc: doc.to_string(),
+    };
+    vec![
+        p(
+            "key",
+            "string",
+            None,
+            "The key column: a 16-byte key (exact), a MinHash signature (minhash) or a 64-bit perceptual hash (phash).",
+        ),
+        p(
+            "kind",
+            "string",
+            Some("\"exact\""),
+            "exact, minhash or phash.",
+        ),
+        p(
+            "keep",
+            "string or map",
+            Some("\"lowest_id\""),
+            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}.",
+        ),
+        p(
+            "partitions",
+            "integer or \"auto\"",
+            Some("\"auto\""),
+            "Reduce tasks (key ranges), 1 to 65536; auto: from the input size.",
+        ),
+        p(
+            "memory",
+            "byte size",
+            Some("\"1GiB\""),
+            "Reduce buffer before sorted runs spill to local disk (at least 4KiB).",
+        ),
+        p(
+            "cluster_column",
+            "boolean",
+            Some("false"),
+            "Adds dup_cluster (the representative's id) to every record of a cluster.",
+        ),
+        p(
+            "against",
+            "string",
+            Some("none"),
+            "An earlier job's URI: records whose key its corpus already has are duplicates (exact only).",
+        ),
+        p(
+            "bands",
+            "integer",
+            Some("14"),
+            "minhash: LSH bands, 1 to 512 (as in the minhash stage).",
+        ),
+        p(
+            "rows",
+            "integer",
+            Some("8"),
+            "minhash: rows per band, 1 to 512; bands × rows at most 512.",
+        ),
+        p(
+            "threshold",
+            "number",
+            Some("0.8"),
+            "minhash: the least estimated Jaccard similarity of duplicates, in (0, 1].",
+        ),
+        p(
+            "radius",
+            "integer",
+            Some("4"),
+            "phash: the largest Hamming distance of duplicates, 0 to 31.",
+        ),
+        p(
+            "max_rounds",
+            "integer",
+            Some("32"),
+            "minhash, phash: the most label-propagation rounds, 2 to 64.",
+        ),
+    ]
+}
+
+/// A dedup stage whose input lacks what its params name. The message starts with the
+/// param's path (`params.key: ...`), which the planner turns into the field path.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamsError {
+    #[error("params.key: column {key:?} is {found}, not {what}")]
+    NearKeyType {
+        key: String,
+        found: DataType,
+        what: String,
+    },
+    #[error("params.key: no column {key:?} ({what})")]
+    NoNearKey { key: String, what: String },
+    #[error(
+        "params.key: column {key:?} is {found}, not a 16-byte key (add a key stage such as exact_key before dedup)"
+    )]
+    KeyType { key: String, found: DataType },
+    #[error("params.key: no column {key:?} (add a key stage such as exact_key before dedup)")]
+    NoKey { key: String },
+    #[error("params.keep.highest: column {column:?} is {found}, not numeric")]
+    KeepType { column: String, found: DataType },
+    #[error("params.keep.highest: no column {column:?}")]
+    NoKeep { column: String },
+}
+
+impl DedupParams {
+    /// The input must carry the key column (16-byte keys) and the `keep` column.
+    pub fn check(&self, input: &Schema) -> Result<(), ParamsError> {
+        let near = match &self.kind {
+            DedupKind::Exact => None,
+            DedupKind::Minhash { bands, rows, .. } => Some((
+                vec![DataType::FixedSizeBinary((4 * bands * rows) as i32)],
+                format!(
+                    "a MinHash signature of {} permutations (a minhash stage with bands {bands}, rows {rows})",
+                    bands * rows
+                ),
+            )),
+            DedupKind::Phash { .. } => Some((
+                vec![DataType::UInt64, DataType::Int64, DataType::Utf8],
+                "a 64-bit perceptual hash (uint64, int64 or 16 hex digits)".to_string(),
+            )),
+        };
+        if let Some((types, what)) = near {
+            match input.field_with_name(&self.key) {
+                Ok(f) if types.contains(f.data_type()) => {}
+                Ok(f) => {
+                    return Err(ParamsError::NearKeyType {
+                        key: self.key.clone(),
+                        found: f.data_type().clone(),
+                        what,
+                    });
+                }
+                Err(_) => {
+                    return Err(ParamsError::NoNearKey {
+                        key: self.key.clone(),
+                        what,
+                    });
+                }
+            }
+            return self.check_keep(input);
+        }
+        match input.field_with_name(&self.key) {
+            Ok(f) if f.data_type() == &DataType::FixedSizeBinary(16) => {}
+            Ok(f) => {
+                return Err(ParamsError::KeyType {
+                    key: self.key.clone(),
+                    found: f.data_type().clone(),
+                });
+            }
+            Err(_) => {
+                return Err(ParamsError::NoKey {
+                    key: self.key.clone(),
+                });
+            }
+        }
+        self.check_keep(input)
+    }
+
+    fn check_keep(&self, input: &Schema) -> Result<(), ParamsError> {
+        if let Keep::Highest(c) = &self.keep {
+            match input.field_with_name(c) {
+                Ok(f) if f.data_type().is_numeric() => {}
+                Ok(f) => {
+                    return Err(ParamsError::KeepType {
+                        column: c.clone(),
+                        found: f.data_type().clone(),
+                    });
+                }
+                Err(_) => return Err(ParamsError::NoKeep { column: c.clone() }),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,105 @@
+//! The errors of operators: a stage's failure ([`OpError`], naming the stage), and
+//! what an operator reports while binding to a schema ([`SchemaError`], naming the
+//! param and column), loading its assets ([`LoadError`]) or processing a batch
+//! ([`ProcessError`]). Per-record problems are never errors: they are rejects.
+use arrow_schema::{ArrowError, DataType, Schema};
+
+/// An error that fails the whole batch (and so the task attempt); per-record problems
+/// are rejects instead.
+#[derive(Debug, thiserror::Error)]
+#[error("operator {operator}: {message}")]
+pub struct OpError {
+    pub operator: String,
+    pub message: String,
+}
+
+impl OpError {
+    /// The error of stage `stage`.
+    pub fn new(stage: &str, e: impl std::fmt::Display) -> OpError {
+        OpError {
+            operator: stage.to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Why an operator's output fields do not fit the input schema (reported at
+/// planning, at the param's path: `stages[2].params.field: ...`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SchemaError {
+    /// A column the operator reads is not in the input.
+    #[error("params.{param}: no column {column:?}{hint}")]
+    MissingColumn {
+        param: String,
+        column: String,
+        /// The rest of the message: ` in the input (columns: id, text)`, or which
+        /// stage would add the column.
+        hint: String,
+    },
+    /// A column it reads has another type.
+    #[error("params.{param}: column {column:?} is {found}, {expected}")]
+    WrongType {
+        param: String,
+        column: String,
+        found: DataType,
+        /// `expected a string`, `not numeric`, ...
+        expected: String,
+    },
+    /// A column the operator writes (and does not rewrite) is already in the input.
+    #[error("the input already has a {0:?} column")]
+    Clash(String),
+    /// An added field is named like an input column the operator does not replace.
+    #[error("adds column {0:?}, which already exists")]
+    Exists(String),
+    /// A check written before this type (the dedup stage's); its message starts
+    /// with the param path.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl SchemaError {
+    /// `params.x` of a missing column, listing the input's columns.
+    pub fn missing(param: &str, column: &str, what: &str, input: &Schema) -> SchemaError {
+        let cols: Vec<&str> = input.fields().iter().map(|f| f.name().as_str()).collect();
+        SchemaError::MissingColumn {
+            param: param.to_string(),
+            column: column.to_string(),
+            hint: format!("{what} in the input (columns: {})", cols.join(", ")),
+        }
+    }
+}
+
+/// Why an operator could not process a batch: the batch fails (and with it the task
+/// attempt, which is retried), unlike a record's reject.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("no column {0:?}")]
+    MissingColumn(String),
+    #[error("column {column:?} is not {expected}")]
+    WrongType {
+        column: String,
+        expected: &'static str,
+    },
+    /// `process` before `load` (the worker loads every asset first).
+    #[error("{0} used before its assets were loaded")]
+    NotLoaded(&'static str),
+    #[error(transparent)]
+    Arrow(#[from] ArrowError),
+    /// A model's runtime failed (ONNX Runtime's message).
+    #[error("{0}")]
+    Model(String),
+}
+
+/// Why an operator could not take its fetched assets.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A list or model file that does not parse.
+    #[error("{param} ({uri}): {message}")]
+    Asset {
+        param: String,
+        uri: String,
+        message: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}

