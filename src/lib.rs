@@ -14,6 +14,7 @@ pub mod dedup;
 pub mod io;
 pub mod kernels;
 pub mod ops;
+pub mod panic;
 pub mod protocol;
 pub mod records;
 pub mod spec;

@@ -110,29 +110,10 @@ impl DedupError {
 
     /// A blocking computation that did not finish: its panic's message, never
     /// tokio's task id (which differs on every attempt and would defeat
-    /// `job.max_attempts`). The same text as `worker::pipeline::join_error`, which
-    /// this layer may not import.
+    /// `job.max_attempts`).
     pub(crate) fn joined(e: tokio::task::JoinError) -> Self {
-        let what = "a dedup computation";
-        DedupError::Panicked(match e.try_into_panic() {
-            Ok(p) => format!("{what} panicked: {}", panic_message(p.as_ref())),
-            Err(_) => format!("{what} was cancelled"),
-        })
+        DedupError::Panicked(crate::panic::join_error("a dedup computation", e))
     }
-}
-
-/// A panic's message without what differs between attempts (`0x…` for addresses).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.as_str()
-    } else {
-        "a panic without a message"
-    };
-    static HEX: std::sync::LazyLock<regex::Regex> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"0x[0-9a-fA-F]+").expect("regex"));
-    HEX.replace_all(text, "0x…").into_owned()
 }
 
 /// A shuffle object's bytes that are not what the layout says.

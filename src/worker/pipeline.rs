@@ -106,29 +106,7 @@ pub enum PipelineError {
 /// The reject reason of a record its operator panicked on.
 pub const OPERATOR_PANIC: &str = "operator_panic";
 
-/// A panic's message without what differs between attempts (addresses): the
-/// payload's text, `0x…` for hex numbers.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.as_str()
-    } else {
-        "a panic without a message"
-    };
-    static HEX: std::sync::LazyLock<regex::Regex> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"0x[0-9a-fA-F]+").expect("regex"));
-    HEX.replace_all(text, "0x…").into_owned()
-}
-
-/// A blocking task's failure as a stable message: a panic's message, never tokio's
-/// task id (which differs on every attempt and would defeat `job.max_attempts`).
-pub fn join_error(what: &str, e: tokio::task::JoinError) -> String {
-    match e.try_into_panic() {
-        Ok(p) => format!("{what} panicked: {}", panic_message(p.as_ref())),
-        Err(_) => format!("{what} was cancelled"),
-    }
-}
+pub use crate::panic::{join_error, panic_message};
 
 enum Out {
     Batch(RecordBatch),
