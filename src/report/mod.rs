@@ -1,4 +1,4 @@
-//! `mdf report JOB -o report.html`: one self-contained HTML file (inline CSS and SVG,
+//! The job report (`mdf report JOB -o report.html`): one self-contained HTML file (inline CSS and SVG,
 //! no external scripts, fonts or images) built from committed tasks only, like
 //! `mdf status`: the funnel of records through the operators, rejects by reason,
 //! throughput over time, duplicate-cluster sizes, the score and length distributions
@@ -9,8 +9,8 @@
 //! a link only through [`safe_href`] (http and https, nothing else), and no job data
 //! is ever placed inside `<script>` or `<style>`: both are constants of this file.
 mod escape;
+pub mod output;
 
-use super::inspect;
 use crate::coordinator::status::{JobStatus, TaskSpan};
 use crate::protocol::records::{CLUSTER_SIZE, Histogram, NEAR_GROUP_SIZE};
 use crate::store::Registry;
@@ -33,14 +33,14 @@ pub struct Samples {
 /// `scan` rejects) of a finished output.
 pub async fn samples(reg: &Registry, output: &str, n: usize, scan: usize) -> Samples {
     let mut s = Samples::default();
-    let m = match inspect::manifest(reg, output).await {
+    let m = match output::manifest(reg, output).await {
         Ok(m) => m,
         Err(e) => {
             s.note = Some(format!("no samples: {e:#}"));
             return s;
         }
     };
-    let kept = inspect::walk(reg, output, &m, false, &mut |r| {
+    let kept = output::walk(reg, output, &m, false, &mut |r| {
         s.kept.push(r);
         s.kept.len() < n
     })
@@ -52,7 +52,7 @@ pub async fn samples(reg: &Registry, output: &str, n: usize, scan: usize) -> Sam
     }
     let mut per_reason: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen = 0;
-    let rejected = inspect::walk(reg, output, &m, true, &mut |r| {
+    let rejected = output::walk(reg, output, &m, true, &mut |r| {
         seen += 1;
         let reason = r
             .get("reason")
@@ -325,7 +325,7 @@ fn sample_table(rows: &[Map<String, Value>], rejects: bool) -> String {
     let mut s = String::from("<div class=\"samples\">");
     for r in rows {
         let mut v = Value::Object(r.clone());
-        inspect::shorten(&mut v, 400);
+        output::shorten(&mut v, 400);
         let head = if rejects {
             format!(
                 "<b>{}</b> <span class=\"tag\">{}</span> {}",

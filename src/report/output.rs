@@ -1,10 +1,40 @@
-//! `mdf inspect URI`: sample records of a finished output (or its rejects), read
-//! through its `_manifest.json` only, filtered and pretty-printed.
-use crate::protocol::io::{Retry, get_json};
+//! Records of a finished output (or its rejects), read through its `_manifest.json`
+//! only: `mdf inspect` samples and filters them, the report shows a few. Reads only;
+//! never lists the output directory (a manifest names every file).
+use crate::protocol::io::{ProtoError, Retry, get_json};
 use crate::protocol::records::OutputManifest;
-use crate::store::{Registry, Uri};
+use crate::store::{Registry, StoreError, Uri};
 use object_store::ObjectStoreExt;
-use std::process::ExitCode;
+
+/// Why an output's records could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{uri} has no _manifest.json (not a finished output)")]
+    NoManifest { uri: String },
+    #[error(
+        "{uri} is a Lance dataset: read it with pylance (lance.dataset({uri:?}).to_table()) or lancedb; `mdf inspect --rejects` shows its rejects"
+    )]
+    Lance { uri: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        source: object_store::Error,
+    },
+    #[error("{path}: {source}")]
+    Parquet {
+        path: String,
+        source: parquet::errors::ParquetError,
+    },
+    #[error("{path}: {source}")]
+    Arrow {
+        path: String,
+        source: arrow_schema::ArrowError,
+    },
+}
 
 /// A `--where` condition: `col=value` (equal) or `col~text` (contains), on the
 /// column's JSON text.
@@ -67,13 +97,15 @@ pub fn shorten(v: &mut serde_json::Value, width: usize) {
 }
 
 /// The manifest of a finished output.
-pub async fn manifest(reg: &Registry, uri: &str) -> anyhow::Result<OutputManifest> {
+pub async fn manifest(reg: &Registry, uri: &str) -> Result<OutputManifest, OutputError> {
     let base = Uri::parse(uri)?;
     let store = reg.open(&base)?;
     let retry = Retry::new(crate::clock::Entropy::from_os());
     get_json(store.as_ref(), &base.child("_manifest.json").path, &retry)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("{uri} has no _manifest.json (not a finished output)"))
+        .ok_or_else(|| OutputError::NoManifest {
+            uri: uri.to_string(),
+        })
 }
 
 /// Reads the records of a finished output (or its rejects) through its manifest, file
@@ -83,7 +115,7 @@ pub async fn visit(
     uri: &str,
     rejects: bool,
     visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
-) -> anyhow::Result<OutputManifest> {
+) -> Result<OutputManifest, OutputError> {
     let m = manifest(reg, uri).await?;
     walk(reg, uri, &m, rejects, visit).await?;
     Ok(m)
@@ -96,25 +128,46 @@ pub async fn walk(
     m: &OutputManifest,
     rejects: bool,
     visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
-) -> anyhow::Result<()> {
+) -> Result<(), OutputError> {
     let (dir, files) = if rejects {
         (Uri::parse(&m.rejects_uri)?, &m.rejects)
     } else {
         (Uri::parse(uri)?, &m.files)
     };
     if files.iter().any(|f| f.path.ends_with(".lance")) {
-        anyhow::bail!(
-            "{uri} is a Lance dataset: read it with pylance (lance.dataset({uri:?}).to_table()) or lancedb; `mdf inspect --rejects` shows its rejects"
-        );
+        return Err(OutputError::Lance {
+            uri: uri.to_string(),
+        });
     }
     for f in files {
         let u = dir.child(&f.path);
         let st = reg.open(&u)?;
-        let bytes = st.get(&u.path).await?.bytes().await?;
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
-            .build()?;
+        let path = || u.to_uri_string();
+        let read = |source| OutputError::Read {
+            path: path(),
+            source,
+        };
+        let bytes = st
+            .get(&u.path)
+            .await
+            .map_err(read)?
+            .bytes()
+            .await
+            .map_err(read)?;
+        let parquet = |source| OutputError::Parquet {
+            path: path(),
+            source,
+        };
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(parquet)?
+            .build()
+            .map_err(parquet)?;
         for batch in reader {
-            for line in crate::records::rows_as_json(&batch?) {
+            let batch = batch.map_err(|source| OutputError::Arrow {
+                path: path(),
+                source,
+            })?;
+            for line in crate::records::rows_as_json(&batch) {
                 let Ok(serde_json::Value::Object(rec)) = serde_json::from_str(&line) else {
                     continue;
                 };
@@ -127,52 +180,31 @@ pub async fn walk(
     Ok(())
 }
 
-pub fn run(
+/// Records of an output shown by `mdf inspect`: up to `limit` records (or rejects)
+/// meeting every condition, strings shortened to `width` characters.
+pub struct Sample {
+    pub manifest: OutputManifest,
+    pub records: Vec<serde_json::Value>,
+}
+
+/// Reads records of the finished output at `uri` until `limit` meet `conds`.
+pub async fn sample(
+    reg: &Registry,
     uri: &str,
     rejects: bool,
     limit: usize,
     conds: &[Cond],
     width: usize,
-) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let reg = Registry::new(Default::default());
-        let mut shown = Vec::new();
-        let m = visit(&reg, uri, rejects, &mut |rec| {
-            if conds.iter().all(|c| holds(&rec, c)) {
-                let mut v = serde_json::Value::Object(rec);
-                shorten(&mut v, width);
-                shown.push(v);
-            }
-            shown.len() < limit
-        })
-        .await?;
-        let files = if rejects { &m.rejects } else { &m.files };
-        println!(
-            "{} {} of {} records in {} files{}",
-            if rejects { "rejects" } else { "records" },
-            if conds.is_empty() {
-                "sampled"
-            } else {
-                "matching"
-            },
-            if rejects { m.rejected } else { m.rows },
-            files.len(),
-            if m.failed_tasks.is_empty() {
-                String::new()
-            } else {
-                format!(" ({} failed tasks)", m.failed_tasks.len())
-            }
-        );
-        for v in &shown {
-            println!("{}", serde_json::to_string_pretty(v)?);
+) -> Result<Sample, OutputError> {
+    let mut records = Vec::new();
+    let manifest = visit(reg, uri, rejects, &mut |rec| {
+        if conds.iter().all(|c| holds(&rec, c)) {
+            let mut v = serde_json::Value::Object(rec);
+            shorten(&mut v, width);
+            records.push(v);
         }
-        if shown.is_empty() {
-            println!("(none)");
-        }
-        Ok(ExitCode::SUCCESS)
+        records.len() < limit
     })
+    .await?;
+    Ok(Sample { manifest, records })
 }
