@@ -1,6 +1,7 @@
 //! `mdf validate` (a checklist) and `mdf plan` (a dry run: inputs, task split,
 //! phases, requests and memory); neither writes anything.
 use super::{SpecArgs, runtime};
+use crate::coordinator::estimate;
 use crate::coordinator::plan::PlanError;
 use crate::spec::Spec;
 use crate::store::Registry;
@@ -144,7 +145,6 @@ fn near_kind(k: &crate::ops::dedup::DedupKind) -> String {
 }
 
 pub fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
-    use crate::protocol::records::PhaseKind;
     let spec = match Spec::load(&a.spec, &a.overrides()) {
         Ok(s) => s,
         Err(errs) => {
@@ -181,14 +181,7 @@ pub fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
         if p.files.len() > 5 {
             println!("  ... and {} more", p.files.len() - 5);
         }
-        let sizes: Vec<u64> = {
-            let mut v: Vec<u64> = p.tasks[0]
-                .iter()
-                .map(|t| t.inputs.iter().map(|s| s.end - s.start).sum())
-                .collect();
-            v.sort_unstable();
-            v
-        };
+        let sizes = estimate::task_sizes(&p);
         if let (Some(lo), Some(hi)) = (sizes.first(), sizes.last()) {
             println!(
                 "task split: {} tasks of {:.1}–{:.1} MB (median {:.1} MB; job.task_bytes {} MB)",
@@ -200,90 +193,45 @@ pub fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
             );
         }
         println!();
-        // Requests: a map task ~8 (docs/PERFORMANCE.md: 7.8 amortised, with listing),
-        // a reduce task 2 ranged GETs per map task, an apply task 2 per reduce task;
-        // the finalize task one GET per commit.
-        let mut requests = 0u64;
-        let mut tasks_total = 0u64;
+        let r = estimate::requests(&p);
         println!("{:<9} {:>7} {:>10}  what", "phase", "tasks", "requests");
-        for (i, ph) in p.phases.iter().enumerate() {
-            let per = match ph.kind {
-                PhaseKind::Map => 8,
-                PhaseKind::Reduce | PhaseKind::Propagate => 8 + 2 * p.phases[i - 1].tasks,
-                PhaseKind::Apply => 8 + 2 * p.phases[i - 1].tasks,
-            };
-            requests += per * ph.tasks;
-            tasks_total += ph.tasks;
+        for (ph, requests) in p.phases.iter().zip(&r.phases) {
             println!(
                 "{:<9} {:>7} {:>10}  {}",
                 ph.name,
                 ph.tasks,
-                per * ph.tasks,
+                requests,
                 phase_line(&spec, ph)
             );
         }
-        requests += tasks_total + 10;
         println!(
             "{:<9} {:>7} {:>10}  one GET per commit record, publish, manifest",
-            "finalize",
-            1,
-            tasks_total + 10
+            "finalize", 1, r.finalize
         );
         println!();
         println!(
-            "requests: about {requests} (at most {:.2} $ at S3's published prices, all counted as PUTs at 0.005 $/1k)",
-            requests as f64 * 0.005 / 1000.0
+            "requests: about {} (at most {:.2} $ at S3's published prices, all counted as PUTs at 0.005 $/1k)",
+            r.total,
+            r.price_bound()
         );
-        // Memory per worker: the pipeline's bounded channels (reader → stages →
-        // writer), a row group being written, the dedup reduce buffer, and assets.
-        let j = &spec.job;
-        let pipeline = (2 * j.channel_batches + 3) as u64 * j.batch_bytes as u64;
-        let row_group = spec.output.row_group_rows as u64 * 2048;
-        let dedup = p
-            .phases
-            .iter()
-            .filter_map(|ph| ph.dedup.as_ref())
-            .map(|d| d.params.memory_bytes)
-            .max()
-            .unwrap_or(0);
-        let mut assets = 0u64;
-        for st in &spec.stages {
-            for asset in st.operator.assets() {
-                if let Ok((store, u)) = reg.resolve(&asset.uri)
-                    && let Ok(m) = object_store::ObjectStoreExt::head(store.as_ref(), &u.path).await
-                {
-                    assets += m.size;
-                }
-            }
-        }
-        // Image stages share one process-wide decode cache.
-        let images = spec
-            .stages
-            .iter()
-            .any(|s| matches!(s.op.as_str(), "image_quality" | "image_hash"));
-        let cache = if images {
-            crate::ops::image_decode_cache_bytes() as u64
-        } else {
-            0
-        };
-        let total = pipeline + row_group + dedup + assets * 4 + cache;
+        let m = estimate::memory(&spec, &p, &reg).await;
         println!(
             "memory per worker: at most about {:.0} MB = pipeline buffers {:.0} MB + row group {:.0} MB{}{} + operator assets ~{:.0} MB (4× their {:.1} MB on disk) + 64 MB",
-            (total + (64 << 20)) as f64 / 1e6,
-            pipeline as f64 / 1e6,
-            row_group as f64 / 1e6,
-            if dedup > 0 {
-                format!(" + dedup reduce buffer {:.0} MB", dedup as f64 / 1e6)
+            m.total() as f64 / 1e6,
+            m.pipeline as f64 / 1e6,
+            m.row_group as f64 / 1e6,
+            if m.dedup > 0 {
+                format!(" + dedup reduce buffer {:.0} MB", m.dedup as f64 / 1e6)
             } else {
                 String::new()
             },
-            if cache > 0 {
-                format!(" + image decode cache {:.0} MB", cache as f64 / 1e6)
+            if m.image_cache > 0 {
+                format!(" + image decode cache {:.0} MB", m.image_cache as f64 / 1e6)
             } else {
                 String::new()
             },
-            (assets * 4) as f64 / 1e6,
-            assets as f64 / 1e6
+            m.assets() as f64 / 1e6,
+            m.assets_on_disk as f64 / 1e6
         );
         Ok(ExitCode::SUCCESS)
     })

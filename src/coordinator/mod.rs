@@ -2,6 +2,7 @@
 //! and reports status from commit records. Stateless: everything it knows it reads
 //! from the store. It never reads record data, and never starts workers (that is
 //! `launch`, a layer above).
+pub mod estimate;
 pub mod ownership;
 pub mod plan;
 pub mod status;
