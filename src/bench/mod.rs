@@ -21,23 +21,24 @@ pub use text::{
     extract_speed, langid_accuracy, minhash, url_filter,
 };
 
-/// Why a benchmark could not run.
+/// Why a benchmark could not run. Each message is whole (it names its cause), so the
+/// variants carry no separate `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         path: std::path::PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The benchmark's input is not what it expects.
     #[error("{0}")]
     Input(String),
     /// A step of mdf itself failed (submitting, running a worker, a pipeline, a
     /// shuffle section); `what` names the step.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Step {
         what: &'static str,
-        source: Box<dyn std::error::Error + Send + Sync>,
+        error: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The benchmark's own job finished without succeeding.
     #[error("the benchmark job did not succeed")]
@@ -48,7 +49,7 @@ impl BenchError {
     /// `map_err(BenchError::io(path))` for a file system call on `path`.
     pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> BenchError {
         let path = path.to_path_buf();
-        move |source| BenchError::Io { path, source }
+        move |error| BenchError::Io { path, error }
     }
 
     /// `map_err(BenchError::step("what"))` for any error of a step of mdf.
@@ -57,7 +58,7 @@ impl BenchError {
     ) -> impl FnOnce(E) -> BenchError {
         move |e| BenchError::Step {
             what,
-            source: e.into(),
+            error: e.into(),
         }
     }
 }

@@ -74,7 +74,7 @@ impl Backend for K8s {
 fn apply(yaml: &str) -> Result<(), LaunchError> {
     let io = |what: &str| {
         let what = what.to_string();
-        move |source| LaunchError::Io { what, source }
+        move |error| LaunchError::Io { what, error }
     };
     let mut child = std::process::Command::new("kubectl")
         .args(["apply", "-f", "-"])

@@ -38,7 +38,7 @@ impl Backend for Local {
         if classes.is_empty() {
             return Ok(Launched::Planned);
         }
-        let io = |what: String| move |source| LaunchError::Io { what, source };
+        let io = |what: String| move |error| LaunchError::Io { what, error };
         let exe = std::env::current_exe().map_err(io("finding the mdf executable".into()))?;
         let mut children = Vec::new();
         for (class, n) in classes {
@@ -64,7 +64,7 @@ impl Backend for Local {
                 .await
                 .map_err(|e| LaunchError::Io {
                     what: "waiting for a worker".into(),
-                    source: std::io::Error::other(e),
+                    error: std::io::Error::other(e),
                 })?
                 .map_err(io("waiting for a worker".into()))?;
             if !st.success() {

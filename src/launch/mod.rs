@@ -180,7 +180,8 @@ impl Launched {
     }
 }
 
-/// Why workers could not be started.
+/// Why workers could not be started. Each message is whole (it names its cause), so
+/// the variants carry no separate `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("unknown backend {0:?}")]
@@ -192,11 +193,8 @@ pub enum LaunchError {
     /// The environment lacks something the backend needs (region, credentials).
     #[error("{0}")]
     Environment(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    #[error("{what}: {error}")]
+    Io { what: String, error: std::io::Error },
     /// The remote API could not be reached, or answered with an error.
     #[error("{api} at {url}: {message}")]
     Api {

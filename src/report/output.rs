@@ -6,7 +6,8 @@ use crate::protocol::records::OutputManifest;
 use crate::store::{Registry, StoreError, Uri};
 use object_store::ObjectStoreExt;
 
-/// Why an output's records could not be read.
+/// Why an output's records could not be read. Each message is whole (it names its
+/// cause), so the variants carry no separate `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error("{uri} has no _manifest.json (not a finished output)")]
@@ -19,20 +20,20 @@ pub enum OutputError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Proto(#[from] ProtoError),
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         path: String,
-        source: object_store::Error,
+        error: object_store::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Parquet {
         path: String,
-        source: parquet::errors::ParquetError,
+        error: parquet::errors::ParquetError,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Arrow {
         path: String,
-        source: arrow_schema::ArrowError,
+        error: arrow_schema::ArrowError,
     },
 }
 
@@ -143,9 +144,9 @@ pub async fn walk(
         let u = dir.child(&f.path);
         let st = reg.open(&u)?;
         let path = || u.to_uri_string();
-        let read = |source| OutputError::Read {
+        let read = |error| OutputError::Read {
             path: path(),
-            source,
+            error,
         };
         let bytes = st
             .get(&u.path)
@@ -154,18 +155,18 @@ pub async fn walk(
             .bytes()
             .await
             .map_err(read)?;
-        let parquet = |source| OutputError::Parquet {
+        let parquet = |error| OutputError::Parquet {
             path: path(),
-            source,
+            error,
         };
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(parquet)?
             .build()
             .map_err(parquet)?;
         for batch in reader {
-            let batch = batch.map_err(|source| OutputError::Arrow {
+            let batch = batch.map_err(|error| OutputError::Arrow {
                 path: path(),
-                source,
+                error,
             })?;
             for line in crate::records::rows_as_json(&batch) {
                 let Ok(serde_json::Value::Object(rec)) = serde_json::from_str(&line) else {
