@@ -181,3 +181,32 @@ impl std::fmt::Display for DedupReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_shuffle_finds_its_copies_and_prints_a_table() {
+        let b = DedupBench {
+            keys: 4_000,
+            dup_ratio: 0.5,
+            partitions: 4,
+            keys_per_task: 1_000,
+            memory: 1 << 20,
+        };
+        let r = dedup_shuffle(&b).unwrap();
+        assert_eq!(r.tasks, 4);
+        // 4,000 keys drawn from 2,000 values: at least 2,000 are copies.
+        assert!(r.duplicates >= 2_000, "{}", r.duplicates);
+        assert_eq!(r.looked_up as u64, r.duplicates, "one decision per copy");
+        let table = r.to_string();
+        assert!(
+            table.starts_with(
+                "mdf bench dedup: 4000 keys (2000 distinct drawn), 4 tasks, 4 partitions"
+            ),
+            "{table}"
+        );
+        assert!(table.contains("| duplicates found | "), "{table}");
+    }
+}

@@ -322,6 +322,106 @@ mod tests {
         assert!(o.classes(1).is_empty());
     }
 
+    fn spec(input: &str, output: &str) -> Spec {
+        let text = format!(
+            "name: t\ninput: {{uris: [\"{input}\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{output}\"}}\n"
+        );
+        Spec::from_text(&text, "t", &crate::spec::Overrides::default(), &|_| None).unwrap()
+    }
+
+    fn refused(b: &str, o: &LaunchOptions, root: &str, s: &Spec) -> String {
+        match backend(b).unwrap().validate(o, root, s) {
+            Err(e @ LaunchError::Refused(_)) => {
+                assert!(e.is_usage());
+                e.to_string()
+            }
+            other => panic!("{b}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn remote_backends_refuse_what_their_workers_cannot_reach() {
+        let remote = spec("s3://b/in/*.jsonl", "s3://b/out");
+        let local = spec("/data/*.jsonl", "s3://b/out");
+        let o = LaunchOptions {
+            queue: Some("q".into()),
+            ..Default::default()
+        };
+        // Local workers read anything; no flags needed.
+        let l = backend("local").unwrap();
+        assert!(l.validate(&o, ".mdf", &local).is_ok());
+        for b in ["aws-batch", "k8s"] {
+            assert!(
+                backend(b)
+                    .unwrap()
+                    .validate(&o, "s3://b/mdf", &remote)
+                    .is_ok()
+            );
+            let e = refused(b, &o, ".mdf", &remote);
+            assert!(
+                e.contains(&format!("--backend {b}")) && e.contains("s3:// --job-root"),
+                "{e}"
+            );
+            let e = refused(b, &o, "s3://b/mdf", &local);
+            assert!(
+                e.contains("input.uris") && e.contains("/data/*.jsonl"),
+                "{e}"
+            );
+            let e = refused(b, &o, "s3://b/mdf", &spec("s3://b/in/*.jsonl", "out"));
+            assert!(e.contains("output.uri"), "{e}");
+        }
+    }
+
+    #[test]
+    fn aws_batch_needs_its_queues_and_array_sizes() {
+        let s = spec("s3://b/in/*.jsonl", "s3://b/out");
+        let root = "s3://b/mdf";
+        let e = refused("aws-batch", &LaunchOptions::default(), root, &s);
+        assert!(e.contains("--queue is required"), "{e}");
+        let o = LaunchOptions {
+            queue: Some("q".into()),
+            gpu_workers: 2,
+            ..Default::default()
+        };
+        assert!(refused("aws-batch", &o, root, &s).contains("--gpu-queue"));
+        let o = LaunchOptions {
+            queue: Some("q".into()),
+            workers: Some(10_001),
+            ..Default::default()
+        };
+        assert!(refused("aws-batch", &o, root, &s).contains("10,000"));
+        // No CPU workers: no CPU queue needed.
+        let o = LaunchOptions {
+            workers: Some(0),
+            ..Default::default()
+        };
+        assert!(backend("aws-batch").unwrap().validate(&o, root, &s).is_ok());
+    }
+
+    /// Without --apply, k8s returns the manifests (one document per worker class) and
+    /// writes nothing under the job.
+    #[tokio::test]
+    async fn k8s_without_apply_returns_the_manifest() {
+        let reg = Registry::new(Default::default());
+        let job = JobRef {
+            registry: &reg,
+            uri: "memory://never-written/jobs/t-0123456789ab",
+            id: "t-0123456789ab",
+        };
+        let o = LaunchOptions {
+            workers: Some(3),
+            gpu_workers: 1,
+            ..Default::default()
+        };
+        let events = |e: Event| panic!("unexpected event {e:?}");
+        let got = backend("k8s").unwrap().launch(&job, &o, &events).await;
+        let Ok(Launched::Manifest(yaml)) = got else {
+            panic!("{got:?}");
+        };
+        assert_eq!(yaml.matches("kind: Job").count(), 2, "{yaml}");
+        assert!(yaml.contains("mdf-t-0123456789ab-cpu") && yaml.contains("mdf-t-0123456789ab-gpu"));
+    }
+
     #[test]
     fn api_errors_say_whether_to_retry() {
         let api = |status| LaunchError::Api {

@@ -209,3 +209,46 @@ pub async fn sample(
     .await?;
     Ok(Sample { manifest, records })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn conditions_match_equal_or_contained_json_text() {
+        let r = rec(json!({"reason": "duplicate", "url": "https://en.wikipedia.org/x", "n": 3}));
+        let c = |s: &str| parse_cond(s).unwrap();
+        assert!(holds(&r, &c("reason=duplicate")));
+        assert!(!holds(&r, &c("reason=dup")));
+        assert!(holds(&r, &c("url~wikipedia")));
+        assert!(holds(&r, &c("n=3")), "numbers compare as their JSON text");
+        assert!(!holds(&r, &c("missing=x")));
+        // The first operator wins: `a=b~c` is a=("b~c").
+        let e = c("url=a~b");
+        assert!(!e.contains && e.col == "url" && e.value == "a~b");
+        assert!(parse_cond("nothing").is_err());
+        assert!(parse_cond("=x").is_err());
+    }
+
+    #[test]
+    fn long_strings_are_shortened_everywhere() {
+        let mut v = json!({"text": "abcdefghij", "nested": ["0123456789"], "n": 12345678});
+        shorten(&mut v, 4);
+        assert_eq!(v["text"], "abcd… (10 chars)");
+        assert_eq!(v["nested"][0], "0123… (10 chars)");
+        assert_eq!(v["n"], 12345678);
+    }
+
+    #[tokio::test]
+    async fn an_output_without_a_manifest_is_named() {
+        let reg = Registry::new(Default::default());
+        let e = manifest(&reg, "memory://empty/out").await.unwrap_err();
+        assert!(matches!(e, OutputError::NoManifest { .. }), "{e}");
+        assert!(e.to_string().contains("memory://empty/out"), "{e}");
+    }
+}
