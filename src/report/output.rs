@@ -46,7 +46,17 @@ pub struct Cond {
     contains: bool,
 }
 
-pub fn parse_cond(s: &str) -> Result<Cond, String> {
+/// A `--where` condition that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CondError {
+    #[error("expected col=value or col~text, found {0:?}")]
+    NoOperator(String),
+    #[error("no column in {0:?}")]
+    NoColumn(String),
+}
+
+/// Parses `col=value` or `col~text`; the first of `=` and `~` is the operator.
+pub fn parse_cond(s: &str) -> Result<Cond, CondError> {
     let (col, value, contains) = match (s.split_once('='), s.split_once('~')) {
         (Some((c, v)), None) => (c, v, false),
         (None, Some((c, v))) => (c, v, true),
@@ -57,10 +67,10 @@ pub fn parse_cond(s: &str) -> Result<Cond, String> {
                 (c2, v2, true)
             }
         }
-        (None, None) => return Err(format!("expected col=value or col~text, found {s:?}")),
+        (None, None) => return Err(CondError::NoOperator(s.to_string())),
     };
     if col.is_empty() {
-        return Err(format!("no column in {s:?}"));
+        return Err(CondError::NoColumn(s.to_string()));
     }
     Ok(Cond {
         col: col.to_string(),
@@ -231,8 +241,11 @@ mod tests {
         // The first operator wins: `a=b~c` is a=("b~c").
         let e = c("url=a~b");
         assert!(!e.contains && e.col == "url" && e.value == "a~b");
-        assert!(parse_cond("nothing").is_err());
-        assert!(parse_cond("=x").is_err());
+        assert!(matches!(
+            parse_cond("nothing"),
+            Err(CondError::NoOperator(_))
+        ));
+        assert!(matches!(parse_cond("=x"), Err(CondError::NoColumn(_))));
     }
 
     #[test]
