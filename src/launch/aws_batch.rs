@@ -45,7 +45,7 @@ impl Backend for AwsBatch {
         &self,
         job: &JobRef<'_>,
         o: &LaunchOptions,
-        events: &(dyn Fn(Event) + Send + Sync),
+        events: &dyn Fn(Event),
     ) -> Result<Launched, LaunchError> {
         let client = BatchClient::from_env()?;
         let targets: Vec<BatchTarget> = o

@@ -22,7 +22,7 @@ impl Backend for K8s {
         &self,
         job: &JobRef<'_>,
         o: &LaunchOptions,
-        events: &(dyn Fn(Event) + Send + Sync),
+        events: &dyn Fn(Event),
     ) -> Result<Launched, LaunchError> {
         let targets: Vec<K8sTarget> = o
             .classes(self.default_workers())

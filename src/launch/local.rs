@@ -32,7 +32,7 @@ impl Backend for Local {
         &self,
         job: &JobRef<'_>,
         o: &LaunchOptions,
-        events: &(dyn Fn(Event) + Send + Sync),
+        events: &dyn Fn(Event),
     ) -> Result<Launched, LaunchError> {
         let classes = o.classes(self.default_workers());
         if classes.is_empty() {

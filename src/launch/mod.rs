@@ -79,7 +79,7 @@ pub trait Backend: Send + Sync {
         &self,
         job: &JobRef<'_>,
         o: &LaunchOptions,
-        events: &(dyn Fn(Event) + Send + Sync),
+        events: &dyn Fn(Event),
     ) -> Result<Launched, LaunchError>;
 }
 
