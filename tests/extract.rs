@@ -7,7 +7,7 @@ fn snippet_f1_on_real_pages() {
     let dev =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/extraction-dev");
     assert!(dev.is_dir(), "missing test data: {}", dev.display());
-    let r = mdf::cli::bench::extract_quality(&dev, usize::MAX).unwrap();
+    let r = mdf::bench::extract_quality(&dev, usize::MAX).unwrap();
     assert_eq!(r.pages, 990);
     assert!(
         r.f1 >= 0.925,

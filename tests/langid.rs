@@ -5,7 +5,7 @@ fn accuracy_on_lingua_test_sentences() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data/langid/lingua-testdata-sentences");
     assert!(dir.is_dir(), "missing test data: {}", dir.display());
-    let r = mdf::cli::bench::langid_accuracy(&dir, 100).unwrap();
+    let r = mdf::bench::langid_accuracy(&dir, 100).unwrap();
     assert!(
         r.per_language.len() >= 50,
         "{} languages scored",

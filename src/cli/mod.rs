@@ -1,22 +1,23 @@
 //! The `mdf` command line: a thin layer over the library. `main` → `run` →
 //! `anyhow::Result<ExitCode>`; exit 0 = success, 1 = the job failed or is incomplete,
 //! 2 = bad usage or configuration (refused before anything was written).
-mod backends;
-pub mod bench;
-pub mod inspect;
-pub mod report;
+//!
+//! One file per subcommand family; each handler parses nothing and decides nothing
+//! beyond exit codes: it calls the library and prints what it returns.
+mod bench;
+mod ops;
+mod plan;
+mod run;
+mod show;
+mod submit;
+mod worker;
 
-use crate::clock::{Entropy, SystemClock};
 use crate::coordinator::plan::PlanError;
-use crate::coordinator::status::{self, render};
-use crate::coordinator::submit::{self, SubmitError, SubmitOptions};
-use crate::protocol::io::Retry;
+use crate::coordinator::submit::SubmitError;
+use crate::report::output;
 use crate::spec::{Overrides, Spec};
-use crate::store::Registry;
-use crate::worker::{self, WorkerOptions};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -72,7 +73,7 @@ impl SpecArgs {
 struct BackendArgs {
     /// local: N `mdf worker` processes here (none: plan only); aws-batch: array jobs
     /// through the AWS Batch API; k8s: an Indexed Job manifest (applied with --apply).
-    #[arg(long, default_value = "local", value_parser = ["local", "aws-batch", "k8s"])]
+    #[arg(long, default_value = "local", value_parser = clap::builder::PossibleValuesParser::new(crate::launch::names()))]
     backend: String,
     /// CPU workers (local default 0 = plan only; aws-batch and k8s default 1).
     #[arg(long)]
@@ -233,8 +234,8 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         limit: usize,
         /// Keep records where COL=VALUE (equal) or COL~TEXT (contains); repeatable.
-        #[arg(long = "where", value_parser = inspect::parse_cond)]
-        conds: Vec<inspect::Cond>,
+        #[arg(long = "where", value_parser = output::parse_cond)]
+        conds: Vec<output::Cond>,
         /// Strings longer than this many characters are shortened.
         #[arg(long, default_value_t = 300)]
         width: usize,
@@ -355,40 +356,9 @@ fn submit_error(e: SubmitError) -> anyhow::Result<ExitCode> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
-        Cmd::Ops { markdown: true, .. } => {
-            print!("{}", crate::ops::reference_markdown());
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Ops {
-            name: Some(name), ..
-        } => match crate::ops::describe(&name) {
-            Some(s) => {
-                print!("{s}");
-                Ok(ExitCode::SUCCESS)
-            }
-            None => {
-                eprintln!(
-                    "mdf: unknown operator {name:?}, expected one of: {}",
-                    crate::ops::REGISTRY
-                        .iter()
-                        .map(|d| d.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                Ok(ExitCode::from(2))
-            }
-        },
-        Cmd::Ops { name: None, .. } => {
-            for d in crate::ops::REGISTRY {
-                match d.feature.filter(|_| d.build.is_none()) {
-                    None => println!("{:<20} {}", d.name, d.summary),
-                    Some(f) => println!("{:<20} {} (needs --features {f})", d.name, d.summary),
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Validate { spec, offline } => validate(&spec, offline),
-        Cmd::Plan { spec } => plan_dry_run(&spec),
+        Cmd::Ops { name, markdown } => ops::run(name, markdown),
+        Cmd::Validate { spec, offline } => plan::validate(&spec, offline),
+        Cmd::Plan { spec } => plan::plan_dry_run(&spec),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "mdf", &mut std::io::stdout());
@@ -400,55 +370,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
             conds,
             width,
-        } => inspect::run(&uri, rejects, limit, &conds, width),
+        } => show::inspect(&uri, rejects, limit, &conds, width),
         Cmd::Submit {
             spec,
             job_root,
             job_id,
             reuse,
             backend,
-        } => {
-            let spec = match load_spec(&spec) {
-                Ok(s) => s,
-                Err(c) => return Ok(c),
-            };
-            if let Err(e) = backends::check(&backend, &job_root, &spec) {
-                eprintln!("mdf: {e}");
-                return Ok(ExitCode::from(2));
-            }
-            let rt = runtime()?;
-            rt.block_on(async {
-                let reg = Registry::new(spec.s3.clone());
-                let opts = SubmitOptions {
-                    job_root,
-                    job_id,
-                    reuse,
-                };
-                match submit::submit(&spec, &reg, &opts, &SystemClock, &Entropy::from_os()).await {
-                    Ok(s) => {
-                        eprintln!(
-                            "{} job {}: {} tasks over {} input files ({} bytes){}",
-                            if s.created {
-                                "submitted"
-                            } else {
-                                "already submitted:"
-                            },
-                            s.job_id,
-                            s.tasks,
-                            s.input_files,
-                            s.input_bytes,
-                            if s.reused > 0 {
-                                format!(", {} reused", s.reused)
-                            } else {
-                                String::new()
-                            }
-                        );
-                        backends::start(&backend, &reg, &s.job_uri, &s.job_id).await
-                    }
-                    Err(e) => submit_error(e),
-                }
-            })
-        }
+        } => submit::run(&spec, job_root, job_id, reuse, &backend),
         Cmd::Worker {
             job,
             max_tasks,
@@ -456,99 +385,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             resources,
             cpu_work,
             give_up_after,
-        } => {
-            let gpu = match resources.as_str() {
-                "cpu" => false,
-                "gpu" => true,
-                other => {
-                    eprintln!("mdf: --resources: unknown class {other:?}, expected cpu or gpu");
-                    return Ok(ExitCode::from(2));
-                }
-            };
-            let rt = runtime()?;
-            rt.block_on(async {
-                let shutdown = Arc::new(AtomicBool::new(false));
-                on_signals(shutdown.clone());
-                let reg = Registry::new(Default::default());
-                let opts = WorkerOptions {
-                    job_uri: job,
-                    max_tasks,
-                    worker_id,
-                    gpu,
-                    cpu_work,
-                    clock: Arc::new(SystemClock),
-                    entropy: Entropy::from_os(),
-                    shutdown,
-                    give_up_after: give_up_after.map(std::time::Duration::from_secs),
-                };
-                let r = worker::run(&reg, opts).await?;
-                eprintln!(
-                    "worker {}: {} committed, {} failed, {} released, {} fenced; job {}",
-                    r.worker_id,
-                    r.committed,
-                    r.failed,
-                    r.released,
-                    r.fenced,
-                    if r.job_complete {
-                        "complete"
-                    } else {
-                        "not complete"
-                    }
-                );
-                Ok(ExitCode::SUCCESS)
-            })
-        }
+        } => worker::run(
+            job,
+            max_tasks,
+            worker_id,
+            &resources,
+            cpu_work,
+            give_up_after,
+        ),
         Cmd::Report {
             job,
             output,
             samples,
-        } => {
-            let rt = runtime()?;
-            rt.block_on(async {
-                let reg = Registry::new(Default::default());
-                let retry = Retry::new(Entropy::from_os());
-                let s = status::status(&reg, &job, &SystemClock, &retry).await?;
-                let smp = report::samples(&reg, &s.output, samples, 100_000).await;
-                let html = report::render(&s, &smp);
-                std::fs::write(&output, html)
-                    .with_context(|| format!("writing {}", output.display()))?;
-                println!(
-                    "wrote {} ({})",
-                    output.display(),
-                    if s.complete {
-                        "job complete"
-                    } else {
-                        "job not complete: committed tasks so far"
-                    }
-                );
-                Ok(ExitCode::SUCCESS)
-            })
-        }
-        Cmd::Status { job, json, watch } => {
-            let rt = runtime()?;
-            rt.block_on(async {
-                let reg = Registry::new(Default::default());
-                let retry = Retry::new(Entropy::from_os());
-                loop {
-                    let s = status::status(&reg, &job, &SystemClock, &retry).await?;
-                    if watch.is_some() && std::io::stdout().is_terminal() {
-                        print!("\x1b[2J\x1b[H"); // clear the screen
-                    }
-                    if json {
-                        println!("{}", serde_json::to_string_pretty(&s)?);
-                    } else {
-                        print!("{}", render(&s));
-                    }
-                    match watch {
-                        Some(secs) if !s.complete => {
-                            tokio::time::sleep(std::time::Duration::from_secs(secs.max(1))).await
-                        }
-                        _ => break,
-                    }
-                }
-                Ok(ExitCode::SUCCESS)
-            })
-        }
+        } => show::report(&job, &output, samples),
+        Cmd::Status { job, json, watch } => show::status(&job, json, watch),
         Cmd::Run {
             spec,
             workers,
@@ -560,399 +410,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(s) => s,
                 Err(c) => return Ok(c),
             };
-            // Default: as many workers as the cores allow at the stages' `resources.cpu`.
             let n = workers
-                .unwrap_or_else(|| {
-                    let cores = std::thread::available_parallelism()
-                        .map(|n| n.get())
-                        .unwrap_or(1);
-                    (cores as f64 / spec.max_stage_cpu()).floor() as usize
-                })
+                .unwrap_or_else(|| run::default_workers(&spec))
                 .max(1);
             let rt = runtime()?;
-            rt.block_on(run_local(spec, n, job_root, job_id, reuse))
+            rt.block_on(run::run_local(spec, n, job_root, job_id, reuse))
         }
         Cmd::Bench { which } => bench::run(which),
     }
-}
-
-async fn run_local(
-    spec: Spec,
-    workers: usize,
-    job_root: String,
-    job_id: Option<String>,
-    reuse: Option<String>,
-) -> anyhow::Result<ExitCode> {
-    let reg = Registry::new(spec.s3.clone());
-    let entropy = Entropy::from_os();
-    let opts = SubmitOptions {
-        job_root,
-        job_id,
-        reuse,
-    };
-    let t0 = std::time::Instant::now();
-    let s = match submit::submit(&spec, &reg, &opts, &SystemClock, &entropy).await {
-        Ok(s) => s,
-        Err(e) => return submit_error(e),
-    };
-    if !QUIET.load(Ordering::Relaxed) {
-        eprintln!(
-            "{} job {}: {} tasks over {} input files, {} workers",
-            if s.created { "submitted" } else { "resuming" },
-            s.job_id,
-            s.tasks,
-            s.input_files,
-            workers
-        );
-    }
-    let shutdown = Arc::new(AtomicBool::new(false));
-    on_signals(shutdown.clone());
-    let mut handles = Vec::new();
-    for i in 0..workers {
-        let reg = reg.clone();
-        let opts = WorkerOptions {
-            job_uri: s.job_uri.clone(),
-            max_tasks: None,
-            worker_id: Some(format!("local-{}-{i}", entropy.hex_id(3))),
-            // In-process workers do every kind of task.
-            gpu: true,
-            cpu_work: true,
-            clock: Arc::new(SystemClock),
-            entropy: Entropy::from_os(),
-            shutdown: shutdown.clone(),
-            give_up_after: None,
-        };
-        handles.push(tokio::spawn(async move { worker::run(&reg, opts).await }));
-    }
-    // Progress: a line refreshed in place on a terminal, a plain line every 10 s
-    // otherwise (cloud logs); one LIST per phase each time.
-    let progress = {
-        let (reg, uri) = (reg.clone(), s.job_uri.clone());
-        let tty = std::io::stderr().is_terminal();
-        let quiet = QUIET.load(Ordering::Relaxed);
-        tokio::spawn(async move {
-            if quiet {
-                return;
-            }
-            let retry = Retry::new(Entropy::from_os());
-            let every = std::time::Duration::from_secs(if tty { 1 } else { 10 });
-            loop {
-                tokio::time::sleep(every).await;
-                if let Ok(p) = status::progress(&reg, &uri, &retry).await {
-                    let line = status::progress_line(&p, t0.elapsed());
-                    if tty {
-                        eprint!("\r\x1b[2K{line}");
-                    } else {
-                        eprintln!("{line}");
-                    }
-                }
-            }
-        })
-    };
-    for h in handles {
-        match h.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => eprintln!("mdf: worker error: {e}"),
-            Err(e) => eprintln!("mdf: worker panicked: {e}"),
-        }
-    }
-    progress.abort();
-    if std::io::stderr().is_terminal() {
-        eprint!("\r\x1b[2K");
-    }
-    let retry = Retry::new(entropy);
-    // Every task accounted for by key: a lagging LIST must not turn a finished job
-    // into a failed run.
-    let st = status::status_by_key(&reg, &s.job_uri, &SystemClock, &retry).await?;
-    print!("{}", render(&st));
-    println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
-    println!("job: {}", s.job_uri);
-    Ok(if st.succeeded {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
-    println!("checking {}", a.spec.display());
-    let spec = match Spec::load(&a.spec, &a.overrides(), &crate::ops::Catalog) {
-        Ok(s) => s,
-        Err(errs) => {
-            println!("  ✗ spec: {} error(s)", errs.0.len());
-            for e in &errs.0 {
-                println!("      {e}");
-            }
-            return Ok(ExitCode::from(2));
-        }
-    };
-    println!("  ✓ spec parses; every field is known and well-typed");
-    println!(
-        "  ✓ input: {} pattern(s), format {:?}",
-        spec.input.uris.len(),
-        spec.input.format
-    );
-    let names: Vec<&str> = spec.stages.iter().map(|s| s.name.as_str()).collect();
-    println!(
-        "  ✓ stages: {}",
-        if names.is_empty() {
-            "(none: copy)".into()
-        } else {
-            names.join(" → ")
-        }
-    );
-    println!(
-        "  ✓ output: {} ({:?})",
-        spec.output.uri, spec.output.compression
-    );
-    if offline {
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rt = runtime()?;
-    rt.block_on(async {
-        let reg = Registry::new(spec.s3.clone());
-        match crate::coordinator::plan::plan(&spec, &reg).await {
-            Ok(p) => {
-                println!(
-                    "  ✓ inputs: {} files, {} bytes",
-                    p.files.len(),
-                    p.input_bytes()
-                );
-                let cols: Vec<String> = p.phases[0]
-                    .input_schema
-                    .fields()
-                    .iter()
-                    .map(|f| format!("{}: {}", f.name(), f.data_type()))
-                    .collect();
-                println!("  ✓ input columns: {}", cols.join(", "));
-                for ph in &p.phases {
-                    println!(
-                        "  ✓ {}: {} tasks: {}",
-                        ph.name,
-                        ph.tasks,
-                        phase_line(&spec, ph)
-                    );
-                }
-                let cols: Vec<&str> = p
-                    .phases
-                    .last()
-                    .map(|l| {
-                        l.output_schema
-                            .fields()
-                            .iter()
-                            .map(|f| f.name().as_str())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                println!("  ✓ output columns: {}", cols.join(", "));
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(PlanError::Spec(errs)) => {
-                println!("  ✗ {} error(s)", errs.0.len());
-                for e in &errs.0 {
-                    println!("      {e}");
-                }
-                Ok(ExitCode::from(2))
-            }
-            Err(e) => {
-                println!("  ✗ {e}");
-                Ok(ExitCode::from(1))
-            }
-        }
-    })
-}
-
-/// One line about a planned phase: its kind, tasks and stages.
-fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
-    use crate::protocol::records::PhaseKind;
-    let stages: Vec<&str> = ph
-        .stages
-        .iter()
-        .map(|&i| spec.stages[i].name.as_str())
-        .collect();
-    let what = match ph.kind {
-        PhaseKind::Map if stages.is_empty() => "copy".to_string(),
-        PhaseKind::Map => stages.join(" → "),
-        PhaseKind::Reduce => match ph.dedup.as_ref().map(|d| &d.params.kind) {
-            Some(k) if !k.is_exact() => format!(
-                "near-dup candidates ({}), one task per band-key range (after every p{:02} task)",
-                near_kind(k),
-                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
-            ),
-            _ => format!(
-                "dedup reduce, one task per key range (after every p{:02} task)",
-                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
-            ),
-        },
-        PhaseKind::Propagate => {
-            let s = ph.dedup.as_ref().map_or(0, |d| d.step);
-            format!(
-                "near-dup components, round {}: labels by {} (skipped once labels stop changing)",
-                s.div_ceil(2),
-                if s % 2 == 1 { "record" } else { "bucket" }
-            )
-        }
-        PhaseKind::Apply if stages.is_empty() => "dedup apply".to_string(),
-        PhaseKind::Apply => format!("dedup apply → {}", stages.join(" → ")),
-    };
-    format!("{what}{}", if ph.gpu { " (GPU)" } else { "" })
-}
-
-fn near_kind(k: &crate::protocol::records::DedupPhaseKind) -> String {
-    use crate::protocol::records::DedupPhaseKind as DedupKind;
-    match k {
-        DedupKind::Exact => "exact".into(),
-        DedupKind::Minhash {
-            bands,
-            rows,
-            threshold,
-        } => format!("minhash {bands}×{rows}, Jaccard ≥ {threshold}"),
-        DedupKind::Phash { radius } => format!("phash, Hamming ≤ {radius}"),
-    }
-}
-
-fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
-    use crate::protocol::records::PhaseKind;
-    let spec = match Spec::load(&a.spec, &a.overrides(), &crate::ops::Catalog) {
-        Ok(s) => s,
-        Err(errs) => {
-            eprintln!("mdf: {errs}");
-            return Ok(ExitCode::from(2));
-        }
-    };
-    let rt = runtime()?;
-    rt.block_on(async {
-        let reg = Registry::new(spec.s3.clone());
-        let p = match crate::coordinator::plan::plan(&spec, &reg).await {
-            Ok(p) => p,
-            Err(PlanError::Spec(errs)) => {
-                eprintln!("mdf: {errs}");
-                return Ok(ExitCode::from(2));
-            }
-            Err(e) => {
-                eprintln!("mdf: {e}");
-                return Ok(ExitCode::from(1));
-            }
-        };
-        let bytes = p.input_bytes();
-        println!("plan for {} (nothing written)", a.spec.display());
-        println!();
-        println!(
-            "inputs: {} files, {:.1} MB, format {:?}",
-            p.files.len(),
-            bytes as f64 / 1e6,
-            spec.input.format
-        );
-        for f in p.files.iter().take(5) {
-            println!("  {} ({} bytes)", f.uri, f.size);
-        }
-        if p.files.len() > 5 {
-            println!("  ... and {} more", p.files.len() - 5);
-        }
-        let sizes: Vec<u64> = {
-            let mut v: Vec<u64> = p.tasks[0]
-                .iter()
-                .map(|t| t.inputs.iter().map(|s| s.end - s.start).sum())
-                .collect();
-            v.sort_unstable();
-            v
-        };
-        if let (Some(lo), Some(hi)) = (sizes.first(), sizes.last()) {
-            println!(
-                "task split: {} tasks of {:.1}–{:.1} MB (median {:.1} MB; job.task_bytes {} MB)",
-                sizes.len(),
-                *lo as f64 / 1e6,
-                *hi as f64 / 1e6,
-                sizes[sizes.len() / 2] as f64 / 1e6,
-                spec.job.task_bytes >> 20
-            );
-        }
-        println!();
-        // Requests: a map task ~8 (docs/PERFORMANCE.md: 7.8 amortised, with listing),
-        // a reduce task 2 ranged GETs per map task, an apply task 2 per reduce task;
-        // the finalize task one GET per commit.
-        let mut requests = 0u64;
-        let mut tasks_total = 0u64;
-        println!("{:<9} {:>7} {:>10}  what", "phase", "tasks", "requests");
-        for (i, ph) in p.phases.iter().enumerate() {
-            let per = match ph.kind {
-                PhaseKind::Map => 8,
-                PhaseKind::Reduce | PhaseKind::Propagate => 8 + 2 * p.phases[i - 1].tasks,
-                PhaseKind::Apply => 8 + 2 * p.phases[i - 1].tasks,
-            };
-            requests += per * ph.tasks;
-            tasks_total += ph.tasks;
-            println!(
-                "{:<9} {:>7} {:>10}  {}",
-                ph.name,
-                ph.tasks,
-                per * ph.tasks,
-                phase_line(&spec, ph)
-            );
-        }
-        requests += tasks_total + 10;
-        println!(
-            "{:<9} {:>7} {:>10}  one GET per commit record, publish, manifest",
-            "finalize",
-            1,
-            tasks_total + 10
-        );
-        println!();
-        println!(
-            "requests: about {requests} (at most {:.2} $ at S3's published prices, all counted as PUTs at 0.005 $/1k)",
-            requests as f64 * 0.005 / 1000.0
-        );
-        // Memory per worker: the pipeline's bounded channels (reader → stages →
-        // writer), a row group being written, the dedup reduce buffer, and assets.
-        let j = &spec.job;
-        let pipeline = (2 * j.channel_batches + 3) as u64 * j.batch_bytes as u64;
-        let row_group = spec.output.row_group_rows as u64 * 2048;
-        let dedup = p
-            .phases
-            .iter()
-            .filter_map(|ph| ph.dedup.as_ref())
-            .map(|d| d.params.memory_bytes)
-            .max()
-            .unwrap_or(0);
-        let mut assets = 0u64;
-        for stage in crate::ops::stage_assets(&spec) {
-            for asset in stage {
-                if let Ok((store, u)) = reg.resolve(&asset.uri)
-                    && let Ok(m) = object_store::ObjectStoreExt::head(store.as_ref(), &u.path).await
-                {
-                    assets += m.size;
-                }
-            }
-        }
-        // Image stages share one process-wide decode cache.
-        let images = spec
-            .stages
-            .iter()
-            .any(|s| matches!(s.op.as_str(), "image_quality" | "image_hash"));
-        let cache = if images {
-            crate::ops::image_decode_cache_bytes() as u64
-        } else {
-            0
-        };
-        let total = pipeline + row_group + dedup + assets * 4 + cache;
-        println!(
-            "memory per worker: at most about {:.0} MB = pipeline buffers {:.0} MB + row group {:.0} MB{}{} + operator assets ~{:.0} MB (4× their {:.1} MB on disk) + 64 MB",
-            (total + (64 << 20)) as f64 / 1e6,
-            pipeline as f64 / 1e6,
-            row_group as f64 / 1e6,
-            if dedup > 0 {
-                format!(" + dedup reduce buffer {:.0} MB", dedup as f64 / 1e6)
-            } else {
-                String::new()
-            },
-            if cache > 0 {
-                format!(" + image decode cache {:.0} MB", cache as f64 / 1e6)
-            } else {
-                String::new()
-            },
-            (assets * 4) as f64 / 1e6,
-            assets as f64 / 1e6
-        );
-        Ok(ExitCode::SUCCESS)
-    })
 }

@@ -1,8 +1,8 @@
 //! The coordinator: plans jobs (inputs → phases → tasks), writes their manifests,
 //! and reports status from commit records. Stateless: everything it knows it reads
-//! from the store. It never reads record data.
-pub mod batch;
-pub mod k8s;
+//! from the store. It never reads record data, and never starts workers (that is
+//! `launch`, a layer above).
+pub mod estimate;
 pub mod ownership;
 pub mod plan;
 pub mod status;

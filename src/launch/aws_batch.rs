@@ -1,12 +1,81 @@
-//! `mdf submit --backend aws-batch`: one `SubmitJob` call per worker class (an array
-//! job of N `mdf worker` containers when N > 1), signed with AWS Signature Version 4
-//! over the HTTP client the store already uses, with credentials from the same chain
-//! as the S3 store (environment, web identity, ECS task role, instance profile).
+//! `--backend aws-batch`: one `SubmitJob` call per worker class (an array job of N
+//! `mdf worker` containers when N > 1), signed with AWS Signature Version 4 over the
+//! HTTP client the store already uses, with credentials from the same chain as the S3
+//! store (environment, web identity, ECS task role, instance profile).
 //! Why not `aws-sdk-batch`: docs/DECISIONS.md.
 
+use super::{Backend, Event, JobRef, LaunchError, LaunchOptions, Launched, record};
+use crate::clock::{Clock, SystemClock};
 use crate::protocol::records::Submission;
+use crate::spec::Spec;
 use ring::{digest, hmac};
 use serde::Deserialize;
+
+pub struct AwsBatch;
+
+#[async_trait::async_trait(?Send)]
+impl Backend for AwsBatch {
+    fn name(&self) -> &'static str {
+        "aws-batch"
+    }
+
+    fn validate(&self, o: &LaunchOptions, job_root: &str, spec: &Spec) -> Result<(), LaunchError> {
+        super::check_remote_paths(self.name(), job_root, spec)?;
+        let refuse = |m: &str| Err(LaunchError::Refused(m.into()));
+        if o.queue.is_none() && o.workers != Some(0) {
+            return refuse("--backend aws-batch: --queue is required (the CPU job queue)");
+        }
+        if o.gpu_workers > 0 && o.gpu_queue.is_none() {
+            return refuse("--gpu-workers needs --gpu-queue (the GPU job queue)");
+        }
+        if o.workers.unwrap_or(1) > 10_000 || o.gpu_workers > 10_000 {
+            return refuse("--workers: AWS Batch array jobs have at most 10,000 children");
+        }
+        Ok(())
+    }
+
+    fn describe(&self, s: &Submission) -> String {
+        format!(
+            "submitted AWS Batch job {} ({}): {} {} workers on queue {} with {}",
+            s.id, s.name, s.workers, s.resources, s.queue, s.job_definition
+        )
+    }
+
+    async fn launch(
+        &self,
+        job: &JobRef<'_>,
+        o: &LaunchOptions,
+        events: &dyn Fn(Event),
+    ) -> Result<Launched, LaunchError> {
+        let client = BatchClient::from_env()?;
+        let targets: Vec<BatchTarget> = o
+            .classes(self.default_workers())
+            .into_iter()
+            .map(|(class, workers)| {
+                let (queue, job_definition) = match class {
+                    "gpu" => (&o.gpu_queue, &o.gpu_job_definition),
+                    _ => (&o.queue, &o.job_definition),
+                };
+                BatchTarget {
+                    queue: queue.clone().unwrap_or_default(),
+                    job_definition: job_definition.clone(),
+                    workers,
+                    resources: class.into(),
+                }
+            })
+            .collect();
+        let mut submitted = Vec::new();
+        for t in &targets {
+            let s = client
+                .submit(job.uri, job.id, t, SystemClock.now_ms())
+                .await?;
+            record(job.registry, job.uri, &s).await?;
+            events(Event::Submitted(s.clone()));
+            submitted.push(s);
+        }
+        Ok(Launched::Submitted(submitted))
+    }
+}
 
 /// One worker class to submit.
 #[derive(Debug, Clone)]
@@ -117,11 +186,15 @@ pub fn sign_post(
 impl BatchClient {
     /// The region from `AWS_REGION` / `AWS_DEFAULT_REGION`; the endpoint from
     /// `AWS_ENDPOINT_URL_BATCH`, then `AWS_ENDPOINT_URL`, else the public one.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, LaunchError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let region = var("AWS_REGION")
             .or_else(|| var("AWS_DEFAULT_REGION"))
-            .ok_or("--backend aws-batch needs a region: set AWS_REGION")?;
+            .ok_or_else(|| {
+                LaunchError::Environment(
+                    "--backend aws-batch needs a region: set AWS_REGION".into(),
+                )
+            })?;
         let endpoint = var("AWS_ENDPOINT_URL_BATCH")
             .or_else(|| var("AWS_ENDPOINT_URL"))
             .unwrap_or_else(|| format!("https://batch.{region}.amazonaws.com"));
@@ -132,12 +205,12 @@ impl BatchClient {
             .with_bucket_name("mdf-credentials")
             .with_region(&region)
             .build()
-            .map_err(|e| format!("AWS credentials: {e}"))?;
+            .map_err(|e| LaunchError::Environment(format!("AWS credentials: {e}")))?;
         let http = reqwest::Client::builder()
             .connect_timeout(std::time::Duration::from_secs(10))
             .timeout(std::time::Duration::from_secs(60))
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LaunchError::Environment(format!("HTTP client: {e}")))?;
         Ok(BatchClient {
             endpoint,
             region,
@@ -153,22 +226,26 @@ impl BatchClient {
         job_id: &str,
         t: &BatchTarget,
         now_ms: u64,
-    ) -> Result<Submission, String> {
+    ) -> Result<Submission, LaunchError> {
         let name = batch_job_name(job_id, &t.resources);
-        let body = submit_body(&name, job_uri, t);
-        let body = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+        let body = submit_body(&name, job_uri, t).to_string().into_bytes();
         let url = format!("{}/v1/submitjob", self.endpoint);
-        let parsed = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"))?;
+        let parsed = reqwest::Url::parse(&url)
+            .map_err(|e| LaunchError::Environment(format!("AWS Batch endpoint {url}: {e}")))?;
         let host = match (parsed.host_str(), parsed.port()) {
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.to_string(),
-            _ => return Err(format!("{url}: no host")),
+            _ => {
+                return Err(LaunchError::Environment(format!(
+                    "AWS Batch endpoint {url}: no host"
+                )));
+            }
         };
         let c = self
             .credentials
             .get_credential()
             .await
-            .map_err(|e| format!("AWS credentials: {e}"))?;
+            .map_err(|e| LaunchError::Environment(format!("AWS credentials: {e}")))?;
         let headers = sign_post(
             &host,
             parsed.path(),
@@ -184,16 +261,19 @@ impl BatchClient {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("AWS Batch SubmitJob at {url}: {e}"))?;
+        let api = |status: Option<u16>, message: String| LaunchError::Api {
+            api: "AWS Batch SubmitJob",
+            url: url.clone(),
+            status,
+            message,
+        };
+        let resp = req.send().await.map_err(|e| api(None, e.to_string()))?;
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         if !status.is_success() {
-            return Err(format!(
-                "AWS Batch SubmitJob to queue {:?} failed ({status}): {text}",
-                t.queue
+            return Err(api(
+                Some(status.as_u16()),
+                format!("queue {:?} failed ({status}): {text}", t.queue),
             ));
         }
         #[derive(Deserialize)]
@@ -202,7 +282,7 @@ impl BatchClient {
             job_id: String,
         }
         let r: Resp = serde_json::from_str(&text)
-            .map_err(|e| format!("AWS Batch SubmitJob answered {text:?}: {e}"))?;
+            .map_err(|e| api(Some(status.as_u16()), format!("answered {text:?}: {e}")))?;
         Ok(Submission {
             version: 1,
             backend: "aws-batch".into(),

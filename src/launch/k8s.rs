@@ -1,8 +1,99 @@
-//! `mdf submit --backend k8s`: renders the Indexed Job of `manifests/k8s/` (the same
-//! files CI validates with `kubernetes-validate --strict`) for one job: name, labels,
-//! worker count, image, namespace and the worker's `--job` argument. `--apply` pipes
-//! the result to `kubectl apply -f -`.
+//! `--backend k8s`: renders the Indexed Job of `manifests/k8s/` (the same files CI
+//! validates with `kubernetes-validate --strict`) for one job: name, labels, worker
+//! count, image, namespace and the worker's `--job` argument. `--apply` pipes the
+//! result to `kubectl apply -f -` and records the submission; without it the manifest
+//! is returned, to apply by hand.
+use super::{Backend, Event, JobRef, LaunchError, LaunchOptions, Launched, record};
+use crate::clock::{Clock, SystemClock};
+use crate::protocol::records::Submission;
 use serde_yaml_ng::Value;
+use std::io::Write;
+use std::process::Stdio;
+
+pub struct K8s;
+
+#[async_trait::async_trait(?Send)]
+impl Backend for K8s {
+    fn name(&self) -> &'static str {
+        "k8s"
+    }
+
+    async fn launch(
+        &self,
+        job: &JobRef<'_>,
+        o: &LaunchOptions,
+        events: &dyn Fn(Event),
+    ) -> Result<Launched, LaunchError> {
+        let targets: Vec<K8sTarget> = o
+            .classes(self.default_workers())
+            .into_iter()
+            .map(|(class, workers)| K8sTarget {
+                workers,
+                resources: class.into(),
+                image: if class == "gpu" {
+                    &o.gpu_image
+                } else {
+                    &o.image
+                }
+                .clone(),
+                namespace: o.namespace.clone(),
+            })
+            .collect();
+        let docs = targets
+            .iter()
+            .map(|t| render(job.uri, job.id, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let yaml = docs.join("---\n");
+        if !o.apply {
+            return Ok(Launched::Manifest(yaml));
+        }
+        apply(&yaml)?;
+        let mut submitted = Vec::new();
+        for t in &targets {
+            let name = job_name(job.id, &t.resources);
+            let s = Submission {
+                version: 1,
+                backend: "k8s".into(),
+                id: name.clone(),
+                name,
+                queue: t.namespace.clone(),
+                job_definition: format!("manifests/k8s/worker-{}.yaml", t.resources),
+                workers: t.workers,
+                resources: t.resources.clone(),
+                submitted_ms: SystemClock.now_ms(),
+            };
+            record(job.registry, job.uri, &s).await?;
+            events(Event::Submitted(s.clone()));
+            submitted.push(s);
+        }
+        Ok(Launched::Submitted(submitted))
+    }
+}
+
+/// `kubectl apply -f -` of `yaml` (kubectl's output on stdout).
+fn apply(yaml: &str) -> Result<(), LaunchError> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |error| LaunchError::Io { what, error }
+    };
+    let mut child = std::process::Command::new("kubectl")
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .spawn()
+        .map_err(io("running kubectl (is it installed and on PATH?)"))?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(yaml.as_bytes())
+        .map_err(io("writing the manifest to kubectl"))?;
+    let st = child.wait().map_err(io("waiting for kubectl"))?;
+    if !st.success() {
+        return Err(LaunchError::Kubectl(st));
+    }
+    Ok(())
+}
 
 pub const WORKER_CPU: &str = include_str!("../../manifests/k8s/worker-cpu.yaml");
 pub const WORKER_GPU: &str = include_str!("../../manifests/k8s/worker-gpu.yaml");
@@ -32,12 +123,15 @@ pub fn job_name(job_id: &str, resources: &str) -> String {
     format!("mdf-{id}-{resources}")
 }
 
-fn set(v: &mut Value, path: &[&str], x: Value) -> Result<(), String> {
+fn set(v: &mut Value, path: &[&str], x: Value) -> Result<(), LaunchError> {
     let mut cur = v;
     for (i, k) in path.iter().enumerate() {
-        let m = cur
-            .as_mapping_mut()
-            .ok_or_else(|| format!("template: {} is not a mapping", path[..i].join(".")))?;
+        let m = cur.as_mapping_mut().ok_or_else(|| {
+            LaunchError::Template(format!(
+                "template: {} is not a mapping",
+                path[..i].join(".")
+            ))
+        })?;
         if i + 1 == path.len() {
             m.insert(Value::from(*k), x);
             return Ok(());
@@ -49,27 +143,32 @@ fn set(v: &mut Value, path: &[&str], x: Value) -> Result<(), String> {
     Ok(())
 }
 
-fn get_mut<'a>(v: &'a mut Value, path: &[&str]) -> Result<&'a mut Value, String> {
+fn get_mut<'a>(v: &'a mut Value, path: &[&str]) -> Result<&'a mut Value, LaunchError> {
     let mut cur = v;
     for k in path {
         cur = cur
             .get_mut(*k)
-            .ok_or_else(|| format!("template has no {}", path.join(".")))?;
+            .ok_or_else(|| LaunchError::Template(format!("template has no {}", path.join("."))))?;
     }
     Ok(cur)
 }
 
 /// The Job manifest (YAML) for the workers of one class.
-pub fn render(job_uri: &str, job_id: &str, t: &K8sTarget) -> Result<String, String> {
+pub fn render(job_uri: &str, job_id: &str, t: &K8sTarget) -> Result<String, LaunchError> {
     let template = match t.resources.as_str() {
         "cpu" => WORKER_CPU,
         "gpu" => WORKER_GPU,
-        other => return Err(format!("no worker template for resources {other:?}")),
+        other => {
+            return Err(LaunchError::Refused(format!(
+                "no worker template for resources {other:?}"
+            )));
+        }
     };
     if t.workers == 0 {
-        return Err("--workers: at least 1 worker".into());
+        return Err(LaunchError::Refused("--workers: at least 1 worker".into()));
     }
-    let mut v: Value = serde_yaml_ng::from_str(template).map_err(|e| e.to_string())?;
+    let yaml_error = |e: serde_yaml_ng::Error| LaunchError::Template(format!("template: {e}"));
+    let mut v: Value = serde_yaml_ng::from_str(template).map_err(yaml_error)?;
     let name = job_name(job_id, &t.resources);
     let label = job_name(job_id, "").trim_end_matches('-').to_string();
     set(&mut v, &["metadata", "name"], name.into())?;
@@ -96,7 +195,9 @@ pub fn render(job_uri: &str, job_id: &str, t: &K8sTarget) -> Result<String, Stri
         label.into(),
     )?;
     let containers = get_mut(&mut v, &["spec", "template", "spec", "containers"])?;
-    let c = containers.get_mut(0).ok_or("template has no container")?;
+    let c = containers
+        .get_mut(0)
+        .ok_or_else(|| LaunchError::Template("template has no container".into()))?;
     if let Some(img) = &t.image {
         set(c, &["image"], img.clone().into())?;
     }
@@ -112,7 +213,7 @@ pub fn render(job_uri: &str, job_id: &str, t: &K8sTarget) -> Result<String, Stri
             }
         }
     }
-    serde_yaml_ng::to_string(&v).map_err(|e| e.to_string())
+    serde_yaml_ng::to_string(&v).map_err(yaml_error)
 }
 
 #[cfg(test)]

@@ -1,0 +1,76 @@
+//! The benchmark suite behind `mdf bench`: each benchmark measures one part of mdf on
+//! this machine and returns a report whose `Display` is the markdown table that goes
+//! to docs/PERFORMANCE.md. Benchmarks print nothing themselves (the CLI prints the
+//! report) and never touch a real job's store: they work in a scratch directory or
+//! in memory.
+//!
+//! - [`protocol`]: requests per task and the protocol's overhead on the local store.
+//! - [`text`]: language identification, main-text extraction, the URL filter, MinHash.
+//! - [`images`]: the image kernels on one core.
+//! - [`dedup`]: the exact-dedup shuffle on one core, without the store.
+pub mod dedup;
+pub mod images;
+pub mod protocol;
+pub mod text;
+
+pub use dedup::{DedupBench, DedupReport, dedup_shuffle};
+pub use images::{ImagesReport, images};
+pub use protocol::{ProtocolBench, ProtocolReport, protocol};
+pub use text::{
+    ExtractReport, ExtractSpeed, LangidReport, MinhashReport, UrlFilterReport, extract_quality,
+    extract_speed, langid_accuracy, minhash, url_filter,
+};
+
+/// Why a benchmark could not run. Each message is whole (it names its cause), so the
+/// variants carry no separate `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{}: {error}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The benchmark's input is not what it expects.
+    #[error("{0}")]
+    Input(String),
+    /// A step of mdf itself failed (submitting, running a worker, a pipeline, a
+    /// shuffle section); `what` names the step.
+    #[error("{what}: {error}")]
+    Step {
+        what: &'static str,
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The benchmark's own job finished without succeeding.
+    #[error("the benchmark job did not succeed")]
+    JobFailed,
+}
+
+impl BenchError {
+    /// `map_err(BenchError::io(path))` for a file system call on `path`.
+    pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> BenchError {
+        let path = path.to_path_buf();
+        move |error| BenchError::Io { path, error }
+    }
+
+    /// `map_err(BenchError::step("what"))` for any error of a step of mdf.
+    pub(crate) fn step<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+        what: &'static str,
+    ) -> impl FnOnce(E) -> BenchError {
+        move |e| BenchError::Step {
+            what,
+            error: e.into(),
+        }
+    }
+}
+
+/// Peak resident memory of this process (VmHWM), in MB.
+pub(crate) fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}

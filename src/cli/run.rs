@@ -1,0 +1,104 @@
+//! `mdf run`: submit a job here and run in-process workers until it is done, with a
+//! progress line; prints the job's status at the end.
+use super::{QUIET, on_signals, submit_error};
+use crate::clock::{Entropy, SystemClock};
+use crate::coordinator::status::{self, render};
+use crate::coordinator::submit::{self, SubmitOptions};
+use crate::launch::local::in_process;
+use crate::protocol::io::Retry;
+use crate::spec::Spec;
+use crate::store::Registry;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Default: as many workers as the cores allow at the stages' `resources.cpu`.
+pub fn default_workers(spec: &Spec) -> usize {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    (cores as f64 / spec.max_stage_cpu()).floor() as usize
+}
+
+pub async fn run_local(
+    spec: Spec,
+    workers: usize,
+    job_root: String,
+    job_id: Option<String>,
+    reuse: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let reg = Registry::new(spec.s3.clone());
+    let entropy = Entropy::from_os();
+    let opts = SubmitOptions {
+        job_root,
+        job_id,
+        reuse,
+    };
+    let t0 = std::time::Instant::now();
+    let s = match submit::submit(&spec, &reg, &opts, &SystemClock, &entropy).await {
+        Ok(s) => s,
+        Err(e) => return submit_error(e),
+    };
+    if !QUIET.load(Ordering::Relaxed) {
+        eprintln!(
+            "{} job {}: {} tasks over {} input files, {} workers",
+            if s.created { "submitted" } else { "resuming" },
+            s.job_id,
+            s.tasks,
+            s.input_files,
+            workers
+        );
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    on_signals(shutdown.clone());
+    let handles = in_process(&reg, &s.job_uri, workers, shutdown);
+    // Progress: a line refreshed in place on a terminal, a plain line every 10 s
+    // otherwise (cloud logs); one LIST per phase each time.
+    let progress = {
+        let (reg, uri) = (reg.clone(), s.job_uri.clone());
+        let tty = std::io::stderr().is_terminal();
+        let quiet = QUIET.load(Ordering::Relaxed);
+        tokio::spawn(async move {
+            if quiet {
+                return;
+            }
+            let retry = Retry::new(Entropy::from_os());
+            let every = std::time::Duration::from_secs(if tty { 1 } else { 10 });
+            loop {
+                tokio::time::sleep(every).await;
+                if let Ok(p) = status::progress(&reg, &uri, &retry).await {
+                    let line = status::progress_line(&p, t0.elapsed());
+                    if tty {
+                        eprint!("\r\x1b[2K{line}");
+                    } else {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+        })
+    };
+    for h in handles {
+        match h.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => eprintln!("mdf: worker error: {e}"),
+            Err(e) => eprintln!("mdf: worker panicked: {e}"),
+        }
+    }
+    progress.abort();
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
+    let retry = Retry::new(entropy);
+    // Every task accounted for by key: a lagging LIST must not turn a finished job
+    // into a failed run.
+    let st = status::status_by_key(&reg, &s.job_uri, &SystemClock, &retry).await?;
+    print!("{}", render(&st));
+    println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
+    println!("job: {}", s.job_uri);
+    Ok(if st.succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,104 @@
+//! Commands that show a job or its output: `mdf status`, `mdf report` (the HTML file
+//! of [`crate::report`]) and `mdf inspect` (records through [`crate::report::output`]).
+use super::runtime;
+use crate::clock::{Entropy, SystemClock};
+use crate::coordinator::status::{self, render};
+use crate::protocol::io::Retry;
+use crate::report::{self, output};
+use crate::store::Registry;
+use anyhow::Context;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn status(job: &str, json: bool, watch: Option<u64>) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let reg = Registry::new(Default::default());
+        let retry = Retry::new(Entropy::from_os());
+        loop {
+            let s = status::status(&reg, job, &SystemClock, &retry).await?;
+            if watch.is_some() && std::io::stdout().is_terminal() {
+                print!("\x1b[2J\x1b[H"); // clear the screen
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                print!("{}", render(&s));
+            }
+            match watch {
+                Some(secs) if !s.complete => {
+                    tokio::time::sleep(std::time::Duration::from_secs(secs.max(1))).await
+                }
+                _ => break,
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn report(job: &str, output: &Path, samples: usize) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let reg = Registry::new(Default::default());
+        let retry = Retry::new(Entropy::from_os());
+        let s = status::status(&reg, job, &SystemClock, &retry).await?;
+        let smp = report::samples(&reg, &s.output, samples, 100_000).await;
+        let html = report::render(&s, &smp);
+        std::fs::write(output, html).with_context(|| format!("writing {}", output.display()))?;
+        println!(
+            "wrote {} ({})",
+            output.display(),
+            if s.complete {
+                "job complete"
+            } else {
+                "job not complete: committed tasks so far"
+            }
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn inspect(
+    uri: &str,
+    rejects: bool,
+    limit: usize,
+    conds: &[output::Cond],
+    width: usize,
+) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let reg = Registry::new(Default::default());
+        let output::Sample {
+            manifest: m,
+            records: shown,
+        } = output::sample(&reg, uri, rejects, limit, conds, width).await?;
+        let files = if rejects { &m.rejects } else { &m.files };
+        println!(
+            "{} {} of {} records in {} files{}",
+            if rejects { "rejects" } else { "records" },
+            if conds.is_empty() {
+                "sampled"
+            } else {
+                "matching"
+            },
+            if rejects { m.rejected } else { m.rows },
+            files.len(),
+            if m.failed_tasks.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} failed tasks)", m.failed_tasks.len())
+            }
+        );
+        for v in &shown {
+            println!("{}", serde_json::to_string_pretty(v)?);
+        }
+        if shown.is_empty() {
+            println!("(none)");
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,267 @@
+//! Records of a finished output (or its rejects), read through its `_manifest.json`
+//! only: `mdf inspect` samples and filters them, the report shows a few. Reads only;
+//! never lists the output directory (a manifest names every file).
+use crate::protocol::io::{ProtoError, Retry, get_json};
+use crate::protocol::records::OutputManifest;
+use crate::store::{Registry, StoreError, Uri};
+use object_store::ObjectStoreExt;
+
+/// Why an output's records could not be read. Each message is whole (it names its
+/// cause), so the variants carry no separate `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{uri} has no _manifest.json (not a finished output)")]
+    NoManifest { uri: String },
+    #[error(
+        "{uri} is a Lance dataset: read it with pylance (lance.dataset({uri:?}).to_table()) or lancedb; `mdf inspect --rejects` shows its rejects"
+    )]
+    Lance { uri: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    #[error("reading {path}: {error}")]
+    Read {
+        path: String,
+        error: object_store::Error,
+    },
+    #[error("{path}: {error}")]
+    Parquet {
+        path: String,
+        error: parquet::errors::ParquetError,
+    },
+    #[error("{path}: {error}")]
+    Arrow {
+        path: String,
+        error: arrow_schema::ArrowError,
+    },
+}
+
+/// A `--where` condition: `col=value` (equal) or `col~text` (contains), on the
+/// column's JSON text.
+#[derive(Debug, Clone)]
+pub struct Cond {
+    col: String,
+    value: String,
+    contains: bool,
+}
+
+/// A `--where` condition that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CondError {
+    #[error("expected col=value or col~text, found {0:?}")]
+    NoOperator(String),
+    #[error("no column in {0:?}")]
+    NoColumn(String),
+}
+
+/// Parses `col=value` or `col~text`; the first of `=` and `~` is the operator.
+pub fn parse_cond(s: &str) -> Result<Cond, CondError> {
+    let (col, value, contains) = match (s.split_once('='), s.split_once('~')) {
+        (Some((c, v)), None) => (c, v, false),
+        (None, Some((c, v))) => (c, v, true),
+        (Some((c1, v1)), Some((c2, v2))) => {
+            if c1.len() < c2.len() {
+                (c1, v1, false)
+            } else {
+                (c2, v2, true)
+            }
+        }
+        (None, None) => return Err(CondError::NoOperator(s.to_string())),
+    };
+    if col.is_empty() {
+        return Err(CondError::NoColumn(s.to_string()));
+    }
+    Ok(Cond {
+        col: col.to_string(),
+        value: value.to_string(),
+        contains,
+    })
+}
+
+fn holds(rec: &serde_json::Map<String, serde_json::Value>, c: &Cond) -> bool {
+    let Some(v) = rec.get(&c.col) else {
+        return false;
+    };
+    let text = match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if c.contains {
+        text.contains(&c.value)
+    } else {
+        text == c.value
+    }
+}
+
+/// Long strings shortened for the terminal.
+pub fn shorten(v: &mut serde_json::Value, width: usize) {
+    match v {
+        serde_json::Value::String(s) if s.chars().count() > width => {
+            let cut: String = s.chars().take(width).collect();
+            *s = format!("{cut}… ({} chars)", s.chars().count());
+        }
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| shorten(x, width)),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| shorten(x, width)),
+        _ => {}
+    }
+}
+
+/// The manifest of a finished output.
+pub async fn manifest(reg: &Registry, uri: &str) -> Result<OutputManifest, OutputError> {
+    let base = Uri::parse(uri)?;
+    let store = reg.open(&base)?;
+    let retry = Retry::new(crate::clock::Entropy::from_os());
+    get_json(store.as_ref(), &base.child("_manifest.json").path, &retry)
+        .await?
+        .ok_or_else(|| OutputError::NoManifest {
+            uri: uri.to_string(),
+        })
+}
+
+/// Reads the records of a finished output (or its rejects) through its manifest, file
+/// by file, handing each to `visit` until it returns `false`. Returns the manifest.
+pub async fn visit(
+    reg: &Registry,
+    uri: &str,
+    rejects: bool,
+    visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
+) -> Result<OutputManifest, OutputError> {
+    let m = manifest(reg, uri).await?;
+    walk(reg, uri, &m, rejects, visit).await?;
+    Ok(m)
+}
+
+/// [`visit`] over an output whose manifest `m` is already read.
+pub async fn walk(
+    reg: &Registry,
+    uri: &str,
+    m: &OutputManifest,
+    rejects: bool,
+    visit: &mut dyn FnMut(serde_json::Map<String, serde_json::Value>) -> bool,
+) -> Result<(), OutputError> {
+    let (dir, files) = if rejects {
+        (Uri::parse(&m.rejects_uri)?, &m.rejects)
+    } else {
+        (Uri::parse(uri)?, &m.files)
+    };
+    if files.iter().any(|f| f.path.ends_with(".lance")) {
+        return Err(OutputError::Lance {
+            uri: uri.to_string(),
+        });
+    }
+    for f in files {
+        let u = dir.child(&f.path);
+        let st = reg.open(&u)?;
+        let path = || u.to_uri_string();
+        let read = |error| OutputError::Read {
+            path: path(),
+            error,
+        };
+        let bytes = st
+            .get(&u.path)
+            .await
+            .map_err(read)?
+            .bytes()
+            .await
+            .map_err(read)?;
+        let parquet = |error| OutputError::Parquet {
+            path: path(),
+            error,
+        };
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(parquet)?
+            .build()
+            .map_err(parquet)?;
+        for batch in reader {
+            let batch = batch.map_err(|error| OutputError::Arrow {
+                path: path(),
+                error,
+            })?;
+            for line in crate::records::rows_as_json(&batch) {
+                let Ok(serde_json::Value::Object(rec)) = serde_json::from_str(&line) else {
+                    continue;
+                };
+                if !visit(rec) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records of an output shown by `mdf inspect`: up to `limit` records (or rejects)
+/// meeting every condition, strings shortened to `width` characters.
+pub struct Sample {
+    pub manifest: OutputManifest,
+    pub records: Vec<serde_json::Value>,
+}
+
+/// Reads records of the finished output at `uri` until `limit` meet `conds`.
+pub async fn sample(
+    reg: &Registry,
+    uri: &str,
+    rejects: bool,
+    limit: usize,
+    conds: &[Cond],
+    width: usize,
+) -> Result<Sample, OutputError> {
+    let mut records = Vec::new();
+    let manifest = visit(reg, uri, rejects, &mut |rec| {
+        if conds.iter().all(|c| holds(&rec, c)) {
+            let mut v = serde_json::Value::Object(rec);
+            shorten(&mut v, width);
+            records.push(v);
+        }
+        records.len() < limit
+    })
+    .await?;
+    Ok(Sample { manifest, records })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn conditions_match_equal_or_contained_json_text() {
+        let r = rec(json!({"reason": "duplicate", "url": "https://en.wikipedia.org/x", "n": 3}));
+        let c = |s: &str| parse_cond(s).unwrap();
+        assert!(holds(&r, &c("reason=duplicate")));
+        assert!(!holds(&r, &c("reason=dup")));
+        assert!(holds(&r, &c("url~wikipedia")));
+        assert!(holds(&r, &c("n=3")), "numbers compare as their JSON text");
+        assert!(!holds(&r, &c("missing=x")));
+        // The first operator wins: `a=b~c` is a=("b~c").
+        let e = c("url=a~b");
+        assert!(!e.contains && e.col == "url" && e.value == "a~b");
+        assert!(matches!(
+            parse_cond("nothing"),
+            Err(CondError::NoOperator(_))
+        ));
+        assert!(matches!(parse_cond("=x"), Err(CondError::NoColumn(_))));
+    }
+
+    #[test]
+    fn long_strings_are_shortened_everywhere() {
+        let mut v = json!({"text": "abcdefghij", "nested": ["0123456789"], "n": 12345678});
+        shorten(&mut v, 4);
+        assert_eq!(v["text"], "abcd… (10 chars)");
+        assert_eq!(v["nested"][0], "0123… (10 chars)");
+        assert_eq!(v["n"], 12345678);
+    }
+
+    #[tokio::test]
+    async fn an_output_without_a_manifest_is_named() {
+        let reg = Registry::new(Default::default());
+        let e = manifest(&reg, "memory://empty/out").await.unwrap_err();
+        assert!(matches!(e, OutputError::NoManifest { .. }), "{e}");
+        assert!(e.to_string().contains("memory://empty/out"), "{e}");
+    }
+}
