@@ -26,7 +26,7 @@ use super::image_common as ic;
 use super::model_params::ClipEmbedParams;
 use super::onnx::{Model, RuntimeParams};
 use super::params::Params;
-use super::{Asset, Drop, LoadError, Operator, Output, ProcessError, SchemaError};
+use super::{Asset, Drop, LoadError, ModelError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::FastMap;
 use crate::kernels::clip_tokenizer::ClipTokenizer;
 use crate::kernels::image::Limits;
@@ -154,10 +154,12 @@ impl TextTower {
             .unwrap_or(77)
     }
 
-    fn parts(&self) -> Result<(&Model, &ClipTokenizer), String> {
+    fn parts(&self) -> Result<(&Model, &ClipTokenizer), ModelError> {
         match (self.model.get(), self.tokenizer.get()) {
             (Some(m), Some(t)) => Ok((m, t)),
-            _ => Err("the text model was not loaded (no assets)".into()),
+            _ => Err(ModelError::Model(
+                "the text model was not loaded (no assets)".into(),
+            )),
         }
     }
 
@@ -166,7 +168,7 @@ impl TextTower {
         assets: &[(Asset, bytes::Bytes)],
         dim: usize,
         rt: &RuntimeParams,
-    ) -> Result<(), String> {
+    ) -> Result<(), ModelError> {
         let model = asset(assets, "params.text_model")?;
         let m = Model::load(
             model,
@@ -175,49 +177,50 @@ impl TextTower {
         )?;
         use ort::value::TensorElementType as T;
         if !matches!(m.input_type, T::Int64 | T::Int32) {
-            return Err(format!(
+            return Err(ModelError::Model(format!(
                 "params.text_model: takes {:?} input, not token ids (int64)",
                 m.input_type
-            ));
+            )));
         }
         let declared = match m.input_shape.as_slice() {
             [_, c] => (*c > 0).then_some(*c as usize),
             s => {
-                return Err(format!(
+                return Err(ModelError::Model(format!(
                     "params.text_model: input shape {s:?}, expected [batch, context] token ids"
-                ));
+                )));
             }
         };
         if let (Some(c), Some(want)) = (declared, self.context_length)
             && c != want
         {
-            return Err(format!(
+            return Err(ModelError::Model(format!(
                 "params.context_length is {want}, but the text model takes {c} tokens"
-            ));
+            )));
         }
         if let Some(&d) = m.output_shape.last()
             && d > 0
             && d as usize != dim
         {
-            return Err(format!(
+            return Err(ModelError::Model(format!(
                 "params.text_model: its embeddings have {d} dimensions, the image tower's \
                  (params.dim) {dim}"
-            ));
+            )));
         }
-        let t = ClipTokenizer::from_bytes(asset(assets, "params.tokenizer")?)
-            .map_err(|e| format!("params.tokenizer ({}): {e}", self.tokenizer_uri))?;
+        let t = ClipTokenizer::from_bytes(asset(assets, "params.tokenizer")?).map_err(|e| {
+            ModelError::Model(format!("params.tokenizer ({}): {e}", self.tokenizer_uri))
+        })?;
         let _ = self.model.set(m);
         let _ = self.tokenizer.set(t);
         Ok(())
     }
 }
 
-fn asset<'a>(assets: &'a [(Asset, bytes::Bytes)], param: &str) -> Result<&'a [u8], String> {
+fn asset<'a>(assets: &'a [(Asset, bytes::Bytes)], param: &str) -> Result<&'a [u8], ModelError> {
     assets
         .iter()
         .find(|(a, _)| a.param == param)
         .map(|(_, b)| b.as_ref())
-        .ok_or_else(|| format!("{param} was not fetched"))
+        .ok_or_else(|| ModelError::Model(format!("{param} was not fetched")))
 }
 
 /// The image size a model declares (`[N, 3, S, S]`), if static.
@@ -229,10 +232,10 @@ fn declared_size(m: &Model) -> Option<usize> {
 }
 
 impl ClipEmbed {
-    fn model(&self) -> Result<&Model, String> {
+    fn model(&self) -> Result<&Model, ModelError> {
         self.model
             .get()
-            .ok_or_else(|| "the model was not loaded (no assets)".to_string())
+            .ok_or_else(|| ModelError::Model("the model was not loaded (no assets)".into()))
     }
 
     fn size(&self) -> usize {
@@ -301,7 +304,7 @@ impl ClipEmbed {
 
     /// Runs one prepared chunk: `n` rows of L2-normalised image vectors, and as many
     /// text vectors as it has captions.
-    fn infer(&self, data: Vec<f32>, n: usize, tokens: Vec<i64>) -> Result<Inferred, String> {
+    fn infer(&self, data: Vec<f32>, n: usize, tokens: Vec<i64>) -> Result<Inferred, ModelError> {
         let mut r = Inferred {
             images: vec![],
             texts: vec![],
@@ -330,12 +333,12 @@ impl ClipEmbed {
         mut out: Vec<f32>,
         n: usize,
         what: &str,
-    ) -> Result<Vec<f32>, String> {
+    ) -> Result<Vec<f32>, ModelError> {
         if shape.len() != 2 || shape[0] != n || shape[1] != self.dim {
-            return Err(format!(
+            return Err(ModelError::Inference(format!(
                 "params.{what} returned shape {shape:?}, expected [{n}, {}] (params.dim)",
                 self.dim
-            ));
+            )));
         }
         out.chunks_mut(self.dim).for_each(l2_normalize);
         Ok(out)
@@ -351,7 +354,10 @@ pub fn embedding_type(dim: usize) -> DataType {
 }
 
 /// A `FixedSizeList<Float32, dim>` column from per-row vectors (`None`: null row).
-pub fn embedding_array(rows: &[Option<&[f32]>], dim: usize) -> Result<ArrayRef, String> {
+pub fn embedding_array(
+    rows: &[Option<&[f32]>],
+    dim: usize,
+) -> Result<ArrayRef, arrow_schema::ArrowError> {
     let mut values = Vec::with_capacity(rows.len() * dim);
     let mut valid = Vec::with_capacity(rows.len());
     for r in rows {
@@ -369,7 +375,6 @@ pub fn embedding_array(rows: &[Option<&[f32]>], dim: usize) -> Result<ArrayRef, 
         Some(valid.into()),
     )
     .map(|a| Arc::new(a) as ArrayRef)
-    .map_err(|e| e.to_string())
 }
 
 impl Operator for ClipEmbed {
@@ -405,16 +410,16 @@ impl Operator for ClipEmbed {
         v
     }
     fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), LoadError> {
-        self.load_models(assets).map_err(LoadError::Invalid)
+        Ok(self.load_models(assets)?)
     }
     fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        let (cols, drops) = self.annotate(batch).map_err(ProcessError::Model)?;
+        let (cols, drops) = self.annotate(batch)?;
         Ok(Output::annotated(cols, drops))
     }
 }
 
 impl ClipEmbed {
-    fn load_models(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), String> {
+    fn load_models(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), ModelError> {
         let m = Model::load(
             asset(assets, "params.model")?,
             &self.runtime,
@@ -425,33 +430,33 @@ impl ClipEmbed {
             T::Float32 => "fp32",
             T::Float16 => "fp16",
             other => {
-                return Err(format!(
+                return Err(ModelError::Model(format!(
                     "params.model: takes {other:?} input, not an image tensor"
-                ));
+                )));
             }
         };
         if let Some(want) = &self.precision
             && want != declared
         {
-            return Err(format!(
+            return Err(ModelError::Model(format!(
                 "params.precision is {want}, but the model's input is {declared}"
-            ));
+            )));
         }
         if let Some(&d) = m.output_shape.last()
             && d > 0
             && d as usize != self.dim
         {
-            return Err(format!(
+            return Err(ModelError::Model(format!(
                 "params.dim is {}, but the model's embeddings have {d} dimensions",
                 self.dim
-            ));
+            )));
         }
         if let (Some(s), Some(want)) = (declared_size(&m), self.image_size)
             && s != want
         {
-            return Err(format!(
+            return Err(ModelError::Model(format!(
                 "params.image_size is {want}, but the model takes {s}×{s} images"
-            ));
+            )));
         }
         // A second load of the same spec (another worker in this process) keeps the first.
         let _ = self.model.set(m);
@@ -462,10 +467,13 @@ impl ClipEmbed {
     }
 
     #[allow(clippy::type_complexity)]
-    fn annotate(&self, batch: &RecordBatch) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), String> {
-        let imgs = ic::values(batch, &self.column).map_err(|e| e.to_string())?;
+    fn annotate(
+        &self,
+        batch: &RecordBatch,
+    ) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), ProcessError> {
+        let imgs = ic::values(batch, &self.column)?;
         let captions = match &self.text {
-            Some(t) => Some(super::text_values(batch, &t.column).map_err(|e| e.to_string())?),
+            Some(t) => Some(super::text_values(batch, &t.column)?),
             None => None,
         };
         let bs = self.batch_size;

@@ -85,9 +85,26 @@ pub enum ProcessError {
     NotLoaded(&'static str),
     #[error(transparent)]
     Arrow(#[from] ArrowError),
-    /// A model's runtime failed (ONNX Runtime's message).
+    /// A model failed to run.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// Why a model (of an ONNX operator) could not be loaded or run; the message names
+/// the param (`params.model (models/clip.onnx): ...`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// No usable ONNX Runtime library (`params.library`, `ORT_DYLIB_PATH`, the CUDA
+    /// provider).
+    #[error("{0}")]
+    Runtime(String),
+    /// The model does not load, was not loaded, or does not fit its params (input
+    /// type, shape, `dim`, `precision`).
     #[error("{0}")]
     Model(String),
+    /// An inference call failed or returned a shape the params do not expect.
+    #[error("{0}")]
+    Inference(String),
 }
 
 /// Why an operator could not take its fetched assets.
@@ -102,4 +119,6 @@ pub enum LoadError {
     },
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Model(#[from] ModelError),
 }

@@ -38,7 +38,7 @@ pub mod text_length;
 pub mod throttle;
 pub mod url_filter;
 
-pub use error::{LoadError, OpError, ProcessError, SchemaError};
+pub use error::{LoadError, ModelError, OpError, ProcessError, SchemaError};
 pub use reference::{describe, reference_markdown};
 pub use stage::{histogram_columns, output_schema, run_stage, run_stage_observed};
 

@@ -12,7 +12,7 @@ use super::image_common as ic;
 use super::model_params::NsfwScoreParams;
 use super::onnx::{Model, RuntimeParams};
 use super::params::Params;
-use super::{Asset, Drop, LoadError, Operator, Output, ProcessError, SchemaError};
+use super::{Asset, Drop, LoadError, ModelError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::image::Limits;
 use crate::kernels::resample::{Filter as Resample, resize};
 use crate::kernels::vision::nsfw_tensor;
@@ -60,12 +60,12 @@ pub fn preprocess(rgb: &[u8], w: usize, h: usize) -> Result<Vec<f32>, String> {
 }
 
 impl NsfwScore {
-    fn score(&self, imgs: &[Option<&[u8]>]) -> Result<Vec<Result<f32, Drop>>, String> {
+    fn score(&self, imgs: &[Option<&[u8]>]) -> Result<Vec<Result<f32, Drop>>, ModelError> {
         use rayon::prelude::*;
         let model = self
             .model
             .get()
-            .ok_or("the model was not loaded (no assets)")?;
+            .ok_or_else(|| ModelError::Model("the model was not loaded (no assets)".into()))?;
         let prepared: Vec<Result<Vec<f32>, Drop>> = imgs
             .par_iter()
             .map(|b| {
@@ -84,9 +84,9 @@ impl NsfwScore {
         let probs = if n > 0 {
             let (shape, out) = model.run_f32(data, &[n, 224, 224, 3])?;
             if shape != [n, 2] {
-                return Err(format!(
+                return Err(ModelError::Inference(format!(
                     "the model returned shape {shape:?}, expected [{n}, 2] (P(SFW), P(NSFW))"
-                ));
+                )));
             }
             out
         } else {
@@ -118,13 +118,12 @@ impl Operator for NsfwScore {
             bytes,
             &self.runtime,
             &format!("params.model ({})", self.model_uri),
-        )
-        .map_err(LoadError::Invalid)?;
+        )?;
         if !matches!(m.input_shape.as_slice(), [_, 224, 224, 3]) {
-            return Err(LoadError::Invalid(format!(
+            return Err(LoadError::Model(ModelError::Model(format!(
                 "params.model: expected an Open-NSFW model taking [N, 224, 224, 3], found {:?}",
                 m.input_shape
-            )));
+            ))));
         }
         let _ = self.model.set(m);
         Ok(())
@@ -134,7 +133,7 @@ impl Operator for NsfwScore {
         let mut scores = Vec::with_capacity(imgs.len());
         let mut drops = Vec::with_capacity(imgs.len());
         for chunk in imgs.chunks(self.batch_size) {
-            for r in self.score(chunk).map_err(ProcessError::Model)? {
+            for r in self.score(chunk)? {
                 match r {
                     Ok(s) => {
                         scores.push(Some(s));

@@ -3,6 +3,7 @@
 //! or `onnxruntime-gpu` wheel (CUDA) ships, named by the stage's `library` param or
 //! `ORT_DYLIB_PATH`. One library per process (ONNX Runtime's environment is global);
 //! one session per model, shared by the tasks of the process.
+use super::ModelError;
 use ort::session::Session;
 use ort::value::{Tensor, TensorElementType, ValueType};
 use std::path::PathBuf;
@@ -58,7 +59,11 @@ static ENV: OnceLock<Result<(PathBuf, ort::environment::Environment), String>> =
 /// Loads ONNX Runtime from `library` (or `ORT_DYLIB_PATH`) once per process.
 pub fn environment(
     library: Option<&str>,
-) -> Result<&'static ort::environment::Environment, String> {
+) -> Result<&'static ort::environment::Environment, ModelError> {
+    environment_at(library).map_err(ModelError::Runtime)
+}
+
+fn environment_at(library: Option<&str>) -> Result<&'static ort::environment::Environment, String> {
     let want = match library {
         Some(l) => PathBuf::from(l),
         None => match std::env::var_os("ORT_DYLIB_PATH") {
@@ -128,48 +133,51 @@ fn tensor_info(v: &ValueType) -> Option<(TensorElementType, Vec<i64>)> {
 
 impl Model {
     /// A session for the ONNX model in `bytes` (`what` names it in errors).
-    pub fn load(bytes: &[u8], rt: &RuntimeParams, what: &str) -> Result<Model, String> {
+    pub fn load(bytes: &[u8], rt: &RuntimeParams, what: &str) -> Result<Model, ModelError> {
         let env = environment(rt.library.as_deref())?;
-        let err = |e: ort::Error| format!("{what}: {e}");
+        let err = |e: ort::Error| ModelError::Runtime(format!("{what}: {e}"));
         let mut b = Session::builder(env).map_err(err)?;
         if rt.threads > 0 {
             b = b
                 .with_intra_threads(rt.threads)
-                .map_err(|e| format!("{what}: {e}"))?;
+                .map_err(|e| ModelError::Runtime(format!("{what}: {e}")))?;
         }
         if let Provider::Cuda { device } = rt.provider {
             use ort::ep::ExecutionProvider;
             let cuda = ort::ep::CUDA::default().with_device_id(device);
             if !ort::ep::CUDA::is_available().unwrap_or(false) {
-                return Err(format!(
+                return Err(ModelError::Runtime(format!(
                     "{what}: params.provider is cuda, but the ONNX Runtime library has no CUDA \
                      execution provider (install the onnxruntime-gpu wheel and point \
                      ORT_DYLIB_PATH at its libonnxruntime.so)"
-                ));
+                )));
             }
             b = b
                 .with_execution_providers([cuda.build().error_on_failure()])
                 .map_err(|e| {
-                    format!("{what}: params.provider is cuda, but CUDA could not be used: {e}")
+                    ModelError::Runtime(format!(
+                        "{what}: params.provider is cuda, but CUDA could not be used: {e}"
+                    ))
                 })?;
         }
-        let session = b
-            .commit_from_memory(bytes)
-            .map_err(|e| format!("{what}: not a model ONNX Runtime can load: {e}"))?;
+        let session = b.commit_from_memory(bytes).map_err(|e| {
+            ModelError::Model(format!("{what}: not a model ONNX Runtime can load: {e}"))
+        })?;
+        let bad = |m: String| ModelError::Model(format!("{what}: {m}"));
         let [input] = session.inputs() else {
-            return Err(format!(
-                "{what}: expected a model with one input, found {}",
+            return Err(bad(format!(
+                "expected a model with one input, found {}",
                 session.inputs().len()
-            ));
+            )));
         };
-        let (input_type, input_shape) = tensor_info(input.dtype())
-            .ok_or_else(|| format!("{what}: the input is not a tensor"))?;
+        let (input_type, input_shape) =
+            tensor_info(input.dtype()).ok_or_else(|| bad("the input is not a tensor".into()))?;
         let output = session
             .outputs()
             .first()
-            .ok_or_else(|| format!("{what}: the model has no output"))?;
+            .ok_or_else(|| bad("the model has no output".into()))?;
         let (_, output_shape) = tensor_info(output.dtype())
-            .ok_or_else(|| format!("{what}: the first output is not a tensor"))?;
+            .ok_or_else(|| bad("the first output is not a tensor".into()))?;
         Ok(Model {
             input: input.name().to_string(),
             input_type,
@@ -185,19 +193,23 @@ impl Model {
         &self,
         data: Vec<f32>,
         shape: &[usize],
-    ) -> Result<(Vec<usize>, Vec<f32>), String> {
+    ) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
         let shape = shape.to_vec();
         let value: ort::value::DynValue = match self.input_type {
             TensorElementType::Float32 => Tensor::from_array((shape, data))
-                .map_err(|e| e.to_string())?
+                .map_err(inference)?
                 .into_dyn(),
             TensorElementType::Float16 => {
                 let h: Vec<half::f16> = data.into_iter().map(half::f16::from_f32).collect();
                 Tensor::from_array((shape, h))
-                    .map_err(|e| e.to_string())?
+                    .map_err(inference)?
                     .into_dyn()
             }
-            other => return Err(format!("the model takes {other:?}, not float input")),
+            other => {
+                return Err(ModelError::Model(format!(
+                    "the model takes {other:?}, not float input"
+                )));
+            }
         };
         self.run(value)
     }
@@ -207,24 +219,28 @@ impl Model {
         &self,
         data: Vec<i64>,
         shape: &[usize],
-    ) -> Result<(Vec<usize>, Vec<f32>), String> {
+    ) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
         let shape = shape.to_vec();
         let value: ort::value::DynValue = match self.input_type {
             TensorElementType::Int64 => Tensor::from_array((shape, data))
-                .map_err(|e| e.to_string())?
+                .map_err(inference)?
                 .into_dyn(),
             TensorElementType::Int32 => {
                 let v: Vec<i32> = data.into_iter().map(|x| x as i32).collect();
                 Tensor::from_array((shape, v))
-                    .map_err(|e| e.to_string())?
+                    .map_err(inference)?
                     .into_dyn()
             }
-            other => return Err(format!("the model takes {other:?}, not token ids")),
+            other => {
+                return Err(ModelError::Model(format!(
+                    "the model takes {other:?}, not token ids"
+                )));
+            }
         };
         self.run(value)
     }
 
-    fn run(&self, value: ort::value::DynValue) -> Result<(Vec<usize>, Vec<f32>), String> {
+    fn run(&self, value: ort::value::DynValue) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
         // A panic while the lock was held (a hostile record, quarantined by the
         // worker) leaves no half-updated state in the session: keep using it.
         let mut s = self
@@ -233,19 +249,23 @@ impl Model {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let out = s
             .run(ort::inputs![self.input.as_str() => value])
-            .map_err(|e| format!("inference: {e}"))?;
+            .map_err(|e| ModelError::Inference(format!("inference: {e}")))?;
         let o = &out[0];
         if let Ok((shape, v)) = o.try_extract_tensor::<f32>() {
             return Ok((shape.iter().map(|&d| d as usize).collect(), v.to_vec()));
         }
-        let (shape, v) = o
-            .try_extract_tensor::<half::f16>()
-            .map_err(|e| format!("the output is neither f32 nor f16: {e}"))?;
+        let (shape, v) = o.try_extract_tensor::<half::f16>().map_err(|e| {
+            ModelError::Inference(format!("the output is neither f32 nor f16: {e}"))
+        })?;
         Ok((
             shape.iter().map(|&d| d as usize).collect(),
             v.iter().map(|x| x.to_f32()).collect(),
         ))
     }
+}
+
+fn inference(e: ort::Error) -> ModelError {
+    ModelError::Inference(e.to_string())
 }
 
 /// Per-record model inputs (each the same length, or why the record has none) as one
