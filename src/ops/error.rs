@@ -11,14 +11,27 @@ use arrow_schema::{ArrowError, DataType, Schema};
 pub struct OpError {
     pub operator: String,
     pub message: String,
+    /// Whether another attempt may succeed: false when the operator's own failure is
+    /// deterministic (a wrong column, an Arrow error on the same batch), so the task
+    /// fails at once instead of spending `job.max_attempts` on it.
+    pub retryable: bool,
 }
 
 impl OpError {
-    /// The error of stage `stage`.
+    /// The error of stage `stage`, retried (the cautious default).
     pub fn new(stage: &str, e: impl std::fmt::Display) -> OpError {
         OpError {
             operator: stage.to_string(),
             message: e.to_string(),
+            retryable: true,
+        }
+    }
+
+    /// The error of stage `stage` from its operator's [`ProcessError`].
+    pub fn process(stage: &str, e: &ProcessError) -> OpError {
+        OpError {
+            retryable: e.is_retryable(),
+            ..OpError::new(stage, e)
         }
     }
 }
@@ -105,6 +118,16 @@ pub enum ModelError {
     /// An inference call failed or returned a shape the params do not expect.
     #[error("{0}")]
     Inference(String),
+}
+
+impl ProcessError {
+    /// Whether processing the same batch again may succeed: only an inference call's
+    /// failure (a device out of memory, a driver hiccup) may pass; a missing or
+    /// mistyped column, an unloaded operator or model, a model that does not fit its
+    /// params or an Arrow error repeats on every attempt.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ProcessError::Model(ModelError::Inference(_)))
+    }
 }
 
 /// Why an operator could not take its fetched assets.

@@ -63,7 +63,9 @@ pub fn run_stage_observed(
 ) -> Result<(RecordBatch, Vec<Reject>), OpError> {
     let err = |e: &dyn std::fmt::Display| OpError::new(stage, e);
     inject_panic(stage, &batch);
-    let Output { columns, verdicts } = op.process(&batch).map_err(|e| err(&e))?;
+    let Output { columns, verdicts } = op
+        .process(&batch)
+        .map_err(|e| OpError::process(stage, &e))?;
     if let Some(v) = &verdicts
         && v.len() != batch.num_rows()
     {

@@ -400,6 +400,11 @@ mod tests {
     #[test]
     fn retrying_is_a_property_of_the_error() {
         let fatal = [
+            // An operator's deterministic failure repeats on every attempt.
+            TaskError::Pipeline(PipelineError::Op(crate::ops::OpError::process(
+                "lengths",
+                &crate::ops::ProcessError::MissingColumn("text".into()),
+            ))),
             TaskError::LostTooOften(3),
             TaskError::NoMapTask("t".into()),
             TaskError::UpstreamFailed {
@@ -427,6 +432,13 @@ mod tests {
             },
             TaskError::Dedup(dedup::DedupError::Plan("x".into())),
             TaskError::Panicked("the pipeline panicked: x".into()),
+            // A model runtime's failure may pass on another attempt (device memory).
+            TaskError::Pipeline(PipelineError::Op(crate::ops::OpError::process(
+                "embed",
+                &crate::ops::ProcessError::Model(crate::ops::ModelError::Inference(
+                    "CUDA out of memory".into(),
+                )),
+            ))),
         ];
         for e in retried {
             assert!(e.is_retryable(), "{e}");

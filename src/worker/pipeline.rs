@@ -218,6 +218,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                         Some(k) => kept.project(k).map_err(|e| ops::OpError {
                             operator: st.name.clone(),
                             message: e.to_string(),
+                            retryable: false,
                         })?,
                         None => kept,
                     };
@@ -233,6 +234,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                         |e| ops::OpError {
                             operator: "dedup".into(),
                             message: e.to_string(),
+                            retryable: false,
                         },
                     )?;
                     spill.push(&scratch).map_err(|e| ops::OpError {
@@ -241,12 +243,15 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                             "spilling keys to {}: {e}",
                             crate::dedup::spill_dir().display()
                         ),
+                        // A full or failing local disk may be another machine's luck.
+                        retryable: true,
                     })?;
                 }
                 if batch.num_rows() > 0 {
                     let out = batch.project(&projection).map_err(|e| ops::OpError {
                         operator: "output".into(),
                         message: e.to_string(),
+                        retryable: false,
                     })?;
                     if tx.send(Out::Batch(out)).is_err() {
                         return Err(PipelineError::Cancelled);
@@ -399,6 +404,7 @@ fn run_guarded(
     let op_err = |e: arrow_schema::ArrowError| ops::OpError {
         operator: st.name.clone(),
         message: e.to_string(),
+        retryable: false,
     };
     let dropped = arrow_select::filter::filter_record_batch(
         &batch,

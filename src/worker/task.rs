@@ -100,6 +100,7 @@ impl TaskError {
             TaskError::Pipeline(PipelineError::Read(e)) if e.is_fatal() => false,
             TaskError::Output(e) => e.is_retryable(),
             TaskError::Dedup(e) => e.is_retryable(),
+            TaskError::Pipeline(PipelineError::Op(e)) => e.retryable,
             TaskError::UpstreamNotCommitted { .. }
             | TaskError::Proto(_)
             | TaskError::Pipeline(_)
