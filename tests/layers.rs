@@ -54,36 +54,209 @@ const RULES: &[(&str, &str)] = &[
     ("cli", "*"),
 ];
 
-fn module_of(rel: &Path) -> Option<String> {
-    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
-    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
-    (name != "lib" && name != "main").then_some(name)
+/// The module path of a file under `src/`: `dedup/plan.rs` → `[dedup, plan]`,
+/// `dedup/mod.rs` → `[dedup]`, `records.rs` → `[records]`; `None` for the crate root.
+fn module_path(rel: &Path) -> Option<Vec<String>> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop()?;
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_string();
+    if stem != "mod" {
+        parts.push(stem);
+    }
+    let root = parts.is_empty() || (parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main"));
+    (!root).then_some(parts)
 }
 
-/// `crate::a::b` paths in `text`, with their line numbers; comments are skipped and
-/// `use crate::{a, b::{c, d}}` groups (over several lines too) name each module.
-fn crate_paths(text: &str) -> Vec<(usize, String)> {
-    // Code without line comments, and the line each byte is on.
-    let mut code = String::new();
-    let mut line_of = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let c = line.split("//").next().unwrap_or("");
-        code.push_str(c);
-        code.push('\n');
-        line_of.extend(std::iter::repeat_n(n + 1, c.len() + 1));
+/// The code of a file with comments, string and character literals blanked out
+/// (newlines kept, so line numbers hold) and whitespace around `::` removed.
+fn code_only(text: &str) -> String {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |ch: char| if ch == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] == '/' && c.get(i + 1) == Some(&'/') {
+            while i < c.len() && c[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(c[i]));
+                    i += 1;
+                }
+            }
+        } else if c[i] == 'r'
+            && (c.get(i + 1) == Some(&'"') || c.get(i + 1) == Some(&'#'))
+            && !(i > 0 && (c[i - 1].is_alphanumeric() || c[i - 1] == '_'))
+        {
+            // Raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while c.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if c.get(j) != Some(&'"') {
+                out.push(c[i]);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= c.len() {
+                    break;
+                }
+                if c[j] == '"' && (0..hashes).all(|h| c.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            for &ch in &c[i..j.min(c.len())] {
+                out.push(blank(ch));
+            }
+            i = j;
+        } else if c[i] == '"' {
+            out.push(' ');
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < c.len() {
+                    out.push(blank(c[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c[i] == '\'' && (c.get(i + 2) == Some(&'\'') || (c.get(i + 1) == Some(&'\\'))) {
+            // A character literal ('x', '\n', '\u{..}'); a lifetime has no closing quote.
+            let mut j = i + 1;
+            if c.get(j) == Some(&'\\') {
+                j += 1;
+            }
+            while j < c.len() && c[j] != '\'' {
+                j += 1;
+            }
+            for &ch in &c[i..(j + 1).min(c.len())] {
+                out.push(blank(ch));
+            }
+            i = j + 1;
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
     }
+    // `crate ::x`, `crate::\n x`: one path.
+    let mut tight = String::with_capacity(out.len());
+    let mut pending_newlines = 0;
+    let b: Vec<char> = out.chars().collect();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_whitespace() {
+            let start = i;
+            while i < b.len() && b[i].is_whitespace() {
+                i += 1;
+            }
+            let before_colons = b.get(i) == Some(&':') && b.get(i + 1) == Some(&':');
+            let after_colons = start >= 2 && b[start - 1] == ':' && b[start - 2] == ':';
+            let newlines = b[start..i].iter().filter(|&&ch| ch == '\n').count();
+            if before_colons || after_colons {
+                pending_newlines += newlines;
+            } else {
+                tight.extend(b[start..i].iter());
+                for _ in 0..pending_newlines {
+                    tight.push('\n');
+                }
+                pending_newlines = 0;
+            }
+        } else {
+            tight.push(b[i]);
+            i += 1;
+        }
+    }
+    tight
+}
+
+/// Every module path the code names, resolved to the top-level module it reaches:
+/// `crate::a::b` and `$crate::a::b` paths, the top-level names of `crate::{a, b}`
+/// groups, and `super::` chains that climb out of the file's own module. `*` stands
+/// for a glob of the crate root and `#[path]` for a module loaded from elsewhere;
+/// both are refused.
+fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, String)> {
+    let code = code_only(text);
+    let line_at = |pos: usize| code[..pos].matches('\n').count() + 1;
     let ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = Vec::new();
+    // `#[path = "..."]` may name a file inside the module's folder, never one above it.
+    for (n, l) in text.lines().enumerate() {
+        if let Some(i) = l.find("#[path")
+            && (l[i..].contains("..") || l[i..].contains("\"/"))
+        {
+            out.push((n + 1, "#[path]".to_string()));
+        }
+    }
+    // Inline modules (`mod tests { ... }`) deepen the module a `super::` starts from.
+    let mut mod_depth = vec![0usize; code.len() + 1];
+    {
+        let b = code.as_bytes();
+        let mut stack: Vec<bool> = Vec::new();
+        let mut next_is_mod = false;
+        let mut open = 0usize;
+        let mut i = 0;
+        while i < b.len() {
+            if code[i..].starts_with("mod ")
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+            {
+                let rest = &code[i + 4..];
+                let name_len = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                if rest[name_len..].trim_start().starts_with('{') {
+                    next_is_mod = true;
+                }
+            }
+            match b[i] {
+                b'{' => {
+                    stack.push(next_is_mod);
+                    if next_is_mod {
+                        open += 1;
+                    }
+                    next_is_mod = false;
+                }
+                b'}' if stack.pop() == Some(true) => open -= 1,
+                _ => {}
+            }
+            mod_depth[i] = open;
+            i += 1;
+        }
+    }
     let mut at = 0;
     while let Some(i) = code[at..].find("crate::") {
         let start = at + i;
         at = start + "crate::".len();
-        if code[..start]
-            .chars()
-            .last()
-            .is_some_and(|c| ident(c) || c == '$')
-        {
-            continue; // `mycrate::`, `$crate::`
+        let before = code[..start].chars().last();
+        if before.is_some_and(|c| ident(c) || c == ':') {
+            continue; // `mycrate::`, `a::crate::` (not a path start)
         }
         let rest = &code[at..];
         if let Some(group) = rest.strip_prefix('{') {
@@ -101,11 +274,18 @@ fn crate_paths(text: &str) -> Vec<(usize, String)> {
             }
             names.push(item);
             for n in names {
-                let m: String = n.trim().chars().take_while(|c| ident(*c)).collect();
-                if !m.is_empty() {
-                    out.push((line_of[start], m));
+                let n = n.trim();
+                let m: String = n.chars().take_while(|c| ident(*c)).collect();
+                if n.starts_with('*') {
+                    out.push((line_at(start), "*".into()));
+                } else if !m.is_empty() && m != "self" {
+                    out.push((line_at(start), n.to_string()));
                 }
             }
+            continue;
+        }
+        if rest.starts_with('*') {
+            out.push((line_at(start), "*".into()));
             continue;
         }
         let path: String = rest
@@ -114,7 +294,38 @@ fn crate_paths(text: &str) -> Vec<(usize, String)> {
             .collect();
         let path = path.trim_end_matches(':').to_string();
         if !path.is_empty() {
-            out.push((line_of[start], path));
+            out.push((line_at(start), path));
+        }
+    }
+    // `super::super::x`: climbing out of the top-level module reaches crate::x.
+    let mut at = 0;
+    while let Some(i) = code[at..].find("super::") {
+        let start = at + i;
+        at = start + "super::".len();
+        if code[..start]
+            .chars()
+            .last()
+            .is_some_and(|c| ident(c) || c == ':')
+        {
+            continue; // the middle of a chain, counted from its start
+        }
+        let mut ups = 1;
+        let mut rest = &code[at..];
+        while let Some(r) = rest.strip_prefix("super::") {
+            ups += 1;
+            rest = r;
+        }
+        if ups >= module.len() + mod_depth[start] {
+            let path: String = rest
+                .chars()
+                .take_while(|c| ident(*c) || *c == ':')
+                .collect();
+            let path = path.trim_end_matches(':').to_string();
+            if rest.starts_with('{') || rest.starts_with('*') {
+                out.push((line_at(start), "*".into()));
+            } else if !path.is_empty() {
+                out.push((line_at(start), path));
+            }
         }
     }
     out
@@ -122,6 +333,9 @@ fn crate_paths(text: &str) -> Vec<(usize, String)> {
 
 fn allowed(rules: &BTreeMap<&str, &str>, module: &str, path: &str) -> bool {
     let target = path.split("::").next().unwrap_or("");
+    if path == "*" || path == "#[path]" {
+        return rules.get(module) == Some(&"*");
+    }
     if target.is_empty() || target == module {
         return true;
     }
@@ -156,18 +370,19 @@ fn lower_layers_never_import_higher_ones() {
     let mut unknown = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).unwrap();
-        let Some(module) = module_of(rel) else {
+        let Some(module) = module_path(rel) else {
             continue;
         };
-        if !rules.contains_key(module.as_str()) {
+        let top = module[0].clone();
+        if !rules.contains_key(top.as_str()) {
             unknown.push(rel.display().to_string());
             continue;
         }
         let text = std::fs::read_to_string(f).unwrap();
-        for (line, path) in crate_paths(&text) {
-            if !allowed(&rules, &module, &path) {
+        for (line, path) in crate_paths(&text, &module) {
+            if !allowed(&rules, &top, &path) {
                 bad.push(format!(
-                    "src/{}:{line}: {module} imports crate::{path}",
+                    "src/{}:{line}: {top} imports crate::{path}",
                     rel.display()
                 ));
             }
@@ -182,24 +397,82 @@ fn lower_layers_never_import_higher_ones() {
         "imports that run up the layers:\n{}",
         bad.join("\n")
     );
+    // Every module the map names exists (a renamed module must not leave a stale rule).
+    for (m, _) in RULES {
+        assert!(
+            src.join(format!("{m}.rs")).exists() || src.join(m).is_dir(),
+            "the layer map names {m}, which is not a module of src/"
+        );
+    }
 }
 
 #[test]
 fn the_checker_catches_an_upward_import() {
     let rules: BTreeMap<&str, &str> = RULES.iter().copied().collect();
+    let m = |s: &str| s.split('/').map(String::from).collect::<Vec<_>>();
+    let paths = |text: &str, module: &[String]| -> Vec<String> {
+        crate_paths(text, module)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect()
+    };
     let found = crate_paths(
         "use crate::worker::task;\nlet x = crate::ops::dedup::P; // crate::cli\nuse crate::{\n    store::{a, b},\n    coordinator,\n};\nlet y = $crate::z; mycrate::w;",
+        &m("protocol"),
     );
-    let paths: Vec<&str> = found.iter().map(|(_, p)| p.as_str()).collect();
+    let got: Vec<&str> = found.iter().map(|(_, p)| p.as_str()).collect();
     assert_eq!(
-        paths,
-        ["worker::task", "ops::dedup::P", "store", "coordinator"]
+        got,
+        [
+            "worker::task",
+            "ops::dedup::P",
+            "store::",
+            "coordinator",
+            "z"
+        ]
     );
     assert_eq!(found[3].0, 3, "the line of the group");
+    // Forms that used to slip through.
+    assert_eq!(
+        paths("use crate ::worker::X;", &m("protocol")),
+        ["worker::X"]
+    );
+    assert_eq!(
+        paths("use crate::\n    worker::X;", &m("protocol")),
+        ["worker::X"]
+    );
+    assert_eq!(paths("use crate::*;", &m("protocol")), ["*"]);
+    assert_eq!(
+        paths("#[path = \"../worker/task.rs\"]\nmod t;", &m("protocol")),
+        ["#[path]"]
+    );
+    assert_eq!(
+        paths(
+            "let u = \"s3://b/x\"; use crate::worker::Y;",
+            &m("protocol")
+        ),
+        ["worker::Y"]
+    );
+    assert!(
+        paths(
+            "let s = \"crate::worker::Z\"; /* crate::cli */",
+            &m("protocol")
+        )
+        .is_empty()
+    );
+    // `super::` chains: within the module they are fine, past its top they are crate paths.
+    assert!(paths("use super::super::plan;", &m("dedup/near/inner")).is_empty());
+    assert_eq!(
+        paths("use super::super::worker::X;", &m("dedup/plan")),
+        ["worker::X"]
+    );
+    assert_eq!(paths("use super::worker::X;", &m("store")), ["worker::X"]);
     assert!(!allowed(&rules, "protocol", "ops::dedup::DedupParams"));
     assert!(!allowed(&rules, "worker", "coordinator::load_job"));
     assert!(!allowed(&rules, "coordinator", "worker::readers"));
     assert!(!allowed(&rules, "ops", "store::s3"));
+    assert!(!allowed(&rules, "protocol", "*"));
+    assert!(!allowed(&rules, "dedup", "#[path]"));
     assert!(allowed(&rules, "ops", "store::fault::panic_rules"));
     assert!(allowed(&rules, "worker", "protocol::job::load_job"));
     assert!(allowed(&rules, "cli", "launch"));

@@ -488,6 +488,9 @@ pub fn split(
 
 /// Plans a job: inputs, schemas, phases and tasks.
 pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
+    // Every operator's params, before any store is read (a spec from job.json was not
+    // checked against the operators when it was parsed).
+    ops::build_stages(spec).map_err(PlanError::Spec)?;
     let files = list_inputs(spec, reg).await?;
     let assets = check_assets(spec, reg).await?;
     dedup_plan::check_against(spec, reg).await?;

@@ -38,6 +38,17 @@ impl ProtoError {
             source,
         }
     }
+
+    /// Whether another attempt may get past it: a storage failure that outlasted the
+    /// retries (unless the store gave a definite answer, `is_transient`) or a lagging
+    /// listing. A corrupt record or a store without conditional create stays as it is.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProtoError::Store { source, .. } => crate::store::is_transient(source),
+            ProtoError::Incomplete { .. } => true,
+            ProtoError::Corrupt { .. } | ProtoError::NoConditionalCreate { .. } => false,
+        }
+    }
 }
 
 /// Backoff for transient errors.

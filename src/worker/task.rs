@@ -101,8 +101,9 @@ impl TaskError {
             TaskError::Output(e) => e.is_retryable(),
             TaskError::Dedup(e) => e.is_retryable(),
             TaskError::Pipeline(PipelineError::Op(e)) => e.retryable,
+            TaskError::Pipeline(PipelineError::Write(e)) => e.is_retryable(),
+            TaskError::Proto(e) => e.is_retryable(),
             TaskError::UpstreamNotCommitted { .. }
-            | TaskError::Proto(_)
             | TaskError::Pipeline(_)
             | TaskError::Panicked(_)
             | TaskError::Finalize(_) => true,
