@@ -34,8 +34,8 @@ pub enum DedupError {
     #[error("{0}")]
     Against(String),
     /// A committed file that this job may not read (protocol `check_file`).
-    #[error("{0}")]
-    Stale(String),
+    #[error(transparent)]
+    Stale(#[from] crate::protocol::ForeignFile),
     #[error("reading {uri}: {source}")]
     Read {
         uri: String,

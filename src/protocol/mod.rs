@@ -55,21 +55,18 @@ impl JobPaths {
     /// record is read back and its files copied and read, so a corrupt or forged one
     /// must not make a worker read or publish anything else (`..` is refused by the
     /// path type itself).
-    pub fn check_staged(&self, uri: &str) -> Result<(), String> {
-        let u = Uri::parse(uri).map_err(|e| e.to_string())?;
+    pub fn check_staged(&self, uri: &str) -> Result<(), ForeignFile> {
+        let foreign = || ForeignFile {
+            uri: uri.to_string(),
+            staging: self.job.child("staging").to_uri_string(),
+        };
+        let u = Uri::parse(uri).map_err(|_| foreign())?;
         let staging = self.staging();
         let inside = u.store == self.job.store
             && u.path
                 .prefix_match(&staging)
                 .is_some_and(|mut rest| rest.next().is_some());
-        if inside {
-            Ok(())
-        } else {
-            Err(format!(
-                "a commit record names {uri}, which is outside the job's staging area {}",
-                self.job.child("staging").to_uri_string()
-            ))
-        }
+        if inside { Ok(()) } else { Err(foreign()) }
     }
     /// [`check_staged`](Self::check_staged) for a file of a commit record that may have
     /// been reused from an earlier job (`--reuse`): then its file lies in that job's
@@ -80,7 +77,7 @@ impl JobPaths {
         uri: &str,
         record_reused_from: Option<&str>,
         job_reused_from: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ForeignFile> {
         let own = self.check_staged(uri);
         let Some(r) = record_reused_from else {
             return own;
@@ -210,6 +207,15 @@ async fn planned_task_ids_within(
         waited += d;
         n += 1;
     }
+}
+
+/// A file a commit record names that this job may not read or publish: outside its
+/// staging area (and not a trusted earlier job's). A corrupt or forged record; fatal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a commit record names {uri}, which is outside the job's staging area {staging}")]
+pub struct ForeignFile {
+    pub uri: String,
+    pub staging: String,
 }
 
 /// The first 16 hex digits of blake3 over length-prefixed parts: task ids. Workers

@@ -29,7 +29,7 @@ pub fn targets(
     job: &JobManifest,
     rec: &CommitRecord,
     writer: &dyn crate::io::write::Writer,
-) -> Result<Vec<Target>, String> {
+) -> Result<Vec<Target>, crate::protocol::ForeignFile> {
     for f in rec.outputs.iter().chain(&rec.rejects) {
         paths.check_file(
             &f.uri,

@@ -67,8 +67,8 @@ pub enum TaskError {
     #[error("upstream task {phase}/{task} is not committed")]
     UpstreamNotCommitted { phase: String, task: String },
     /// An upstream file this job may not read (`JobPaths::check_file`).
-    #[error("{0}")]
-    StaleInput(String),
+    #[error(transparent)]
+    StaleInput(crate::protocol::ForeignFile),
     #[error(transparent)]
     Proto(#[from] ProtoError),
     #[error(transparent)]
@@ -317,7 +317,10 @@ pub async fn run(
                 let writer = crate::io::write::writer(ctx.job.spec.output.format);
                 let targets = writer
                     .map_err(|e| e.to_string())
-                    .and_then(|w| publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, w))
+                    .and_then(|w| {
+                        publish::targets(&ctx.job.paths, &ctx.job.manifest, &record, w)
+                            .map_err(|e| e.to_string())
+                    })
                     .unwrap_or_default();
                 for t in targets {
                     if let Err(e) = publish::copy(&ctx.coord, &t.from, &t.to, &ctx.retry).await {
