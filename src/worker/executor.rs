@@ -10,8 +10,8 @@
 //! Adding a phase kind: a variant of `PhaseKind` (persisted, so versioned), one
 //! executor here, one arm in [`for_phase`].
 use super::WorkerCtx;
+use super::attempt::{Attempt, Produced, TaskError};
 use super::pipeline::{self, BoundStage, PipelineError, PipelineSpec};
-use super::task::{Attempt, Produced, TaskError};
 use crate::dedup::{self, ShuffleCtx};
 use crate::protocol::io::get_json;
 use crate::protocol::records::{

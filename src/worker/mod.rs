@@ -2,6 +2,7 @@
 //! keeps only a cache of what it has listed (immutable task ids, terminal tasks,
 //! tasks seen leased), so any number of workers can join or vanish at any time. It
 //! knows nothing about what an operator computes beyond the operator interface.
+mod attempt;
 mod executor;
 pub mod finalize;
 pub mod outage;
