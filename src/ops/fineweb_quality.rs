@@ -2,11 +2,9 @@
 //! duplicated line characters, newline-to-word ratio) with the published defaults;
 //! the reason names the rule (`line_punct_ratio`, `short_line_ratio`, ...).
 use super::params::{Params, params};
-use super::{OpDef, Operator, Output, ProcessError, SchemaError, per_text, require_text};
+use super::{OpDef, Operator, TextRule};
 use crate::kernels::quality::{FineWeb, fineweb_quality};
 use crate::spec::reader::Obj;
-use arrow_array::RecordBatch;
-use arrow_schema::{Field, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "fineweb_quality",
@@ -38,11 +36,6 @@ params! {
     }
 }
 
-struct Op {
-    field: String,
-    f: FineWeb,
-}
-
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = FineWebQualityParams::read(o)?;
     let f = FineWeb {
@@ -53,19 +46,10 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         char_duplicates_ratio: p.char_duplicates_ratio,
         new_line_ratio: p.new_line_ratio,
     };
-    Some(Box::new(Op { field: p.field, f }))
-}
-
-impl Operator for Op {
-    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
-        require_text(input, &self.field)?;
-        Ok(vec![])
-    }
-    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        Ok(Output::verdicts(per_text(batch, &self.field, |t| {
-            fineweb_quality(t, &self.f)
-        })?))
-    }
+    Some(Box::new(TextRule {
+        field: p.field,
+        rule: move |t: &str| fineweb_quality(t, &f),
+    }))
 }
 
 #[cfg(test)]

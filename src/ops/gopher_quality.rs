@@ -2,11 +2,9 @@
 //! symbol ratios, bullet and ellipsis lines, alphabetic words, stop words) with the
 //! published defaults; the reason names the rule (`gopher_short_doc`, ...).
 use super::params::{Params, params};
-use super::{OpDef, Operator, Output, ProcessError, SchemaError, per_text, require_text};
+use super::{OpDef, Operator, TextRule};
 use crate::kernels::quality::{GopherQuality, gopher_quality};
 use crate::spec::reader::Obj;
-use arrow_array::RecordBatch;
-use arrow_schema::{Field, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "gopher_quality",
@@ -46,11 +44,6 @@ params! {
     }
 }
 
-struct Op {
-    field: String,
-    q: GopherQuality,
-}
-
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherQualityParams::read(o)?;
     let q = GopherQuality {
@@ -65,19 +58,10 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         min_stop_words: Some(p.min_stop_words),
         stop_words: p.stop_words,
     };
-    Some(Box::new(Op { field: p.field, q }))
-}
-
-impl Operator for Op {
-    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
-        require_text(input, &self.field)?;
-        Ok(vec![])
-    }
-    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        Ok(Output::verdicts(per_text(batch, &self.field, |t| {
-            gopher_quality(t, &self.q)
-        })?))
-    }
+    Some(Box::new(TextRule {
+        field: p.field,
+        rule: move |t: &str| gopher_quality(t, &q),
+    }))
 }
 
 #[cfg(test)]

@@ -2,11 +2,9 @@
 //! top n-grams, duplicated n-grams) with the published defaults; the reason names
 //! the rule (`dup_line_frac`, `top_2_gram`, `duplicated_5_n_grams`, ...).
 use super::params::{Params, params};
-use super::{OpDef, Operator, Output, ProcessError, SchemaError, per_text, require_text};
+use super::{OpDef, Operator, TextRule};
 use crate::kernels::quality::{GopherRepetition, gopher_repetition};
 use crate::spec::reader::Obj;
-use arrow_array::RecordBatch;
-use arrow_schema::{Field, Schema};
 
 pub const DEF: OpDef = OpDef {
     name: "gopher_repetition",
@@ -35,11 +33,6 @@ params! {
     }
 }
 
-struct Op {
-    field: String,
-    r: GopherRepetition,
-}
-
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherRepetitionParams::read(o)?;
     let d = GopherRepetition::default();
@@ -51,19 +44,10 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         top_n_grams: d.top_n_grams,
         dup_n_grams: d.dup_n_grams,
     };
-    Some(Box::new(Op { field: p.field, r }))
-}
-
-impl Operator for Op {
-    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
-        require_text(input, &self.field)?;
-        Ok(vec![])
-    }
-    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        Ok(Output::verdicts(per_text(batch, &self.field, |t| {
-            gopher_repetition(t, &self.r)
-        })?))
-    }
+    Some(Box::new(TextRule {
+        field: p.field,
+        rule: move |t: &str| gopher_repetition(t, &r),
+    }))
 }
 
 #[cfg(test)]

@@ -344,6 +344,24 @@ pub fn require_text(input: &Schema, field: &str) -> Result<(), SchemaError> {
     require_text_param(input, "field", field)
 }
 
+/// An operator that keeps or drops each document by one rule over its text column
+/// (the Gopher and FineWeb filters): the column must be a string, nothing is added,
+/// a null text is dropped as `missing_text`.
+pub(crate) struct TextRule<F> {
+    pub field: String,
+    pub rule: F,
+}
+
+impl<F: Fn(&str) -> Option<&'static str> + Send + Sync> Operator for TextRule<F> {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        require_text(input, &self.field)?;
+        Ok(vec![])
+    }
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        Ok(Output::verdicts(per_text(batch, &self.field, &self.rule)?))
+    }
+}
+
 /// Verdicts of a per-document rule over a text column, in parallel: a null text is
 /// dropped as `missing_text`, otherwise `rule` names the reason to drop or keeps.
 pub fn per_text(

@@ -91,8 +91,8 @@ pub trait Reader: Send + Sync {
 pub static READERS: &[&dyn Reader] = &[
     &jsonl::Jsonl,
     &parquet::Parquet,
-    &warc::Warc,
-    &warc::Wet,
+    &warc::WARC,
+    &warc::WET,
     &images::ImageFolder,
     &images::Webdataset,
     &laion::Laion,

@@ -721,16 +721,30 @@ impl Whole<'_> {
     }
 }
 
-/// `format: warc` (WARC and ARC files): one row per HTTP response.
-pub struct Warc;
+/// `format: warc` (WARC and ARC files, one row per HTTP response) and `format: wet` (CommonCrawl's
+/// extracted text, one row per `conversion` record): one reader over the same
+/// records, differing only in name and columns.
+pub struct Warc {
+    name: &'static str,
+    columns: fn() -> Vec<(String, DataType)>,
+}
 
-/// `format: wet`: CommonCrawl's extracted text, one row per `conversion` record.
-pub struct Wet;
+/// `format: warc`.
+pub const WARC: Warc = Warc {
+    name: "warc",
+    columns,
+};
+
+/// `format: wet`.
+pub const WET: Warc = Warc {
+    name: "wet",
+    columns: wet_columns,
+};
 
 #[async_trait::async_trait]
 impl super::Reader for Warc {
     fn name(&self) -> &'static str {
-        "warc"
+        self.name
     }
     async fn columns(
         &self,
@@ -738,36 +752,9 @@ impl super::Reader for Warc {
         _uris: &[&str],
         _declared: Option<&[(String, DataType)]>,
     ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
-        Ok(columns())
+        Ok((self.columns)())
     }
     /// Per-record gzip members are the split points.
-    fn splittable(&self, uri: &str) -> bool {
-        Compression::of(uri) == Compression::Gzip
-    }
-    fn read_slice(
-        &self,
-        ctx: &ReadCtx,
-        slice: &InputSlice,
-        schema: &SchemaRef,
-        out: &mut dyn FnMut(Item) -> bool,
-    ) -> Result<SliceStats, ReadError> {
-        read(ctx, slice, schema, out)
-    }
-}
-
-#[async_trait::async_trait]
-impl super::Reader for Wet {
-    fn name(&self) -> &'static str {
-        "wet"
-    }
-    async fn columns(
-        &self,
-        _registry: &crate::store::Registry,
-        _uris: &[&str],
-        _declared: Option<&[(String, DataType)]>,
-    ) -> Result<Vec<(String, DataType)>, super::ColumnsError> {
-        Ok(wet_columns())
-    }
     fn splittable(&self, uri: &str) -> bool {
         Compression::of(uri) == Compression::Gzip
     }
