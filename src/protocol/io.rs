@@ -39,15 +39,12 @@ impl ProtoError {
         }
     }
 
-    /// Whether another attempt may get past it: a storage failure that outlasted the
-    /// retries (unless the store gave a definite answer, `is_transient`) or a lagging
-    /// listing. A corrupt record or a store without conditional create stays as it is.
+    /// Whether another attempt may get past it. Storage failures may be one worker's
+    /// (expired credentials, a skewed clock: S3's 403) and a record this build cannot
+    /// decode may be a newer worker's, so both are retried on other workers; only a
+    /// store without conditional create is the same for every worker.
     pub fn is_retryable(&self) -> bool {
-        match self {
-            ProtoError::Store { source, .. } => crate::store::is_transient(source),
-            ProtoError::Incomplete { .. } => true,
-            ProtoError::Corrupt { .. } | ProtoError::NoConditionalCreate { .. } => false,
-        }
+        !matches!(self, ProtoError::NoConditionalCreate { .. })
     }
 }
 

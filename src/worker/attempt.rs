@@ -77,7 +77,8 @@ impl TaskError {
             | TaskError::UpstreamFailed { .. }
             | TaskError::StaleInput(_) => false,
             TaskError::Pipeline(PipelineError::Read(e)) if e.is_fatal() => false,
-            TaskError::Output(e) => e.is_retryable(),
+            // A worker built without the output's writer: another worker may have it.
+            TaskError::Output(_) => true,
             TaskError::Dedup(e) => e.is_retryable(),
             TaskError::Pipeline(PipelineError::Op(e)) => e.retryable,
             TaskError::Pipeline(PipelineError::Write(e)) => e.is_retryable(),

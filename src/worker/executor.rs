@@ -432,6 +432,21 @@ mod tests {
             },
             TaskError::Dedup(dedup::DedupError::Plan("x".into())),
             TaskError::Panicked("the pipeline panicked: x".into()),
+            // One worker's expired credentials (S3's 403) or a record only a newer
+            // worker decodes: another worker may get past it.
+            TaskError::Proto(crate::protocol::io::ProtoError::Store {
+                path: "jobs/j/commits/p00/t.json".into(),
+                source: object_store::Error::PermissionDenied {
+                    path: "jobs/j/commits/p00/t.json".into(),
+                    source: "expired token".into(),
+                },
+            }),
+            TaskError::Proto(crate::protocol::io::ProtoError::Corrupt {
+                path: "jobs/j/commits/p00/t.json".into(),
+                message: "written by a newer mdf".into(),
+            }),
+            // A worker built without the output's writer: one with it may take the task.
+            TaskError::Output(crate::io::write::WriteError::Unsupported { format: "lance" }),
             // A model runtime's failure may pass on another attempt (device memory).
             TaskError::Pipeline(PipelineError::Op(crate::ops::OpError::process(
                 "embed",

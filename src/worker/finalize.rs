@@ -230,7 +230,13 @@ pub async fn run(
         schema,
         staged,
     };
-    if let Some(version) = writer.commit(commit).await.map_err(|e| err(&e))? {
+    // A writer's commit may replace and clean up what is under the output (Lance
+    // overwrites the dataset and removes old versions): only while this job owns it,
+    // re-read now, as before a sweep (another job may have taken it with `overwrite`).
+    let owns_output = !job.manifest.owner_markers || marks_us(out_uri.clone()).await?;
+    if !owns_output {
+        tracing::warn!(output = %out_uri.to_uri_string(), "the output belongs to another job now; its dataset is not committed over");
+    } else if let Some(version) = writer.commit(commit).await.map_err(|e| err(&e))? {
         tracing::info!(dataset = %out_uri.to_uri_string(), format = writer.name(), version, "committed the output dataset");
     }
 
