@@ -24,6 +24,7 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
         }
         "image_quality_filter" => vec![("width", DataType::UInt32)],
         "clip_score_filter" => vec![("clip_score", DataType::Float32)],
+        "column_filter" => vec![("int_score", DataType::Int64)],
         other => panic!("add operator {other} to ops::conformance::input_of"),
     }
 }

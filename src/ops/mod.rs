@@ -8,6 +8,7 @@ pub mod c4_quality;
 #[cfg(feature = "onnx")]
 pub mod clip_embed;
 pub mod clip_score_filter;
+pub mod column_filter;
 #[cfg(test)]
 mod conformance;
 pub mod dedup;
@@ -205,6 +206,7 @@ pub static REGISTRY: &[OpDef] = &[
     c4_quality::DEF,
     fineweb_quality::DEF,
     language_filter::DEF,
+    column_filter::DEF,
     pii_redact::DEF,
     image_metadata::DEF,
     image_quality::DEF,
