@@ -33,6 +33,7 @@ pub mod nsfw_score;
 pub mod onnx;
 pub mod params;
 pub mod pii_redact;
+pub mod presets;
 mod reference;
 mod stage;
 pub mod text_length;
