@@ -13,6 +13,7 @@ mod conformance;
 pub mod dedup;
 mod error;
 pub mod exact_key;
+pub mod fasttext;
 pub mod fineweb_quality;
 pub mod gopher_quality;
 pub mod gopher_repetition;
@@ -205,6 +206,7 @@ pub static REGISTRY: &[OpDef] = &[
     c4_quality::DEF,
     fineweb_quality::DEF,
     language_filter::DEF,
+    fasttext::DEF,
     pii_redact::DEF,
     image_metadata::DEF,
     image_quality::DEF,

@@ -195,13 +195,48 @@ impl Model {
     /// [`predict`](Model::predict) into `out` (cleared first), reusing this thread's
     /// buffers.
     pub fn predict_into(&self, line: &[u8], k: usize, threshold: f32, out: &mut Vec<Prediction>) {
+        self.predict_impl(line, true, k, threshold, out)
+    }
+
+    /// A whole text as one line, its newlines read as spaces (what the well-known
+    /// recipes do before calling fastText's `predict`, which refuses a `\n`).
+    pub fn predict_text(&self, text: &str, k: usize, threshold: f32, out: &mut Vec<Prediction>) {
+        self.predict_impl(text.as_bytes(), false, k, threshold, out)
+    }
+
+    /// The predictions of many texts ([`predict_text`](Model::predict_text)), in
+    /// parallel for large batches; `None` texts give no predictions.
+    pub fn predict_all(&self, texts: &[Option<&str>], k: usize, threshold: f32) -> Vec<Vec<Prediction>> {
+        use rayon::prelude::*;
+        let one = |t: &Option<&str>| {
+            let mut out = Vec::new();
+            if let Some(t) = t {
+                self.predict_text(t, k, threshold, &mut out);
+            }
+            out
+        };
+        if texts.len() < 64 {
+            texts.iter().map(one).collect()
+        } else {
+            texts.par_iter().with_min_len(32).map(one).collect()
+        }
+    }
+
+    fn predict_impl(
+        &self,
+        line: &[u8],
+        newline_ends: bool,
+        k: usize,
+        threshold: f32,
+        out: &mut Vec<Prediction>,
+    ) {
         out.clear();
         if k == 0 {
             return;
         }
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
-            self.line_ids(line, s);
+            self.line_ids(line, newline_ends, s);
             if s.ids.is_empty() {
                 return;
             }
@@ -236,13 +271,17 @@ impl Model {
     }
 
     /// The input rows of a line (fastText's `getLine` then `addWordNgrams`).
-    fn line_ids(&self, line: &[u8], s: &mut Scratch) {
+    fn line_ids(&self, line: &[u8], newline_ends: bool, s: &mut Scratch) {
         s.ids.clear();
         s.hashes.clear();
         let mut start = None;
         // The line as fastText's predict sees it: the text, then "\n".
         for i in 0..=line.len() {
-            let c = line.get(i).copied().unwrap_or(b'\n');
+            let c = match line.get(i) {
+                Some(b'\n') if !newline_ends => b' ',
+                Some(&c) => c,
+                None => b'\n',
+            };
             if matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0) {
                 if let Some(st) = start.take() {
                     if self.dict.add_token(&line[st..i], &mut s.ids, &mut s.hashes, &mut s.word) {
@@ -471,4 +510,4 @@ fn huffman(counts: &[i64]) -> Vec<Node> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

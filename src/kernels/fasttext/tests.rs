@@ -3,7 +3,7 @@
 use super::*;
 
 /// A tiny supervised model file: `words` then `labels`, dense matrices.
-pub(super) fn model_bytes(loss: i32, minn: i32, maxn: i32, bucket: i32, ngrams: i32) -> Vec<u8> {
+pub(crate) fn model_bytes(loss: i32, minn: i32, maxn: i32, bucket: i32, ngrams: i32) -> Vec<u8> {
     let dim = 3i32;
     let words: &[&str] = &["</s>", "hello", "world"];
     let labels: &[&str] = &["__label__a", "__label__b", "__label__c"];
