@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 pub const DEF: OpDef = OpDef {
     name: "fasttext",
-    summary: "fastText classifier (.bin/.ftz): top label and probability columns",
+    summary: "classifies text with a fastText model (.bin/.ftz): label and probability columns",
     params: FastTextParams::describe,
     example: r#"{"model": "models/quality.bin"}"#,
     feature: None,
