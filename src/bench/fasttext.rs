@@ -64,6 +64,9 @@ pub fn fasttext(
     Ok(report)
 }
 
+/// A language identifier: text → its language code.
+type Engine<'a> = Box<dyn FnMut(&str) -> Option<String> + 'a>;
+
 fn langid_side_by_side(
     m: &Model,
     dir: &Path,
@@ -84,7 +87,11 @@ fn langid_side_by_side(
     files.sort();
     let mut sets = Vec::new();
     for f in files {
-        let name = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let Some(code) = name.strip_suffix(".txt.gz") else {
             continue;
         };
@@ -104,7 +111,7 @@ fn langid_side_by_side(
     report.languages = sets.len();
     report.sentences = sets.iter().map(|s| s.1.len()).sum();
     let mut out = Vec::new();
-    let mut engines: Vec<(String, Box<dyn FnMut(&str) -> Option<String> + '_>)> = vec![
+    let mut engines: Vec<(String, Engine)> = vec![
         (
             "built-in".into(),
             Box::new(|t: &str| crate::kernels::lang::identify(t).map(|x| x.0.to_string())),
@@ -139,7 +146,10 @@ fn langid_side_by_side(
 
 impl std::fmt::Display for FastTextReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "| predictor | model | lines | k | lines/s (one core) | µs/line |")?;
+        writeln!(
+            f,
+            "| predictor | model | lines | k | lines/s (one core) | µs/line |"
+        )?;
         writeln!(f, "|---|---|---:|---:|---:|---:|")?;
         writeln!(
             f,
@@ -158,7 +168,10 @@ impl std::fmt::Display for FastTextReport {
                 self.sentences, self.languages
             )?;
             writeln!(f)?;
-            writeln!(f, "| identifier | macro accuracy | sentences/s (one core) |")?;
+            writeln!(
+                f,
+                "| identifier | macro accuracy | sentences/s (one core) |"
+            )?;
             writeln!(f, "|---|---:|---:|")?;
             for (name, acc, speed) in &self.langid {
                 writeln!(f, "| {name} | {acc:.4} | {speed:.0} |")?;

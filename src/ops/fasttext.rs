@@ -154,18 +154,12 @@ impl Operator for Op {
         let (model, labels) = load_model(assets, &self.p.strip_prefix)?;
         let score_label = match &self.p.score_label {
             None => None,
-            Some(l) => Some(
-                model
-                    .labels()
-                    .iter()
-                    .position(|x| x == l)
-                    .ok_or_else(|| {
-                        LoadError::Invalid(format!(
-                            "params.score_label: the model has no label {l:?} (labels: {})",
-                            model.labels()[..model.labels().len().min(20)].join(", ")
-                        ))
-                    })? as u32,
-            ),
+            Some(l) => Some(model.labels().iter().position(|x| x == l).ok_or_else(|| {
+                LoadError::Invalid(format!(
+                    "params.score_label: the model has no label {l:?} (labels: {})",
+                    model.labels()[..model.labels().len().min(20)].join(", ")
+                ))
+            })? as u32),
         };
         let _ = self.model.set(Loaded {
             model,
@@ -176,7 +170,10 @@ impl Operator for Op {
     }
 
     fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        let m = self.model.get().ok_or(ProcessError::NotLoaded("fasttext"))?;
+        let m = self
+            .model
+            .get()
+            .ok_or(ProcessError::NotLoaded("fasttext"))?;
         let texts = text_values(batch, &self.p.field)?;
         let threshold = self.p.threshold as f32;
         // A named label's probability needs every label's (they are few).
@@ -279,8 +276,14 @@ mod tests {
         ));
         op.load(&asset()).unwrap();
         let out = op.process(&batch).unwrap();
-        let label = out.columns[0].as_any().downcast_ref::<StringArray>().unwrap();
-        let score = out.columns[1].as_any().downcast_ref::<Float64Array>().unwrap();
+        let label = out.columns[0]
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let score = out.columns[1]
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
         let model = Model::from_bytes(&model_bytes(3, 2, 4, 50, 2)).unwrap();
         let want = model.predict("hello world", 2, 0.0);
         assert_eq!(
@@ -306,13 +309,22 @@ mod tests {
         .unwrap();
         op.load(&asset()).unwrap();
         let out = op.process(&text_batch(&[Some("hello world")])).unwrap();
-        let score = out.columns[1].as_any().downcast_ref::<Float32Array>().unwrap();
+        let score = out.columns[1]
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .unwrap();
         let model = Model::from_bytes(&model_bytes(3, 2, 4, 50, 2)).unwrap();
         let all = model.predict("hello world", 3, 0.0);
-        let c = all.iter().find(|p| model.labels()[p.label as usize] == "__label__c");
+        let c = all
+            .iter()
+            .find(|p| model.labels()[p.label as usize] == "__label__c");
         assert_eq!(score.value(0), c.unwrap().prob);
 
-        let op = build(&DEF, serde_json::json!({"model": "m.bin", "score_label": "x"})).unwrap();
+        let op = build(
+            &DEF,
+            serde_json::json!({"model": "m.bin", "score_label": "x"}),
+        )
+        .unwrap();
         let e = op.load(&asset()).unwrap_err().to_string();
         assert!(e.contains("params.score_label"), "{e}");
         let mut bad = asset();

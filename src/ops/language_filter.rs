@@ -234,7 +234,10 @@ mod tests {
         op.load(&asset(model_bytes(1, 2, 4, 50, 1))).unwrap();
         let batch = text_batch(&[Some("hello world"), None]);
         let out = op.process(&batch).unwrap();
-        let l = out.columns[0].as_any().downcast_ref::<StringArray>().unwrap();
+        let l = out.columns[0]
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         assert!(["a", "b", "c"].contains(&l.value(0)));
         let v = out.verdicts.unwrap();
         assert_eq!(v[0].is_none(), l.value(0) == "a");
@@ -245,7 +248,11 @@ mod tests {
         )
         .unwrap();
         let e = op.load(&asset(model_bytes(1, 2, 4, 50, 1))).unwrap_err();
-        assert!(e.to_string().starts_with("params.languages[0]: \"en\" is not a label"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("params.languages[0]: \"en\" is not a label"),
+            "{e}"
+        );
         let e = op.load(&asset(b"garbage".to_vec())).unwrap_err();
         assert!(e.to_string().starts_with("params.model (lid.bin): "), "{e}");
     }

@@ -107,11 +107,17 @@ impl Model {
             2 => Loss::NegativeSampling,
             3 => Loss::Softmax,
             4 => Loss::OneVsAll,
-            l => return Err(FastTextError::Invalid(format!("args.loss: unknown loss {l}"))),
+            l => {
+                return Err(FastTextError::Invalid(format!(
+                    "args.loss: unknown loss {l}"
+                )));
+            }
         };
         let dim = f.args.dim as usize;
         if f.nlabels == 0 {
-            return Err(FastTextError::Invalid("the dictionary has no labels".into()));
+            return Err(FastTextError::Invalid(
+                "the dictionary has no labels".into(),
+            ));
         }
         for (m, what) in [(&f.input, "input"), (&f.output, "output")] {
             if m.cols() != dim {
@@ -140,8 +146,8 @@ impl Model {
         };
         let sigmoid = (0..=SIGMOID_TABLE_SIZE)
             .map(|i| {
-                let x = (i * 2 * MAX_SIGMOID as i64) as f32 / SIGMOID_TABLE_SIZE as f32
-                    - MAX_SIGMOID;
+                let x =
+                    (i * 2 * MAX_SIGMOID as i64) as f32 / SIGMOID_TABLE_SIZE as f32 - MAX_SIGMOID;
                 (1.0 / (1.0 + (-x).exp() as f64)) as f32
             })
             .collect();
@@ -206,7 +212,12 @@ impl Model {
 
     /// The predictions of many texts ([`predict_text`](Model::predict_text)), in
     /// parallel for large batches; `None` texts give no predictions.
-    pub fn predict_all(&self, texts: &[Option<&str>], k: usize, threshold: f32) -> Vec<Vec<Prediction>> {
+    pub fn predict_all(
+        &self,
+        texts: &[Option<&str>],
+        k: usize,
+        threshold: f32,
+    ) -> Vec<Vec<Prediction>> {
         use rayon::prelude::*;
         let one = |t: &Option<&str>| {
             let mut out = Vec::new();
@@ -283,10 +294,12 @@ impl Model {
                 None => b'\n',
             };
             if matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0) {
-                if let Some(st) = start.take() {
-                    if self.dict.add_token(&line[st..i], &mut s.ids, &mut s.hashes, &mut s.word) {
-                        return self.word_ngrams(s);
-                    }
+                if let Some(st) = start.take()
+                    && self
+                        .dict
+                        .add_token(&line[st..i], &mut s.ids, &mut s.hashes, &mut s.word)
+                {
+                    return self.word_ngrams(s);
                 }
                 if c == b'\n' {
                     self.dict
@@ -341,7 +354,8 @@ impl Model {
     fn outputs(&self, s: &mut Scratch) {
         let n = self.labels.len();
         s.output.clear();
-        s.output.extend((0..n).map(|i| dot_row(&self.output, &s.hidden, i)));
+        s.output
+            .extend((0..n).map(|i| dot_row(&self.output, &s.hidden, i)));
     }
 
     #[inline]
@@ -379,8 +393,22 @@ impl Model {
         }
         let f = dot_row(&self.output, hidden, node - self.labels.len());
         let f = (1.0 / (1.0 + (-f).exp()) as f64) as f32;
-        self.dfs(k, threshold, n.left as usize, score + std_log((1.0 - f as f64) as f32), hidden, heap);
-        self.dfs(k, threshold, n.right as usize, score + std_log(f), hidden, heap);
+        self.dfs(
+            k,
+            threshold,
+            n.left as usize,
+            score + std_log((1.0 - f as f64) as f32),
+            hidden,
+            heap,
+        );
+        self.dfs(
+            k,
+            threshold,
+            n.right as usize,
+            score + std_log(f),
+            hidden,
+            heap,
+        );
     }
 }
 
@@ -466,9 +494,12 @@ fn heap_push(heap: &mut Vec<(f32, i32)>, k: usize, e: (f32, i32)) {
         let (at, _) = heap
             .iter()
             .enumerate()
-            .fold((0, f32::INFINITY), |(bi, b), (i, x)| {
-                if x.0 < b { (i, x.0) } else { (bi, b) }
-            });
+            .fold(
+                (0, f32::INFINITY),
+                |(bi, b), (i, x)| {
+                    if x.0 < b { (i, x.0) } else { (bi, b) }
+                },
+            );
         heap.swap_remove(at);
     }
 }

@@ -100,7 +100,6 @@ impl Matrix {
 
 /// The parts of a model file.
 pub struct File {
-
     pub args: Args,
     pub nwords: usize,
     pub nlabels: usize,
@@ -289,7 +288,6 @@ pub fn parse(bytes: &[u8]) -> Result<File, FastTextError> {
         )));
     }
     Ok(File {
-
         args,
         nwords,
         nlabels,
@@ -319,7 +317,10 @@ fn read_pq(c: &mut Cursor, what: &'static str) -> Result<Pq, FastTextError> {
     if nsubq == 0
         || dsub == 0
         || lastdsub == 0
-        || dsub.checked_mul(nsubq - 1).and_then(|x| x.checked_add(lastdsub)) != Some(dim)
+        || dsub
+            .checked_mul(nsubq - 1)
+            .and_then(|x| x.checked_add(lastdsub))
+            != Some(dim)
     {
         return Err(invalid(format!(
             "{what} quantizer: dim {dim}, {nsubq} sub-quantizers of {dsub} (last {lastdsub}) do not add up"

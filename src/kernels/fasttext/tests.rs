@@ -47,9 +47,9 @@ fn fnv_hash_sign_extends_bytes() {
     // fastText hashes bytes as signed chars: "é" (0xC3 0xA9) differs from FNV-1a.
     assert_eq!(dict::hash(b""), 2_166_136_261);
     assert_eq!(dict::hash(b"a"), 0xe40c292c);
-    let plain = b"\xc3\xa9"
-        .iter()
-        .fold(2_166_136_261u32, |h, &b| (h ^ b as u32).wrapping_mul(16_777_619));
+    let plain = b"\xc3\xa9".iter().fold(2_166_136_261u32, |h, &b| {
+        (h ^ b as u32).wrapping_mul(16_777_619)
+    });
     assert_ne!(dict::hash("é".as_bytes()), plain);
 }
 
@@ -66,7 +66,10 @@ fn predicts_every_loss() {
             assert!((s - 1.0).abs() < 1e-3, "loss {loss}: {s}");
         }
         // A newline ends the line; what follows it is ignored.
-        assert_eq!(m.predict("hello\nworld", 3, 0.0), m.predict("hello", 3, 0.0));
+        assert_eq!(
+            m.predict("hello\nworld", 3, 0.0),
+            m.predict("hello", 3, 0.0)
+        );
         assert_eq!(m.predict("hello", 0, 0.0), vec![]);
         assert!(m.predict("hello", 3, 1.1).is_empty());
     }
@@ -80,10 +83,16 @@ fn bad_files_are_errors_never_panics() {
     }
     let mut bad = good.clone();
     bad[0] ^= 1;
-    assert!(matches!(Model::from_bytes(&bad), Err(FastTextError::Magic(_))));
+    assert!(matches!(
+        Model::from_bytes(&bad),
+        Err(FastTextError::Magic(_))
+    ));
     let mut bad = good.clone();
     bad[4] = 13;
-    assert_eq!(Model::from_bytes(&bad).err(), Some(FastTextError::Version(13)));
+    assert_eq!(
+        Model::from_bytes(&bad).err(),
+        Some(FastTextError::Version(13))
+    );
     // Corrupt every header field in turn: an error or a model, never a panic.
     for at in 8..200 {
         for v in [0u8, 0xff, 0x7f] {
