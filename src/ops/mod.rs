@@ -14,6 +14,7 @@ mod conformance;
 pub mod dedup;
 mod error;
 pub mod exact_key;
+pub mod fasttext;
 pub mod fineweb_quality;
 pub mod gopher_quality;
 pub mod gopher_repetition;
@@ -207,6 +208,7 @@ pub static REGISTRY: &[OpDef] = &[
     c4_quality::DEF,
     fineweb_quality::DEF,
     language_filter::DEF,
+    fasttext::DEF,
     column_filter::DEF,
     pii_redact::DEF,
     image_metadata::DEF,
