@@ -102,7 +102,7 @@ pub static PRESETS: &[Preset] = &[
                  openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin --local-dir models`. \
                  DCLM-baseline kept the top 10 % of its pool by this score (a threshold of \
                  about 0.018); set `min` to the quantile of your own pool (run once without \
-                 the column_filter and read the `dclm_score` histogram in `mdf status`).",
+                 the column_filter and read the `dclm_score` distribution in `mdf report`).",
         stages: r#"- op: fasttext
   params:
     model: models/openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin
