@@ -277,7 +277,7 @@ fn clip_preset_equals_clip_embed_and_heads_score_its_embeddings() {
         "  - op: clip_embed\n    params: {{model: \"{clip}\", dim: 16, batch_size: 3}}\n\
          \x20 - op: image_model\n    params: {{model: \"{clip}\", preset: clip, dim: 16, normalize: true, name: emb2}}\n\
          \x20 - op: embedding_head\n    params: {{model: \"{aes}\", normalize_input: true, name: aesthetic, batch_size: 2}}\n\
-         \x20 - op: embedding_head\n    params: {{model: \"{det}\", scores: softmax, name: aigc, labels: [real, fake], keep: [fake]}}",
+         \x20 - op: embedding_head\n    name: detector\n    params: {{model: \"{det}\", scores: softmax, name: aigc, labels: [real, fake], keep: [fake]}}",
         clip = f.model("clip-image.onnx"),
         aes = f.model("aesthetic-head.onnx"),
         det = f.model("detector-head.onnx"),

@@ -3,8 +3,9 @@
 //! columns (or an embedding) through [`super::model_head`]: the LAION aesthetic
 //! predictor (an MLP over L2-normalised CLIP ViT-L/14 embeddings, `[N, 768] → [N, 1]`),
 //! AI-generated-image detectors and other linear probes. The model must take one
-//! `[N, D]` float input with D the column's width: checked when the model loads (against
-//! the width the schema had at planning) and on every batch, naming the param. A record
+//! `[N, D]` float input with D the column's width: checked once both are known (the
+//! model loaded, the stage bound to its input schema, in either order) and on every
+//! batch, naming the param. A record
 //! whose embedding is null is a reject (`missing_embedding`); never a panic.
 use super::image_model::{asset, concat_parts, pipelined};
 use super::model_head::Head;
@@ -97,6 +98,9 @@ impl Operator for EmbeddingHead {
             });
         };
         *self.width.lock().unwrap_or_else(|e| e.into_inner()) = Some(w);
+        // A worker loads the model before it binds the stages: checked here then.
+        self.check_width(w)
+            .map_err(|e| SchemaError::Other(e.to_string()))?;
         Ok(self.head.fields())
     }
     fn assets(&self) -> Vec<Asset> {
