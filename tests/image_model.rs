@@ -84,7 +84,11 @@ fn fixture() -> Option<Fixture> {
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    python(&[&format!("{ROOT}/scripts/image-model-fixtures.py"), "models", d])?;
+    python(&[
+        &format!("{ROOT}/scripts/image-model-fixtures.py"),
+        "models",
+        d,
+    ])?;
     python(&[&format!("{ROOT}/scripts/onnx-fixtures.py"), "models", d])?;
     let pngs = dir.path().join("pngs");
     std::fs::create_dir_all(&pngs).unwrap();
@@ -107,7 +111,13 @@ fn run(f: &Fixture, name: &str, stages: &str, images: &Path) -> std::process::Ou
         ),
     );
     mdf()
-        .args(["run", spec.to_str().unwrap(), "--workers", "1", "--job-root"])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--workers",
+            "1",
+            "--job-root",
+        ])
         .arg(f.dir.path().join(format!("jobs-{name}")))
         .env("ORT_DYLIB_PATH", &f.lib)
         .output()
@@ -136,7 +146,9 @@ fn by_name(out: &Path, column: &str) -> std::collections::BTreeMap<String, Vec<f
     let mut m = std::collections::BTreeMap::new();
     for b in output_batches(out) {
         let paths = strings(std::slice::from_ref(&b), "path");
-        let c = b.column_by_name(column).unwrap_or_else(|| panic!("{column}"));
+        let c = b
+            .column_by_name(column)
+            .unwrap_or_else(|| panic!("{column}"));
         for (i, p) in paths.iter().enumerate() {
             let name = p.rsplit('/').next().unwrap().to_string();
             let v = if let Some(l) = c.as_any().downcast_ref::<FixedSizeListArray>() {
@@ -168,7 +180,10 @@ fn assert_tensors(p: &Preprocess, images: &[String], reference: &serde_json::Val
         )
         .unwrap();
         let diff = max_diff(&t, &floats(&reference["tensors"][i]));
-        assert!(diff <= 1e-5, "{what} {path}: preprocessing differs by {diff}");
+        assert!(
+            diff <= 1e-5,
+            "{what} {path}: preprocessing differs by {diff}"
+        );
     }
 }
 
@@ -290,7 +305,10 @@ fn clip_preset_equals_clip_embed_and_heads_score_its_embeddings() {
     assert_eq!(a.len(), PNGS.len());
     for (n, v) in &a {
         let same = v.iter().zip(&b[n]).all(|(x, y)| x.to_bits() == y.to_bits());
-        assert!(same, "{n}: image_model's clip preset differs from clip_embed");
+        assert!(
+            same,
+            "{n}: image_model's clip preset differs from clip_embed"
+        );
     }
     let names: Vec<&String> = a.keys().collect();
     let rows: Vec<&Vec<f32>> = a.values().collect();
@@ -298,14 +316,18 @@ fn clip_preset_equals_clip_embed_and_heads_score_its_embeddings() {
     std::fs::write(&rows_file, serde_json::to_string(&rows).unwrap()).unwrap();
     let rows_file = rows_file.display().to_string();
     let aes = f.model("aesthetic-head.onnx");
-    let Some(want) = script(&["head", &aes, &rows_file]) else { return };
+    let Some(want) = script(&["head", &aes, &rows_file]) else {
+        return;
+    };
     let got = by_name(&out, "aesthetic");
     for (i, n) in names.iter().enumerate() {
         let w = want[i][0].as_f64().unwrap() as f32;
         assert!((got[*n][0] - w).abs() <= 1e-5, "{n}: {} vs {w}", got[*n][0]);
     }
     let det = f.model("detector-head.onnx");
-    let Some(want) = script(&["head", &det, &rows_file]) else { return };
+    let Some(want) = script(&["head", &det, &rows_file]) else {
+        return;
+    };
     let got = by_name(&out, "aigc_fake");
     for (i, n) in names.iter().enumerate() {
         let l = floats(&want[i]);
@@ -360,7 +382,9 @@ fn mismatched_models_and_bad_params_are_refused_naming_the_param() {
             "the model's output has 1000 scores: name them in params.labels",
         ),
         (
-            im(&format!("model: \"{cls}\", scores: sigmoid, labels: [a, b]")),
+            im(&format!(
+                "model: \"{cls}\", scores: sigmoid, labels: [a, b]"
+            )),
             "params.labels names 2 scores, but the model's output has 1000",
         ),
         (
@@ -390,14 +414,32 @@ fn mismatched_models_and_bad_params_are_refused_naming_the_param() {
     }
     // Refused before any task starts, at the param's path.
     for (params, want) in [
-        ("{model: m.onnx, preset: vit, dim: 8}", "stages[0].params.preset"),
-        ("{model: m.onnx, interpolation: lanczos, dim: 8}", "stages[0].params.interpolation"),
-        ("{model: m.onnx, resize: crop, dim: 8}", "stages[0].params.resize"),
+        (
+            "{model: m.onnx, preset: vit, dim: 8}",
+            "stages[0].params.preset",
+        ),
+        (
+            "{model: m.onnx, interpolation: lanczos, dim: 8}",
+            "stages[0].params.interpolation",
+        ),
+        (
+            "{model: m.onnx, resize: crop, dim: 8}",
+            "stages[0].params.resize",
+        ),
         ("{model: m.onnx}", "stages[0].params.dim"),
         ("{model: m.onnx, scores: tanh}", "stages[0].params.scores"),
-        ("{model: m.onnx, scores: raw, keep: [a]}", "stages[0].params.keep"),
-        ("{model: m.onnx, dim: 8, crop_pct: 2}", "stages[0].params.crop_pct"),
-        ("{model: m.onnx, dim: 8, std: [1, 0, 1]}", "stages[0].params.std"),
+        (
+            "{model: m.onnx, scores: raw, keep: [a]}",
+            "stages[0].params.keep",
+        ),
+        (
+            "{model: m.onnx, dim: 8, crop_pct: 2}",
+            "stages[0].params.crop_pct",
+        ),
+        (
+            "{model: m.onnx, dim: 8, std: [1, 0, 1]}",
+            "stages[0].params.std",
+        ),
     ] {
         let spec = write_spec(
             f.dir.path(),
@@ -407,7 +449,10 @@ fn mismatched_models_and_bad_params_are_refused_naming_the_param() {
                 f.dir.path().display()
             ),
         );
-        let o = mdf().args(["run", spec.to_str().unwrap()]).output().unwrap();
+        let o = mdf()
+            .args(["run", spec.to_str().unwrap()])
+            .output()
+            .unwrap();
         assert_eq!(o.status.code(), Some(2), "{params}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{params}: {}", stderr(&o));
     }
@@ -445,7 +490,10 @@ fn images_the_preset_cannot_take_are_rejects_with_a_reason() {
     }
     reasons.sort();
     assert_eq!(reasons.len(), 2, "{reasons:?}");
-    assert!(reasons.contains(&"unprocessable_image".to_string()), "{reasons:?}");
+    assert!(
+        reasons.contains(&"unprocessable_image".to_string()),
+        "{reasons:?}"
+    );
     // The same strip under a square resize (siglip) is an ordinary image.
     let o = run(
         &f,
@@ -457,5 +505,8 @@ fn images_the_preset_cannot_take_are_rejects_with_a_reason() {
         &dir,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(by_name(&f.dir.path().join("out-odd2"), "embedding").len(), 2);
+    assert_eq!(
+        by_name(&f.dir.path().join("out-odd2"), "embedding").len(),
+        2
+    );
 }

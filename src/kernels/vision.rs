@@ -292,7 +292,11 @@ mod tests {
         let e = Preprocess::clip(224).resized(1, 64).unwrap_err();
         assert!(e.0.contains("1×64"), "{e:?}");
         let mut out = Vec::new();
-        assert!(Preprocess::clip(4).tensor(&[0; 3 * 64], 1, 64, &mut out).is_err());
+        assert!(
+            Preprocess::clip(4)
+                .tensor(&[0; 3 * 64], 1, 64, &mut out)
+                .is_err()
+        );
         assert!(out.is_empty());
         // Nearest on a 2×1 image up to 4×4: each source pixel twice across.
         let p = Preprocess {

@@ -86,9 +86,9 @@ impl EmbeddingHead {
 
 impl Operator for EmbeddingHead {
     fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
-        let f = input.field_with_name(&self.column).map_err(|_| {
-            SchemaError::missing("column", &self.column, " of embeddings", input)
-        })?;
+        let f = input
+            .field_with_name(&self.column)
+            .map_err(|_| SchemaError::missing("column", &self.column, " of embeddings", input))?;
         let Some(w) = width_of(f.data_type()) else {
             return Err(SchemaError::WrongType {
                 param: "column".into(),

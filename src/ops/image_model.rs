@@ -297,10 +297,7 @@ impl ImageModel {
 }
 
 /// The fetched bytes of the asset named by `param`.
-pub fn asset<'a>(
-    assets: &'a [(Asset, bytes::Bytes)],
-    param: &str,
-) -> Result<&'a [u8], ModelError> {
+pub fn asset<'a>(assets: &'a [(Asset, bytes::Bytes)], param: &str) -> Result<&'a [u8], ModelError> {
     assets
         .iter()
         .find(|(a, _)| a.param == param)

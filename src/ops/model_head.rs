@@ -85,7 +85,10 @@ impl Head {
         }
         let columns = if p.labels.is_empty() {
             if !p.keep.is_empty() {
-                o.error("keep", "keep selects labels: name the scores in params.labels");
+                o.error(
+                    "keep",
+                    "keep selects labels: name the scores in params.labels",
+                );
             }
             vec![(0, name)]
         } else if p.keep.is_empty() {
@@ -199,7 +202,10 @@ impl Head {
                     .iter()
                     .map(|r| r.as_ref().ok().map(|&j| &out[j * dim..(j + 1) * dim]))
                     .collect();
-                vec![embedding_array(&refs, *dim).map_err(|e| ModelError::Inference(e.to_string()))?]
+                vec![
+                    embedding_array(&refs, *dim)
+                        .map_err(|e| ModelError::Inference(e.to_string()))?,
+                ]
             }
             Head::Scores {
                 activation,
@@ -279,7 +285,10 @@ mod tests {
     #[test]
     fn params_name_their_errors() {
         let (_, e) = head(serde_json::json!({}), None);
-        assert_eq!(e, ["stages[0].params.dim: an embedding output needs its width (or set params.scores)"]);
+        assert_eq!(
+            e,
+            ["stages[0].params.dim: an embedding output needs its width (or set params.scores)"]
+        );
         let (_, e) = head(
             serde_json::json!({"scores": "tanh", "labels": ["a", "a"], "keep": ["b"]}),
             None,
@@ -294,7 +303,11 @@ mod tests {
         assert!(h.check_shape(&[-1], "m").is_ok());
         let err = h.check_shape(&[-1, 1000], "m").unwrap_err();
         assert!(err.contains("params.labels"), "{err}");
-        assert!(h.check_shape(&[-1, 5, 7], "m").unwrap_err().contains("params.output"));
+        assert!(
+            h.check_shape(&[-1, 5, 7], "m")
+                .unwrap_err()
+                .contains("params.output")
+        );
     }
 
     #[test]
