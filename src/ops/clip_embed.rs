@@ -1,12 +1,13 @@
 //! `clip_embed`: the image tower of a CLIP-style ONNX model (`model`: a path or URI,
-//! fetched by the worker) over the encoded images in `column`: preprocessing as
-//! open_clip does it (bicubic resize of the shorter side, centre crop, CLIP mean/std;
-//! [`crate::kernels::vision`]), `batch_size` images per inference call, fp32 or fp16
-//! input as the model declares it, and an L2-normalised `embedding` column
-//! (`FixedSizeList<Float32, dim>`). Images that do not decode are rejects with the
-//! reason. While the model runs on one batch, the next is decoded and preprocessed on
-//! the CPU threads (one batch ahead, so memory stays bounded), so a GPU never waits on
-//! one image at a time.
+//! fetched by the worker) over the encoded images in `column`: `image_model`'s `clip`
+//! preset ([`super::image_model`]: open_clip's bicubic resize of the shorter side,
+//! centre crop, CLIP mean/std; its decoding, batching, model checks and pipelining),
+//! `batch_size` images per inference call, fp32 or fp16 input as the model declares
+//! it, and an L2-normalised `embedding` column (`FixedSizeList<Float32, dim>`). Images
+//! that do not decode (or that the preset cannot resize: a strip 64 times longer than
+//! wide) are rejects with the reason. While the model runs on one batch, the next is
+//! decoded and preprocessed on the CPU threads (one batch ahead, so memory stays
+//! bounded), so a GPU never waits on one image at a time.
 //!
 //! Params: `model` (required), `dim` (the embedding width, default 512; checked against
 //! the model), `image_size` (default: the model's input size, else 224), `mean`/`std`,

@@ -182,6 +182,14 @@ mod tests {
             errors::<NsfwScoreParams>(serde_json::json!({"model": "m", "device": 99})),
             vec!["stages[0].params.device: must be between 0 and 64, found 99"]
         );
+        assert_eq!(
+            errors::<ImageModelParams>(serde_json::json!({"model": "m", "crop_pct": 0, "size": 0})),
+            vec![
+                "stages[0].params.size: must be between 1 and 16384, found 0",
+                "stages[0].params.crop_pct: must be between 0.05 and 1, found 0",
+            ]
+        );
+        assert!(errors::<EmbeddingHeadParams>(serde_json::json!({"model": "m"})).is_empty());
         let names: Vec<&str> = NsfwScoreParams::describe().iter().map(|p| p.name).collect();
         assert_eq!(
             names,
