@@ -464,7 +464,8 @@ fn images_the_preset_cannot_take_are_rejects_with_a_reason() {
     let dir = f.dir.path().join("odd");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(photos().join("chelsea.png"), dir.join("chelsea.png")).unwrap();
-    // A 2×300 strip: a shorter-side resize would make it 32×4800.
+    // A 2×300 strip: a shorter-side resize would make it 32×4800, which the filtered
+    // resizes take (computing only the crop) and nearest refuses.
     image::RgbImage::from_pixel(2, 300, image::Rgb([9, 99, 199]))
         .save(dir.join("strip.png"))
         .unwrap();
@@ -474,7 +475,7 @@ fn images_the_preset_cannot_take_are_rejects_with_a_reason() {
         &f,
         "odd",
         &format!(
-            "  - op: image_model\n    params: {{model: \"{}\", dim: 16}}",
+            "  - op: image_model\n    params: {{model: \"{}\", dim: 16, interpolation: nearest}}",
             f.model("clip-image.onnx")
         ),
         &dir,
@@ -494,7 +495,8 @@ fn images_the_preset_cannot_take_are_rejects_with_a_reason() {
         reasons.contains(&"unprocessable_image".to_string()),
         "{reasons:?}"
     );
-    // The same strip under a square resize (siglip) is an ordinary image.
+    // The same strip under a square resize (siglip), or clip's bicubic shorter-side
+    // resize, is an ordinary image.
     let o = run(
         &f,
         "odd2",
@@ -507,6 +509,20 @@ fn images_the_preset_cannot_take_are_rejects_with_a_reason() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         by_name(&f.dir.path().join("out-odd2"), "embedding").len(),
+        2
+    );
+    let o = run(
+        &f,
+        "odd3",
+        &format!(
+            "  - op: image_model\n    params: {{model: \"{}\", dim: 16}}",
+            f.model("clip-image.onnx")
+        ),
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        by_name(&f.dir.path().join("out-odd3"), "embedding").len(),
         2
     );
 }

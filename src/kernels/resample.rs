@@ -90,11 +90,42 @@ fn coeffs_cached(in_size: usize, out_size: usize, f: Filter) -> std::rc::Rc<Coef
 }
 
 fn coeffs(in_size: usize, out_size: usize, f: Filter) -> Coeffs {
+    coeffs_of(in_size, out_size, f, 0..out_size)
+}
+
+/// The coefficients of the crop's outputs `start..start + len`. Ordinary sizes come
+/// from the per-thread cache (whole rows of coefficients, reused across images); a
+/// huge output (the shorter-side resize of a thin strip: 1×10,000 to 224 wide is
+/// 2,240,000 high) gets only the crop's, so work and memory follow the crop, not the
+/// resized image. Each output's coefficients depend on its position alone, so the
+/// two agree exactly.
+fn crop_coeffs(
+    in_size: usize,
+    out_size: usize,
+    f: Filter,
+    start: usize,
+    len: usize,
+) -> (std::rc::Rc<Coeffs>, usize) {
+    const CACHED_UP_TO: usize = 16_384;
+    if out_size <= CACHED_UP_TO {
+        (coeffs_cached(in_size, out_size, f), start)
+    } else {
+        let c = coeffs_of(in_size, out_size, f, start..start + len);
+        (std::rc::Rc::new(c), 0)
+    }
+}
+
+fn coeffs_of(
+    in_size: usize,
+    out_size: usize,
+    f: Filter,
+    outputs: std::ops::Range<usize>,
+) -> Coeffs {
     let scale = in_size as f64 / out_size as f64;
     let filterscale = scale.max(1.0);
     let support = f.support() * filterscale;
     let ss = 1.0 / filterscale;
-    (0..out_size)
+    outputs
         .map(|xx| {
             let center = (xx as f64 + 0.5) * scale;
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
@@ -173,8 +204,8 @@ fn resize_crop_any(
         "crop inside the resized image"
     );
     let half = 1i32 << (PRECISION_BITS - 1);
-    let cy_all = (oh != h).then(|| coeffs_cached(h, oh, f));
-    let cy = cy_all.as_ref().map(|c| &c[y0..y0 + crh]);
+    let cy_all = (oh != h).then(|| crop_coeffs(h, oh, f, y0, crh));
+    let cy = cy_all.as_ref().map(|(c, at)| &c[*at..*at + crh]);
     // The input rows the vertical pass reads (all of the crop's when there is none).
     let (r0, r1) = match &cy {
         Some(cy) => lines_read(cy),
@@ -183,8 +214,8 @@ fn resize_crop_any(
     let stride = cw * ch;
     let mut hor = vec![0u8; (r1 - r0) * stride];
     if ow != w {
-        let cx = coeffs_cached(w, ow, f);
-        let cx = &cx[x0..x0 + cw];
+        let (cx, at) = crop_coeffs(w, ow, f, x0, cw);
+        let cx = &cx[at..at + cw];
         for (y, out) in (r0..r1).zip(hor.chunks_exact_mut(stride.max(1))) {
             let row = &px[y * w * ch..(y + 1) * w * ch];
             match ch {
@@ -544,6 +575,30 @@ mod tests {
             for y in 0..crh {
                 let want = &full[((y0 + y) * ow + x0) * ch..((y0 + y) * ow + x0 + cw) * ch];
                 assert_eq!(&crop[y * cw * ch..(y + 1) * cw * ch], want, "crop row {y}");
+            }
+        }
+    }
+
+    /// A crop of a huge resize (a thin strip's shorter side to 224) computes only the
+    /// crop's coefficients, and equals the same crop of the whole resize.
+    #[test]
+    fn crops_of_huge_resizes_equal_the_reference() {
+        let mut next = crate::kernels::xorshift(0x5EED_0F57_121F);
+        for (w, h, ow, oh, f) in [
+            (2, 200, 224, 22_400, Filter::Bicubic),
+            (170, 1, 38_080, 224, Filter::Bilinear),
+        ] {
+            let px: Vec<u8> = (0..w * h * 3).map(|_| next() as u8).collect();
+            let full = resize_reference(&px, 3, w, h, ow, oh, f);
+            let (x0, y0) = ((ow - 224) / 2, (oh - 224) / 2);
+            let crop = resize_crop(&px, 3, (w, h), (ow, oh), f, (x0, y0, 224, 224));
+            for y in 0..224 {
+                let want = &full[((y0 + y) * ow + x0) * 3..((y0 + y) * ow + x0 + 224) * 3];
+                assert_eq!(
+                    &crop[y * 224 * 3..(y + 1) * 224 * 3],
+                    want,
+                    "{w}x{h} row {y}"
+                );
             }
         }
     }

@@ -72,8 +72,10 @@ pub struct Preprocess {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unprocessable(pub String);
 
-/// The longest side a resize may produce, in units of the target side: a shorter-side
-/// resize of a 1×10,000 strip would make a 224×2,240,000 image (Pillow would, slowly).
+/// The most elongated image a nearest-neighbour shorter-side resize takes: its source
+/// table spans the whole resized side (a 1×10,000 strip to 224 wide is 2,240,000
+/// high), accumulated as Pillow does. The filtered resizes compute only the crop's
+/// coefficients and take any shape.
 pub const MAX_ELONGATION: usize = 64;
 
 impl Preprocess {
@@ -122,10 +124,11 @@ impl Preprocess {
             Resize::Square => (t, t),
             Resize::ShorterSide => {
                 let (short, long) = (w.min(h), w.max(h));
-                if short == 0 || long / short >= MAX_ELONGATION {
+                let nearest = self.interpolation == Interpolation::Nearest;
+                if short == 0 || (nearest && long / short >= MAX_ELONGATION) {
                     return Err(Unprocessable(format!(
-                        "{w}×{h}: a shorter-side resize to {t} would be {}× longer than wide \
-                         (at most {MAX_ELONGATION})",
+                        "{w}×{h}: a nearest-neighbour shorter-side resize to {t} would be {}× \
+                         longer than wide (at most {MAX_ELONGATION})",
                         long / short.max(1)
                     )));
                 }
@@ -183,8 +186,7 @@ pub fn resize_side(size: usize, crop_pct: f64) -> usize {
 }
 
 /// CLIP preprocessing of an RGB image (`w`×`h`, interleaved) into `out` (CHW,
-/// `3·size·size` values appended): [`Preprocess::clip`] with this mean and std. An
-/// image it cannot resize (see [`MAX_ELONGATION`]) appends zeros.
+/// `3·size·size` values appended): [`Preprocess::clip`] with this mean and std.
 pub fn clip_tensor(
     rgb: &[u8],
     w: usize,
@@ -288,15 +290,23 @@ mod tests {
         assert_eq!(p.resized(640, 480), Ok((341, 256)));
         assert_eq!(Preprocess::siglip(224).resized(640, 480), Ok((224, 224)));
         assert_eq!(Preprocess::clip(224).resized(480, 640), Ok((224, 298)));
-        // An extreme strip is refused with the reason, not resized to 224×14,336.
-        let e = Preprocess::clip(224).resized(1, 64).unwrap_err();
+        // An extreme strip takes a filtered resize (only the crop's coefficients are
+        // computed: 1×100,000 to 224 wide is 22,400,000 high) ...
+        assert_eq!(Preprocess::clip(224).resized(1, 64), Ok((224, 14_336)));
+        let mut out = Vec::new();
+        Preprocess::clip(224)
+            .tensor(&[7; 3 * 100_000], 1, 100_000, &mut out)
+            .unwrap();
+        assert_eq!(out.len(), 3 * 224 * 224);
+        // ... and nearest, whose table spans the resized side, refuses it with the reason.
+        let nearest = Preprocess {
+            interpolation: Interpolation::Nearest,
+            ..Preprocess::clip(224)
+        };
+        let e = nearest.resized(1, 64).unwrap_err();
         assert!(e.0.contains("1×64"), "{e:?}");
         let mut out = Vec::new();
-        assert!(
-            Preprocess::clip(4)
-                .tensor(&[0; 3 * 64], 1, 64, &mut out)
-                .is_err()
-        );
+        assert!(nearest.tensor(&[0; 3 * 64], 1, 64, &mut out).is_err());
         assert!(out.is_empty());
         // Nearest on a 2×1 image up to 4×4: each source pixel twice across.
         let p = Preprocess {
