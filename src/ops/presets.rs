@@ -61,6 +61,104 @@ pub static PRESETS: &[Preset] = &[
 "#,
     },
     Preset {
+        name: "siglip2_b16",
+        summary: "SigLIP2 ViT-B/16 image embeddings (fixed resolution, 224)",
+        reads: "image: binary",
+        writes: "`siglip_embedding` (768 floats, L2-normalised)",
+        obtain: "Export the vision tower with transformers and torch: `m = \
+                 transformers.AutoModel.from_pretrained('google/siglip2-base-patch16-224').vision_model`, \
+                 then `torch.onnx.export(m, (torch.randn(1, 3, 224, 224),), \
+                 'siglip2-b16-224-vision.onnx', input_names=['pixel_values'], \
+                 output_names=['last_hidden_state', 'pooler_output'], \
+                 dynamic_axes={'pixel_values': {0: 'batch'}})`. The `siglip` preset is \
+                 SiglipImageProcessor's (square bicubic resize, mean = std = 0.5); compare \
+                 it with the checkpoint's preprocessor_config.json. The NaFlex variants \
+                 (variable resolution) use another processor and are not covered. A \
+                 So400m tower writes 1152 floats: set `dim: 1152`.",
+        stages: r#"- op: image_model
+  params:
+    model: models/siglip2-b16-224-vision.onnx
+    preset: siglip
+    output: pooler_output
+    dim: 768
+    normalize: true
+    name: siglip_embedding
+"#,
+    },
+    Preset {
+        name: "laion_aesthetic_v2",
+        summary: "LAION's aesthetic predictor v2 (an MLP over CLIP ViT-L/14 embeddings), images under 5 dropped",
+        reads: "image: binary",
+        writes: "`embedding` (CLIP ViT-L/14, 768 floats, L2-normalised) and `aesthetic` (about \
+                 1 to 10); images under 5 are rejects `aesthetic` (LAION-Aesthetics V2 \
+                 published subsets at 4.5, 4.75, 5, 6, 6.25 and 6.5)",
+        obtain: "The MLP `sac+logos+ava1-l14-linearMSE.pth` of \
+                 christophschuhmann/improved-aesthetic-predictor (768 → 1024 → 128 → 64 → \
+                 16 → 1, trained on L2-normalised embeddings): load it into that \
+                 repository's `MLP` class and `torch.onnx.export(mlp.eval(), torch.randn(1, \
+                 768), 'aesthetic-v2-l14.onnx', input_names=['embedding'], \
+                 dynamic_axes={'embedding': {0: 'batch'}})`. The image tower is OpenAI's \
+                 CLIP ViT-L/14, exported as in `clip_vit_b32` from \
+                 `open_clip.create_model_and_transforms('ViT-L-14', pretrained='openai')`.",
+        stages: r#"- op: clip_embed
+  params: {model: models/clip-vit-l14-visual.onnx, dim: 768}
+- op: embedding_head
+  params: {model: models/aesthetic-v2-l14.onnx, column: embedding, name: aesthetic}
+- op: column_filter
+  params: {column: aesthetic, min: 5.0}
+"#,
+    },
+    Preset {
+        name: "aigc_detector",
+        summary: "an AI-generated-image classifier's probability, likely generated images dropped",
+        reads: "image: binary",
+        writes: "`aigc_artificial` (the softmax probability of the generated class); images \
+                 above 0.5 are rejects `aigc_artificial`",
+        obtain: "Any image classifier fine-tuned to tell generated from real images, such as \
+                 the transformers checkpoint `Organika/sdxl-detector` (a Swin transformer), \
+                 exported with Optimum: `optimum-cli export onnx --model \
+                 Organika/sdxl-detector --task image-classification aigc/`. Give `labels` \
+                 in the order of its config.json `id2label`, and `size`, `resize`, \
+                 `crop_pct`, `mean` and `std` from its preprocessor_config.json where they \
+                 differ from the `imagenet` preset.",
+        stages: r#"- op: image_model
+  params:
+    model: models/aigc/model.onnx
+    preset: imagenet
+    scores: softmax
+    labels: [artificial, human]
+    keep: [artificial]
+    name: aigc
+- op: column_filter
+  params: {column: aigc_artificial, max: 0.5}
+"#,
+    },
+    Preset {
+        name: "degradation_cnn",
+        summary: "a visual-degradation CNN's per-defect probabilities (blur, noise, JPEG artefacts), degraded images dropped",
+        reads: "image: binary",
+        writes: "`degradation_blur`, `degradation_noise`, `degradation_jpeg` (sigmoid \
+                 probabilities); images whose blur is above 0.5 are rejects \
+                 `degradation_blur`",
+        obtain: "A CNN (a timm ResNet-50 or EfficientNet) fine-tuned with one sigmoid \
+                 output per defect, in the order `labels` lists them, exported with \
+                 `torch.onnx.export(model.eval(), torch.randn(1, 3, 224, 224), \
+                 'degradation.onnx', input_names=['pixel_values'], \
+                 dynamic_axes={'pixel_values': {0: 'batch'}})`. No one public checkpoint is \
+                 standard: this preset fixes the stage's shape; add a column_filter per \
+                 defect you drop.",
+        stages: r#"- op: image_model
+  params:
+    model: models/degradation.onnx
+    preset: imagenet
+    scores: sigmoid
+    labels: [blur, noise, jpeg]
+    name: degradation
+- op: column_filter
+  params: {column: degradation_blur, max: 0.5}
+"#,
+    },
+    Preset {
         name: "lid176",
         summary: "fastText's lid.176 language identifier in language_filter, as FineWeb runs it",
         reads: "text: string",
