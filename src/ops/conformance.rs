@@ -15,7 +15,7 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
     match name {
         "text_length" | "length_filter" | "exact_key" | "minhash" | "gopher_quality"
         | "gopher_repetition" | "c4_quality" | "fineweb_quality" | "language_filter"
-        | "pii_redact" | "throttle" => vec![("text", DataType::Utf8)],
+        | "pii_redact" | "throttle" | "tokenize" | "text_model" => vec![("text", DataType::Utf8)],
         "html_extract" => vec![("html", DataType::Utf8)],
         "url_filter" => vec![("url", DataType::Utf8)],
         "dedup" => vec![("exact_key_key", DataType::FixedSizeBinary(16))],
@@ -25,6 +25,15 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
         "image_quality_filter" => vec![("width", DataType::UInt32)],
         "clip_score_filter" => vec![("clip_score", DataType::Float32)],
         other => panic!("add operator {other} to ops::conformance::input_of"),
+    }
+}
+
+/// The bytes an operator's example assets are loaded with: empty, unless the operator
+/// must parse them.
+fn asset_of(name: &str) -> bytes::Bytes {
+    match name {
+        "tokenize" => crate::kernels::hf_tokenizer::tests::wordpiece_json().into(),
+        _ => bytes::Bytes::new(),
     }
 }
 
@@ -110,7 +119,7 @@ fn every_operator_keeps_row_counts_on_empty_and_all_null_batches() {
         let assets: Vec<_> = op
             .assets()
             .into_iter()
-            .map(|a| (a, bytes::Bytes::new()))
+            .map(|a| (a, asset_of(d.name)))
             .collect();
         op.load(&assets)
             .unwrap_or_else(|e| panic!("{}: empty assets: {e}", d.name));
