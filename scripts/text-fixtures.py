@@ -20,6 +20,10 @@ tests/text_model.rs), made here, never downloaded.
       (no token_type_ids, as ModernBERT), regression.onnx ([N,1] logits from the first
       token, FineWeb-Edu's head), classifier.onnx ([N,3]), small-vocab.onnx (an
       embedding table of 50 rows), float-ids.onnx (input_ids as float: mismatched).
+  text-fixtures.py bert OUT.onnx LAYERS HIDDEN HEADS
+      A BERT-shaped encoder of real size for speed measurements (docs/PERFORMANCE.md):
+      LAYERS post-norm layers of HEADS-head attention and a 4×HIDDEN GELU feed-forward,
+      a 30,522-token embedding table, 512 positions, random weights.
   text-fixtures.py infer MODEL TOKENIZER CORPUS.jsonl MAX_LEN
       onnxruntime-Python's output for every text: the tokenizer truncating to MAX_LEN,
       padded to the longest of each batch of 16, int64 inputs. Prints JSON
@@ -206,6 +210,75 @@ def models(out, vocab):
     encoder("float-ids", ids_type=TensorProto.FLOAT)
 
 
+def bert(out, layers, hidden, heads):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    layers, hidden, heads = int(layers), int(hidden), int(heads)
+    dh = hidden // heads
+
+    def w(*shape):
+        return numpy_helper.from_array(rng.normal(0, 0.02, shape).astype(np.float32), f"w{len(inits)}")
+
+    inits, nodes = [], []
+
+    def const(v, dtype=np.int64):
+        t = numpy_helper.from_array(np.array(v, dtype=dtype), f"c{len(inits)}")
+        inits.append(t)
+        return t.name
+
+    def param(*shape):
+        t = w(*shape)
+        inits.append(t)
+        return t.name
+
+    def node(op, ins, **kw):
+        o = f"n{len(nodes)}"
+        nodes.append(helper.make_node(op, ins, [o], **kw))
+        return o
+
+    ones, zeros = lambda: const(np.ones(hidden), np.float32), lambda: const(np.zeros(hidden), np.float32)
+    e = node("Gather", [param(30522, hidden), "input_ids"])
+    tlen = node("Gather", [node("Shape", ["input_ids"]), const(1)])
+    p = node("Gather", [param(512, hidden), node("Range", [const(0), tlen, const(1)])])
+    tt = node("Gather", [param(2, hidden), "token_type_ids"])
+    x = node("LayerNormalization", [node("Add", [node("Add", [e, p]), tt]), ones(), zeros()], axis=-1)
+    mf = node("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    bias = node("Mul", [node("Sub", [const(1.0, np.float32), node("Unsqueeze", [mf, const([1, 2])])]),
+                        const(-10000.0, np.float32)])
+    split = const([0, 0, heads, dh])
+    for _ in range(layers):
+        def heads_of(t):
+            return node("Transpose", [node("Reshape", [t, split])], perm=[0, 2, 1, 3])
+        q = heads_of(node("Add", [node("MatMul", [x, param(hidden, hidden)]), zeros()]))
+        k = heads_of(node("Add", [node("MatMul", [x, param(hidden, hidden)]), zeros()]))
+        v = heads_of(node("Add", [node("MatMul", [x, param(hidden, hidden)]), zeros()]))
+        s = node("Mul", [node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])]),
+                         const(1.0 / np.sqrt(dh), np.float32)])
+        a = node("Softmax", [node("Add", [s, bias])], axis=-1)
+        o = node("Reshape", [node("Transpose", [node("MatMul", [a, v])], perm=[0, 2, 1, 3]),
+                             const([0, 0, hidden])])
+        o = node("Add", [node("MatMul", [o, param(hidden, hidden)]), zeros()])
+        x = node("LayerNormalization", [node("Add", [x, o]), ones(), zeros()], axis=-1)
+        f = node("MatMul", [x, param(hidden, 4 * hidden)])
+        # GELU (erf form), as BERT.
+        g = node("Mul", [node("Mul", [f, const(0.5, np.float32)]),
+                         node("Add", [node("Erf", [node("Div", [f, const(np.sqrt(2.0), np.float32)])]),
+                                      const(1.0, np.float32)])])
+        f2 = node("MatMul", [g, param(4 * hidden, hidden)])
+        x = node("LayerNormalization", [node("Add", [x, f2]), ones(), zeros()], axis=-1)
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
+           for n in ("input_ids", "attention_mask", "token_type_ids")]
+    outs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                          ["batch", "seq", hidden])]
+    m = helper.make_model(helper.make_graph(nodes, "bert", ins, outs, inits),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, out)
+
+
 def infer(model, tok, path, max_len):
     import onnxruntime as ort
     from tokenizers import Tokenizer
@@ -238,4 +311,5 @@ if __name__ == "__main__":
      "tokenizers": lambda: tokenizers_(*args),
      "encode": lambda: encode(*args),
      "models": lambda: models(args[0], int(args[1])),
+     "bert": lambda: bert(*args),
      "infer": lambda: infer(*args)}[cmd]()

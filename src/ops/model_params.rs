@@ -108,8 +108,9 @@ params! {
         labels: Vec<String>,
         /// `scores`: `raw`, `softmax` (over the logits) or `sigmoid` (each).
         activation: String = "raw",
-        /// `scores`: also write `int_score` (Int32) = round(clamp(first score, 0,
-        /// 5)), the FineWeb-Edu classifier's integer grade.
+        /// `scores`: also write `int_score` (Int32), the FineWeb-Edu classifier's
+        /// integer grade of the first score: Python's `int(round(max(0, min(score,
+        /// 5))))`, halves to even.
         int_score: bool = false,
     }
     flatten { runtime: OnnxRuntimeParams }
