@@ -20,6 +20,15 @@ tests/text_model.rs), made here, never downloaded.
       (no token_type_ids, as ModernBERT), regression.onnx ([N,1] logits from the first
       token, FineWeb-Edu's head), classifier.onnx ([N,3]), small-vocab.onnx (an
       embedding table of 50 rows), float-ids.onnx (input_ids as float: mismatched).
+  text-fixtures.py docs OUT.jsonl CORPUS.jsonl
+      Documents of 15 consecutive corpus lines (one language each, ~1,600 bytes), for
+      speed measurements of long inputs.
+  text-fixtures.py speed-tokenize CORPUS.jsonl TOKENIZER...
+  text-fixtures.py speed-model MODEL TOKENIZER CORPUS.jsonl MAX_LEN BATCH N
+      The Python packages' speed on one core (process CPU time; run with
+      TOKENIZERS_PARALLELISM=false): tokenizers' encode_batch_fast, and tokenizers +
+      onnxruntime with one thread, batches in input order, beside
+      scripts/text-bench (docs/PERFORMANCE.md).
   text-fixtures.py bert OUT.onnx LAYERS HIDDEN HEADS
       A BERT-shaped encoder of real size for speed measurements (docs/PERFORMANCE.md):
       LAYERS post-norm layers of HEADS-head attention and a 4×HIDDEN GELU feed-forward,
@@ -210,6 +219,60 @@ def models(out, vocab):
     encoder("float-ids", ids_type=TensorProto.FLOAT)
 
 
+def docs(out, path):
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        rows = [json.loads(l) for l in fh]
+    with open(out, "w", encoding="utf-8") as fh:
+        for i in range(0, 3000, 15):
+            d = {"text": " ".join(r["text"] for r in rows[i:i + 15]), "lang": rows[i]["lang"]}
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+
+
+def speed_tokenize(path, *toks):
+    import time
+    from tokenizers import Tokenizer
+    texts = texts_of(path)
+    for tok in toks:
+        t = Tokenizer.from_file(tok)
+        t.no_truncation()
+        t.no_padding()
+        best = 1e9
+        for _ in range(3):
+            t0 = time.process_time()
+            n = 0
+            for i in range(0, len(texts), 1024):
+                n += sum(len(e.ids) for e in t.encode_batch_fast(texts[i:i + 1024],
+                                                                  add_special_tokens=False))
+            best = min(best, time.process_time() - t0)
+        print(f"{tok}: {len(texts) / best:.0f} records/s, {n / best:.0f} tokens/s")
+
+
+def speed_model(model, tok, path, max_len, batch, n):
+    import time
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+    texts = texts_of(path)[:int(n)]
+    batch = int(batch)
+    t = Tokenizer.from_file(tok)
+    t.enable_truncation(int(max_len))
+    t.enable_padding(pad_id=0)
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = 1
+    o.inter_op_num_threads = 1
+    s = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
+    names = [i.name for i in s.get_inputs()]
+    t0 = time.process_time()
+    for i in range(0, len(texts), batch):
+        enc = t.encode_batch(texts[i:i + batch])
+        feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
+        s.run(None, {k: v for k, v in feed.items() if k in names})
+    dt = time.process_time() - t0
+    print(f"{model} max_length {max_len} batch {batch}: {len(texts) / dt:.1f} records/s")
+
+
 def bert(out, layers, hidden, heads):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -312,4 +375,7 @@ if __name__ == "__main__":
      "encode": lambda: encode(*args),
      "models": lambda: models(args[0], int(args[1])),
      "bert": lambda: bert(*args),
+     "docs": lambda: docs(*args),
+     "speed-tokenize": lambda: speed_tokenize(*args),
+     "speed-model": lambda: speed_model(*args),
      "infer": lambda: infer(*args)}[cmd]()
