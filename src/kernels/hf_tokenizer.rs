@@ -10,6 +10,8 @@ use tokenizers::{
 /// A loaded `tokenizer.json`.
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// The pad id the file's padding settings name, if any.
+    file_pad_id: Option<u32>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -43,11 +45,12 @@ impl Tokenizer {
     pub fn from_bytes(bytes: &[u8]) -> Result<Tokenizer, TokenizerError> {
         let mut inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| TokenizerError(format!("not a tokenizer.json: {e}")))?;
+        let file_pad_id = inner.get_padding().map(|p| p.pad_id);
         inner
             .with_truncation(None)
             .map_err(|e| TokenizerError(e.to_string()))?;
         inner.with_padding(None);
-        Ok(Tokenizer { inner })
+        Ok(Tokenizer { inner, file_pad_id })
     }
 
     /// The vocabulary size, added tokens included (the smallest embedding table that
@@ -61,18 +64,14 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
-    /// The id padding uses: the file's padding token if it names one, else the first
-    /// of `[PAD]`, `<pad>`, `<|padding|>` in the vocabulary, else 0 (padding is masked).
-    pub fn default_pad_id(bytes: &[u8], tok: &Tokenizer) -> u32 {
-        let configured = serde_json::from_slice::<serde_json::Value>(bytes)
-            .ok()
-            .and_then(|v| v.get("padding")?.get("pad_id")?.as_u64());
-        configured
-            .map(|x| x as u32)
+    /// The id padding uses: the file's padding id if it sets one, else the first of
+    /// `[PAD]`, `<pad>`, `<|padding|>` in the vocabulary, else 0 (padding is masked).
+    pub fn default_pad_id(&self) -> u32 {
+        self.file_pad_id
             .or_else(|| {
                 ["[PAD]", "<pad>", "<|padding|>"]
                     .iter()
-                    .find_map(|t| tok.token_id(t))
+                    .find_map(|t| self.token_id(t))
             })
             .unwrap_or(0)
     }
@@ -126,7 +125,10 @@ impl Tokenizer {
                 stride: 0,
             }))
             .map_err(|e| TokenizerError(e.to_string()))?;
-        Ok(Tokenizer { inner })
+        Ok(Tokenizer {
+            inner,
+            file_pad_id: self.file_pad_id,
+        })
     }
 
     /// `texts` encoded (special tokens added), sorted by length and cut into batches
@@ -229,10 +231,15 @@ pub(crate) mod tests {
             [vec![4, 5, 9, 6, 7, 4, 8, 10]]
         );
         assert_eq!(t.ids(&texts[2..], false).unwrap(), [vec![11, 1]]);
-        assert_eq!(
-            Tokenizer::default_pad_id(wordpiece_json().as_bytes(), &t),
-            0
+        assert_eq!(t.default_pad_id(), 0);
+        let padded = wordpiece_json().replace(
+            "\"padding\":null",
+            r#""padding":{"strategy":"BatchLongest","direction":"Right","pad_to_multiple_of":null,"pad_id":12,"pad_type_id":0,"pad_token":"dog"}"#,
         );
+        let t = Tokenizer::from_bytes(padded.as_bytes()).unwrap();
+        assert_eq!(t.default_pad_id(), 12);
+        // The file's padding is not applied: counts are unpadded.
+        assert_eq!(t.counts(&texts, false).unwrap(), [8, 0, 2]);
     }
 
     #[test]

@@ -224,9 +224,7 @@ impl TextModel {
             )));
         }
         let vocab = tokenizer.vocab_size();
-        let pad_id = self
-            .pad_id
-            .unwrap_or_else(|| Tokenizer::default_pad_id(tok, &tokenizer));
+        let pad_id = self.pad_id.unwrap_or_else(|| tokenizer.default_pad_id());
         if pad_id as usize >= vocab {
             return Err(LoadError::Invalid(format!(
                 "params.pad_id: {pad_id} is outside the tokenizer's vocabulary ({vocab} tokens)"
