@@ -999,3 +999,65 @@ fn every_main_subcommand_help_has_examples() {
         );
     }
 }
+
+/// `column_filter` drops by another stage's column, with a reason naming it, in a real
+/// job: the kept and the rejected records partition the input by the threshold.
+#[test]
+fn column_filter_drops_by_a_written_column_with_its_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let lines = docs(7, 200);
+    write_lines(&d.path().join("in/a.jsonl"), &lines);
+    let out = d.path().join("out");
+    let s = write_spec(
+        d.path(),
+        &spec(
+            &format!("{}/in/*.jsonl", d.path().display()),
+            &out.display().to_string(),
+            "  - op: column_filter\n    params: {column: text_words, min: 12, max: 40}",
+            "",
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    let words = |l: &String| {
+        serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .count()
+    };
+    let long_enough: Vec<&String> = lines.iter().filter(|l| words(l) >= 3).collect();
+    let want = long_enough
+        .iter()
+        .filter(|l| (12..=40).contains(&words(l)))
+        .count();
+    assert!(
+        want > 0 && want < long_enough.len(),
+        "the data spans the bounds"
+    );
+    assert_eq!(output_ids(&out).len(), want);
+    let by = &st["phases"][0]["stats"]["rejects_by_reason"];
+    assert_eq!(
+        by["text_words"].as_u64().unwrap() as usize,
+        long_enough.len() - want
+    );
+    let m = manifest(&out);
+    let mut seen = 0;
+    for r in m["rejects"].as_array().unwrap() {
+        let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
+        for (reason, op) in strings(&b, "reason")
+            .into_iter()
+            .zip(strings(&b, "operator"))
+        {
+            if reason == "text_words" {
+                assert_eq!(op, "column_filter");
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, long_enough.len() - want);
+}

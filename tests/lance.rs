@@ -183,6 +183,43 @@ fn killed_workers_leave_no_fragment_in_the_dataset() {
     eprintln!("{staged_before} Lance files were staged when the workers died");
 }
 
+/// A late worker of a finished Lance job runs its finalize again after a second job
+/// took the output with `overwrite` and committed its own dataset: the second job's
+/// dataset still reads back whole (the stale finalize neither commits over it nor
+/// cleans up its versions), and the stale finalize says why it published nothing.
+#[test]
+fn a_stale_finalize_leaves_another_jobs_dataset_whole() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(91, 50));
+    let out = d.path().join("ds");
+    let jobs = d.path().join("jobs");
+    let run = |extra: &str| {
+        let s = spec(d.path(), &out, "lance", extra);
+        job_uri(&run_ok(
+            mdf()
+                .args(["run", s.to_str().unwrap(), "--job-root"])
+                .arg(&jobs),
+        ))
+    };
+    let first = run("");
+    // The second job keeps fewer records, so its dataset differs from the first's.
+    let second = run("  - op: length_filter\n    name: longer\n    params: {min_words: 8}\n");
+    assert_ne!(first, second);
+    let Some(want) = pylance(READ_LANCE, &[out.to_str().unwrap()]) else {
+        return;
+    };
+    let root = first.strip_prefix("file://").unwrap();
+    for sub in ["commits/finalize", "leases/finalize"] {
+        std::fs::remove_dir_all(Path::new(root).join(sub)).unwrap();
+    }
+    let o = mdf().args(["worker", "--job", &first]).output().unwrap();
+    let got = pylance(READ_LANCE, &[out.to_str().unwrap()]).unwrap();
+    assert_eq!(got["rows"], want["rows"], "{}", stderr(&o));
+    assert_eq!(got["version"], want["version"], "no commit over it");
+    let st = status_json(&first);
+    assert!(format!("{st} {}", stderr(&o)).contains("belongs to job"));
+}
+
 /// examples/embed.yaml end to end: an image folder → clip_embed (a generated tiny
 /// CLIP-shaped model) → a Lance dataset with id, path and embedding.
 #[cfg(feature = "onnx")]

@@ -604,3 +604,59 @@ fn a_job_planned_before_owner_markers_still_completes() {
             >= 1
     );
 }
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    files_under(dir)
+        .into_iter()
+        .map(|f| {
+            let b = std::fs::read(dir.join(&f)).unwrap();
+            (f, b)
+        })
+        .collect()
+}
+
+/// A late worker of a finished job runs its finalize again after another job took the
+/// output with `overwrite`: it publishes nothing there (no file of its own added to the
+/// other job's output, none deleted, the manifest untouched) and says why.
+#[test]
+fn a_stale_finalize_never_publishes_into_an_output_another_job_took() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(45, 60));
+    let jobs = d.path().join("jobs");
+    let run = |comment: &str| {
+        let s = prefix_spec(
+            d.path(),
+            &format!("uri: \"{dp}/out\", overwrite: true"),
+            comment,
+        );
+        job_uri(&run_ok(
+            mdf()
+                .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+                .arg(&jobs),
+        ))
+    };
+    let first = run("# first");
+    // The second job differs (a rejects prefix of its own), so its files are its own.
+    let second = run(&format!("rejects: {{uri: \"{dp}/rej\"}}"));
+    assert_ne!(first, second);
+    let before = snapshot(&d.path().join("out"));
+    assert!(before.iter().any(|(f, _)| f.ends_with(".parquet")));
+    // The first job's finalize as if it had never committed (a worker that held its
+    // lease and stalled): its commit record and lease gone.
+    let root = first.strip_prefix("file://").unwrap();
+    for sub in ["commits/finalize", "leases/finalize"] {
+        std::fs::remove_dir_all(Path::new(root).join(sub)).unwrap();
+    }
+    let o = mdf().args(["worker", "--job", &first]).output().unwrap();
+    assert_eq!(
+        snapshot(&d.path().join("out")),
+        before,
+        "the other job's output changed:\n{}",
+        stderr(&o)
+    );
+    let st = status_json(&first);
+    let text = format!("{st} {}", stderr(&o));
+    assert!(text.contains("belongs to job"), "{text}");
+}

@@ -48,3 +48,16 @@ fn ops_markdown_is_the_checked_in_reference() {
         "docs/OPERATORS.md is stale: run `mdf ops --markdown > docs/OPERATORS.md`"
     );
 }
+
+#[test]
+fn ops_lists_presets_and_prints_one_as_stages() {
+    let s = stdout(&run_ok(mdf().arg("ops")));
+    for p in mdf::ops::presets::PRESETS {
+        assert!(s.lines().any(|l| l.starts_with(p.name)), "{}: {s}", p.name);
+    }
+    let s = stdout(&run_ok(mdf().args(["ops", "open_nsfw"])));
+    assert!(s.contains("  - op: nsfw_score"), "{s}");
+    assert!(s.contains("model files:"), "{s}");
+    let o = mdf().args(["ops", "no_such_op"]).output().unwrap();
+    assert!(stderr(&o).contains("(or a preset: "), "{}", stderr(&o));
+}

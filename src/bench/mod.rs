@@ -8,12 +8,15 @@
 //! - [`text`]: language identification, main-text extraction, the URL filter, MinHash.
 //! - [`images`]: the image kernels on one core.
 //! - [`dedup`]: the exact-dedup shuffle on one core, without the store.
+//! - [`fasttext`]: fastText prediction, and lid.176 beside the built-in identifier.
 pub mod dedup;
+pub mod fasttext;
 pub mod images;
 pub mod protocol;
 pub mod text;
 
 pub use dedup::{DedupBench, DedupReport, dedup_shuffle};
+pub use fasttext::{FastTextReport, fasttext};
 pub use images::{ImagesReport, images};
 pub use protocol::{ProtocolBench, ProtocolReport, protocol};
 pub use text::{

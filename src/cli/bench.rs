@@ -40,6 +40,25 @@ pub enum Bench {
         #[arg(long, conflicts_with = "dev")]
         pages: Option<std::path::PathBuf>,
     },
+    /// fastText prediction speed on one core (scripts/bench-fasttext.py runs it beside
+    /// the fastText C++ library), and with --langid, a language-id model's accuracy
+    /// and speed beside the built-in identifier.
+    Fasttext {
+        /// A supervised `.bin` / `.ftz` model.
+        #[arg(long)]
+        model: std::path::PathBuf,
+        /// One text a line.
+        #[arg(long)]
+        lines: std::path::PathBuf,
+        #[arg(long, default_value_t = 1)]
+        k: usize,
+        /// Labelled sentences (`<iso639-1>.txt.gz`, e.g. ../shared/data/langid/lingua-testdata-sentences).
+        #[arg(long)]
+        langid: Option<std::path::PathBuf>,
+        /// Sentences per language with --langid.
+        #[arg(long, default_value_t = 1000)]
+        per_language: usize,
+    },
     /// URL filter throughput on one core with a real block list loaded.
     UrlFilter {
         /// A UT1 archive (e.g. ../shared/data/blocklists/datatrove-0.10.1/url_filterblacklistsv0_3_0.tar.gz).
@@ -117,6 +136,19 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
         Bench::Langid { data, per_language } => {
             Box::new(bench::langid_accuracy(&data, per_language)?)
         }
+        Bench::Fasttext {
+            model,
+            lines,
+            k,
+            langid,
+            per_language,
+        } => Box::new(bench::fasttext(
+            &model,
+            &lines,
+            k,
+            langid.as_deref(),
+            per_language,
+        )?),
         Bench::Minhash { jsonl } => Box::new(bench::minhash(&jsonl)?),
         Bench::Images { dir } => Box::new(bench::images(&dir)?),
         Bench::Dedup {

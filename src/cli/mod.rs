@@ -265,7 +265,7 @@ enum Cmd {
     /// List the operators a spec can use; with a NAME, every param of that operator
     /// with its type, default and meaning.
     Ops {
-        /// An operator, e.g. gopher_quality.
+        /// An operator (e.g. gopher_quality) or a preset (e.g. open_nsfw).
         name: Option<String>,
         /// Print the whole reference as Markdown (docs/OPERATORS.md).
         #[arg(long, conflicts_with = "name")]

@@ -1,5 +1,6 @@
 //! `mdf ops`: the operators a spec can use; `mdf ops NAME` every param of one;
-//! `mdf ops --markdown` the whole reference (docs/OPERATORS.md).
+//! `mdf ops --markdown` the whole reference (docs/OPERATORS.md). A NAME may also be a
+//! preset (a well-known model as ready stages, [`crate::ops::presets`]).
 use std::process::ExitCode;
 
 pub fn run(name: Option<String>, markdown: bool) -> anyhow::Result<ExitCode> {
@@ -15,9 +16,14 @@ pub fn run(name: Option<String>, markdown: bool) -> anyhow::Result<ExitCode> {
             }
             None => {
                 let names: Vec<&str> = crate::ops::REGISTRY.iter().map(|d| d.name).collect();
+                let presets: Vec<&str> = crate::ops::presets::PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect();
                 eprintln!(
-                    "mdf: unknown operator {name:?}, expected one of: {}",
-                    names.join(", ")
+                    "mdf: unknown operator {name:?}, expected one of: {} (or a preset: {})",
+                    names.join(", "),
+                    presets.join(", ")
                 );
                 ExitCode::from(2)
             }
@@ -28,6 +34,10 @@ pub fn run(name: Option<String>, markdown: bool) -> anyhow::Result<ExitCode> {
             None => println!("{:<20} {}", d.name, d.summary),
             Some(f) => println!("{:<20} {} (needs --features {f})", d.name, d.summary),
         }
+    }
+    println!("\npresets (`mdf ops NAME` prints one as stages):");
+    for p in crate::ops::presets::PRESETS {
+        println!("{:<20} {}", p.name, p.summary);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 //! worker calls them from its pipeline threads, never from the async runtime.
 pub mod clip_tokenizer;
 pub mod encoder;
+pub mod fasttext;
 pub mod hamming;
 pub mod hf_tokenizer;
 pub mod html;

@@ -15,7 +15,9 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
     match name {
         "text_length" | "length_filter" | "exact_key" | "minhash" | "gopher_quality"
         | "gopher_repetition" | "c4_quality" | "fineweb_quality" | "language_filter"
-        | "pii_redact" | "throttle" | "tokenize" | "text_model" => vec![("text", DataType::Utf8)],
+        | "pii_redact" | "throttle" | "fasttext" | "tokenize" | "text_model" => {
+            vec![("text", DataType::Utf8)]
+        }
         "html_extract" => vec![("html", DataType::Utf8)],
         "url_filter" => vec![("url", DataType::Utf8)],
         "dedup" => vec![("exact_key_key", DataType::FixedSizeBinary(16))],
@@ -24,14 +26,17 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
         }
         "image_quality_filter" => vec![("width", DataType::UInt32)],
         "clip_score_filter" => vec![("clip_score", DataType::Float32)],
+        "column_filter" => vec![("int_score", DataType::Int64)],
         other => panic!("add operator {other} to ops::conformance::input_of"),
     }
 }
 
-/// The bytes an operator's example assets are loaded with: empty, unless the operator
-/// must parse them.
-fn asset_of(name: &str) -> bytes::Bytes {
+/// The asset an operator loads here: a tiny fastText model for `fasttext` (its model
+/// is pure Rust, so it runs here), a tokenizer.json for `tokenize`, nothing for the
+/// rest.
+fn model_of(name: &str) -> bytes::Bytes {
     match name {
+        "fasttext" => crate::kernels::fasttext::tests::model_bytes(3, 2, 4, 50, 2).into(),
         "tokenize" => crate::kernels::hf_tokenizer::tests::wordpiece_json().into(),
         _ => bytes::Bytes::new(),
     }
@@ -119,7 +124,7 @@ fn every_operator_keeps_row_counts_on_empty_and_all_null_batches() {
         let assets: Vec<_> = op
             .assets()
             .into_iter()
-            .map(|a| (a, asset_of(d.name)))
+            .map(|a| (a, model_of(d.name)))
             .collect();
         op.load(&assets)
             .unwrap_or_else(|e| panic!("{}: empty assets: {e}", d.name));

@@ -8,11 +8,13 @@ pub mod c4_quality;
 #[cfg(feature = "onnx")]
 pub mod clip_embed;
 pub mod clip_score_filter;
+pub mod column_filter;
 #[cfg(test)]
 mod conformance;
 pub mod dedup;
 mod error;
 pub mod exact_key;
+pub mod fasttext;
 pub mod fineweb_quality;
 pub mod gopher_quality;
 pub mod gopher_repetition;
@@ -32,6 +34,7 @@ pub mod nsfw_score;
 pub mod onnx;
 pub mod params;
 pub mod pii_redact;
+pub mod presets;
 mod reference;
 mod stage;
 pub mod text_length;
@@ -238,6 +241,8 @@ pub static REGISTRY: &[OpDef] = &[
     c4_quality::DEF,
     fineweb_quality::DEF,
     language_filter::DEF,
+    fasttext::DEF,
+    column_filter::DEF,
     pii_redact::DEF,
     image_metadata::DEF,
     image_quality::DEF,

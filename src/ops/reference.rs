@@ -8,7 +8,9 @@ use super::{OpDef, REGISTRY, lookup};
 /// `mdf ops NAME`: the operator's summary and every param with its type, default
 /// and meaning; `None` for an unknown name.
 pub fn describe(name: &str) -> Option<String> {
-    let d = lookup(name)?;
+    let Some(d) = lookup(name) else {
+        return super::presets::preset(name).map(super::presets::describe);
+    };
     let mut s = format!("{}: {}\n", d.name, d.summary);
     if let Some(f) = d.feature {
         s += &format!(
@@ -51,9 +53,11 @@ pub fn reference_markdown() -> String {
     for d in REGISTRY {
         s += &format!("| [`{}`](#{}) | {} |\n", d.name, d.name, d.summary);
     }
+    s += "\nPresets of the model operators for well-known models are [at the end](#presets).\n";
     for d in REGISTRY {
         s += &section(d);
     }
+    s += &super::presets::markdown();
     s
 }
 
@@ -90,7 +94,7 @@ fn section(d: &OpDef) -> String {
     s
 }
 
-fn capitalise(s: &str) -> String {
+pub(super) fn capitalise(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
         Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
@@ -98,7 +102,7 @@ fn capitalise(s: &str) -> String {
     }
 }
 
-fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(super) fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut out = vec![];
     let mut line = String::new();
     for w in text.split_whitespace() {

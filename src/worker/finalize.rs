@@ -106,25 +106,42 @@ pub async fn run(
     // names this job. Jobs submitted before the markers sweep their output prefix only
     // (submit checked it was empty or `overwrite`), never a separate rejects prefix.
     let rej_in_out = rej_uri.store == out_uri.store && rej_uri.path.prefix_matches(&out_uri.path);
-    let marks_us = |prefix: Uri| {
-        let (reg, retry, me) = (reg.clone(), ctx.retry.clone(), job.uri.to_uri_string());
+    let me = job.uri.to_uri_string();
+    // The job a prefix's owner marker names, if it has one.
+    let owner_of = |prefix: Uri| {
+        let (reg, retry) = (reg.clone(), ctx.retry.clone());
         async move {
             let s = reg.open(&prefix).map_err(|e| err(&e))?;
             let at = prefix.child(OWNER_MARKER).path;
             let m = get_json::<OwnerMarker>(s.as_ref(), &at, &retry)
                 .await
                 .map_err(|e| err(&e))?;
-            Ok::<bool, String>(m.is_some_and(|m| m.job_uri == me))
+            Ok::<Option<String>, String>(m.map(|m| m.job_uri))
         }
     };
+    let marks_us = |prefix: Uri| {
+        let (owner_of, me) = (&owner_of, me.clone());
+        async move { Ok::<bool, String>(owner_of(prefix).await?.is_some_and(|o| o == me)) }
+    };
     let (sweep_out, sweep_rej) = if job.manifest.owner_markers {
-        let out_ours = marks_us(out_uri.clone()).await?;
-        let rej_ours = if rej_in_out {
-            out_ours
+        // A prefix another job has taken (`overwrite` after this job finished, while
+        // a late worker of this one runs its finalize again) gets nothing of this
+        // job's: publishing there would add this job's files to the other's output.
+        let out_owner = owner_of(out_uri.clone()).await?;
+        let rej_owner = if rej_in_out {
+            out_owner.clone()
         } else {
-            marks_us(rej_uri.clone()).await?
+            owner_of(rej_uri.clone()).await?
         };
-        (out_ours, rej_ours)
+        for (prefix, owner) in [(&out_uri, &out_owner), (&rej_uri, &rej_owner)] {
+            if let Some(other) = owner.as_ref().filter(|o| **o != me) {
+                return Err(format!(
+                    "{} belongs to job {other} now (its owner marker names it): nothing of this job is published there",
+                    prefix.to_uri_string()
+                ));
+            }
+        }
+        (out_owner.is_some(), rej_owner.is_some())
     } else {
         (true, rej_in_out)
     };
