@@ -5,8 +5,11 @@
 //!
 //!   text-bench tokenize CORPUS.jsonl TOKENIZER.json...
 //!   text-bench model CORPUS.jsonl LIBONNXRUNTIME MODEL.onnx TOKENIZER.json MAX_LEN BATCH [N]
+#[allow(dead_code)]
 #[path = "../../../src/kernels/encoder.rs"]
 mod encoder;
+// The operators use more of these kernels than the bench does.
+#[allow(dead_code)]
 #[path = "../../../src/kernels/hf_tokenizer.rs"]
 mod hf_tokenizer;
 /// Seconds of CPU this process has used (all threads): per-core throughput stays
