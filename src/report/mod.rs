@@ -2,7 +2,8 @@
 //! no external scripts, fonts or images) built from committed tasks only, like
 //! `mdf status`: the funnel of records through the operators, rejects by reason,
 //! throughput over time, duplicate-cluster sizes, the score and length distributions
-//! the operators recorded, and samples of kept and rejected records.
+//! the operators recorded, token totals per language and source, and samples of kept
+//! and rejected records.
 //!
 //! Everything from a job is untrusted: names, errors and crawled records. Every such
 //! string is written through [`esc`] (HTML text and double-quoted attributes alike),
