@@ -110,6 +110,28 @@ pub fn images(dir: &std::path::Path) -> Result<ImagesReport, BenchError> {
             })
         },
     );
+    // image_model's other presets: SigLIP (bicubic square resize, no crop) and
+    // ImageNet (bilinear shorter side to 256, centre crop 224).
+    use crate::kernels::vision::Preprocess;
+    for (what, p) in [
+        (
+            "SigLIP preprocessing: decode (min side 224) + square resize + normalise, 224²",
+            Preprocess::siglip(224),
+        ),
+        (
+            "ImageNet preprocessing: decode (min side 256) + resize 256 + crop + normalise, 224²",
+            Preprocess::imagenet(224),
+        ),
+    ] {
+        time(what, &|b| {
+            image::decode(b, &lim, Some(p.resize_to as u32)).map_or(0, |d| {
+                let mut t = Vec::with_capacity(3 * 224 * 224);
+                let (w, h) = d.rgb.dimensions();
+                let _ = p.tensor(d.rgb.as_raw(), w as usize, h as usize, &mut t);
+                t.len() as u64
+            })
+        });
+    }
     Ok(ImagesReport {
         files: files.len(),
         bytes: files.iter().map(Vec::len).sum(),

@@ -209,6 +209,45 @@ fn resize_crop_any(
     out
 }
 
+/// The rectangle `(x, y, width, height)` of Pillow's `resize((ow, oh), NEAREST)`:
+/// Pillow maps it to an affine scaling (`ImagingScaleAffine`), whose source position
+/// starts at half a step and grows by repeated addition of the step, truncated.
+pub fn resize_crop_nearest(
+    px: &[u8],
+    ch: usize,
+    (w, h): (usize, usize),
+    (ow, oh): (usize, usize),
+    (x0, y0, cw, crh): (usize, usize, usize, usize),
+) -> Vec<u8> {
+    assert_eq!(px.len(), w * h * ch, "pixel buffer size");
+    assert!(
+        x0 + cw <= ow && y0 + crh <= oh,
+        "crop inside the resized image"
+    );
+    // The source index of every output position, as Pillow accumulates it.
+    fn table(n_in: usize, n_out: usize) -> Vec<usize> {
+        let step = n_in as f64 / n_out as f64;
+        let mut o = step * 0.5;
+        (0..n_out)
+            .map(|_| {
+                let i = (o as usize).min(n_in - 1);
+                o += step;
+                i
+            })
+            .collect()
+    }
+    let xs = table(w, ow);
+    let ys = table(h, oh);
+    let mut out = Vec::with_capacity(cw * crh * ch);
+    for &y in &ys[y0..y0 + crh] {
+        let row = &px[y * w * ch..(y + 1) * w * ch];
+        for &x in &xs[x0..x0 + cw] {
+            out.extend_from_slice(&row[x * ch..(x + 1) * ch]);
+        }
+    }
+    out
+}
+
 /// The input lines `[first, end)` a pass with coefficients `c` reads.
 fn lines_read(c: &[(usize, Vec<i32>)]) -> (usize, usize) {
     (

@@ -1,12 +1,13 @@
 //! `clip_embed`: the image tower of a CLIP-style ONNX model (`model`: a path or URI,
-//! fetched by the worker) over the encoded images in `column`: preprocessing as
-//! open_clip does it (bicubic resize of the shorter side, centre crop, CLIP mean/std;
-//! [`crate::kernels::vision`]), `batch_size` images per inference call, fp32 or fp16
-//! input as the model declares it, and an L2-normalised `embedding` column
-//! (`FixedSizeList<Float32, dim>`). Images that do not decode are rejects with the
-//! reason. While the model runs on one batch, the next is decoded and preprocessed on
-//! the CPU threads (one batch ahead, so memory stays bounded), so a GPU never waits on
-//! one image at a time.
+//! fetched by the worker) over the encoded images in `column`: `image_model`'s `clip`
+//! preset ([`super::image_model`]: open_clip's bicubic resize of the shorter side,
+//! centre crop, CLIP mean/std; its decoding, batching, model checks and pipelining),
+//! `batch_size` images per inference call, fp32 or fp16 input as the model declares
+//! it, and an L2-normalised `embedding` column (`FixedSizeList<Float32, dim>`). Images
+//! that do not decode (or that the preset cannot resize: a strip 64 times longer than
+//! wide) are rejects with the reason. While the model runs on one batch, the next is
+//! decoded and preprocessed on the CPU threads (one batch ahead, so memory stays
+//! bounded), so a GPU never waits on one image at a time.
 //!
 //! Params: `model` (required), `dim` (the embedding width, default 512; checked against
 //! the model), `image_size` (default: the model's input size, else 224), `mean`/`std`,
@@ -23,32 +24,25 @@
 //! L2-normalised embeddings, as LAION filtering uses it (`clip_score_filter`); null when
 //! the caption is. `text_embedding: true` also keeps the text embeddings.
 use super::image_common as ic;
+use super::image_model::{ImageModel, Preprocessing, asset, pipelined, precision, triple};
+use super::model_head::Head;
+pub use super::model_head::{embedding_array, embedding_type};
 use super::model_params::ClipEmbedParams;
 use super::onnx::{Model, RuntimeParams};
 use super::params::Params;
 use super::{Asset, Drop, LoadError, ModelError, Operator, Output, ProcessError, SchemaError};
 use crate::kernels::FastMap;
 use crate::kernels::clip_tokenizer::ClipTokenizer;
-use crate::kernels::image::Limits;
-use crate::kernels::vision::{CLIP_MEAN, CLIP_STD, clip_tensor, l2_normalize};
+use crate::kernels::vision::{CLIP_MEAN, CLIP_STD, Interpolation, Resize, l2_normalize};
 use crate::spec::reader::Obj;
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, RecordBatch};
+use arrow_array::{ArrayRef, Float32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use std::sync::{Arc, OnceLock};
 
+/// `image_model`'s `clip` preset with an L2-normalised `embedding`, plus the text tower.
 pub struct ClipEmbed {
-    column: String,
-    limits: Limits,
-    model_uri: String,
+    image: ImageModel,
     dim: usize,
-    image_size: Option<usize>,
-    mean: [f32; 3],
-    std: [f32; 3],
-    batch_size: usize,
-    precision: Option<String>,
-    fast_decode: bool,
-    runtime: RuntimeParams,
-    model: OnceLock<Model>,
     text: Option<TextTower>,
 }
 
@@ -79,31 +73,10 @@ struct Inferred {
     texts: Vec<f32>,
 }
 
-/// Three numbers (R, G, B), or an error at `key`.
-fn triple(o: &Obj, key: &str, given: Option<&Vec<f64>>, default: [f32; 3]) -> [f32; 3] {
-    match given {
-        None => default,
-        Some(v) if v.len() == 3 => [v[0] as f32, v[1] as f32, v[2] as f32],
-        Some(_) => {
-            o.error(key, "expected three numbers (R, G, B)");
-            default
-        }
-    }
-}
-
 /// Builds the operator (registered in `model_params`, outside the feature gate).
 pub fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = ClipEmbedParams::read(o)?;
-    let precision = Some(p.precision.clone()).filter(|x| x != "auto");
-    if let Some(x) = &precision
-        && x != "fp32"
-        && x != "fp16"
-    {
-        o.error(
-            "precision",
-            format!("unknown precision {x:?}, expected auto, fp32 or fp16"),
-        );
-    }
+    let precision = precision(o, &p.precision);
     let std = triple(o, "std", p.std.as_ref(), CLIP_STD);
     if std.iter().any(|s| *s <= 0.0) {
         o.error("std", "every std must be positive");
@@ -127,19 +100,35 @@ pub fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
             tokenizer: OnceLock::new(),
         }),
     };
-    Some(Box::new(ClipEmbed {
-        limits: p.image.limits(),
+    let image = ImageModel {
         column: p.image.column.clone(),
+        limits: p.image.limits(),
         model_uri: p.model.clone(),
-        dim: p.dim,
-        image_size: p.image_size,
-        mean: triple(o, "mean", p.mean.as_ref(), CLIP_MEAN),
-        std,
+        size_param: "image_size",
+        pre: Preprocessing {
+            size: p.image_size,
+            resize: Resize::ShorterSide,
+            crop_pct: 1.0,
+            interpolation: Interpolation::Bicubic,
+            mean: triple(o, "mean", p.mean.as_ref(), CLIP_MEAN),
+            std,
+        },
+        input: None,
+        output: None,
         batch_size: p.batch_size,
         precision,
         fast_decode: p.fast_decode,
         runtime: RuntimeParams::from_params(&p.runtime, o),
+        head: Head::Embedding {
+            name: "embedding".into(),
+            dim: p.dim,
+            normalize: true,
+        },
         model: OnceLock::new(),
+    };
+    Some(Box::new(ClipEmbed {
+        image,
+        dim: p.dim,
         text,
     }))
 }
@@ -215,63 +204,54 @@ impl TextTower {
     }
 }
 
-fn asset<'a>(assets: &'a [(Asset, bytes::Bytes)], param: &str) -> Result<&'a [u8], ModelError> {
-    assets
-        .iter()
-        .find(|(a, _)| a.param == param)
-        .map(|(_, b)| b.as_ref())
-        .ok_or_else(|| ModelError::Model(format!("{param} was not fetched")))
-}
-
-/// The image size a model declares (`[N, 3, S, S]`), if static.
-fn declared_size(m: &Model) -> Option<usize> {
-    match m.input_shape.as_slice() {
-        [_, 3, h, w] if h == w && *h > 0 => Some(*h as usize),
-        _ => None,
+impl Operator for ClipEmbed {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        ic::require_binary(input, &self.image.column)?;
+        if let Some(t) = &self.text {
+            super::require_text_param(input, "text_column", &t.column)?;
+        }
+        let mut v = vec![Field::new("embedding", embedding_type(self.dim), true)];
+        if let Some(t) = &self.text {
+            v.push(Field::new("clip_score", DataType::Float32, true));
+            if t.keep_embedding {
+                v.push(Field::new("text_embedding", embedding_type(self.dim), true));
+            }
+        }
+        Ok(v)
+    }
+    fn assets(&self) -> Vec<Asset> {
+        let mut v = vec![Asset {
+            param: "params.model".into(),
+            uri: self.image.model_uri.clone(),
+        }];
+        if let Some(t) = &self.text {
+            v.push(Asset {
+                param: "params.text_model".into(),
+                uri: t.model_uri.clone(),
+            });
+            v.push(Asset {
+                param: "params.tokenizer".into(),
+                uri: t.tokenizer_uri.clone(),
+            });
+        }
+        v
+    }
+    fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), LoadError> {
+        Ok(self.load_models(assets)?)
+    }
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        let (cols, drops) = self.annotate(batch)?;
+        Ok(Output::annotated(cols, drops))
     }
 }
 
 impl ClipEmbed {
-    fn model(&self) -> Result<&Model, ModelError> {
-        self.model
-            .get()
-            .ok_or_else(|| ModelError::Model("the model was not loaded (no assets)".into()))
-    }
-
-    fn size(&self) -> usize {
-        self.image_size
-            .or_else(|| self.model.get().and_then(declared_size))
-            .unwrap_or(224)
-    }
-
-    /// Decodes and preprocesses `imgs` in parallel, and tokenises the captions of
-    /// the records with an image.
+    /// Decodes and preprocesses `imgs` in parallel (`image_model`'s machinery), and
+    /// tokenises the captions of the records with an image.
     fn prepare(&self, imgs: &[Option<&[u8]>], captions: Option<&[Option<&str>]>) -> Prepared {
         use rayon::prelude::*;
-        let size = self.size();
-        let min_side = self.fast_decode.then_some(size as u32);
-        let per: Vec<Result<Vec<f32>, Drop>> = imgs
-            .par_iter()
-            .map(|b| {
-                let b = b.ok_or_else(ic::missing)?;
-                let d = ic::decode_cached(b, &self.limits, min_side);
-                let d = d.as_ref().as_ref().map_err(ic::drop_of)?;
-                let mut t = Vec::with_capacity(3 * size * size);
-                let (w, h) = d.rgb.dimensions();
-                clip_tensor(
-                    d.rgb.as_raw(),
-                    w as usize,
-                    h as usize,
-                    size,
-                    &self.mean,
-                    &self.std,
-                    &mut t,
-                );
-                Ok(t)
-            })
-            .collect();
-        let text_rows = vec![None; per.len()];
-        let (data, rows) = super::onnx::stack(per);
+        let (data, rows) = self.image.prepare(imgs);
+        let text_rows = vec![None; rows.len()];
         let mut p = Prepared {
             data,
             rows,
@@ -310,8 +290,7 @@ impl ClipEmbed {
             texts: vec![],
         };
         if n > 0 {
-            let size = self.size();
-            let (shape, out) = self.model()?.run_f32(data, &[n, 3, size, size])?;
+            let (shape, out) = self.image.infer(data, n)?;
             r.images = self.check_rows(shape, out, n, "model")?;
         }
         if let Some(text) = &self.text
@@ -343,125 +322,11 @@ impl ClipEmbed {
         out.chunks_mut(self.dim).for_each(l2_normalize);
         Ok(out)
     }
-}
 
-/// The embedding column type for `dim`.
-pub fn embedding_type(dim: usize) -> DataType {
-    DataType::FixedSizeList(
-        Arc::new(Field::new("item", DataType::Float32, false)),
-        dim as i32,
-    )
-}
-
-/// A `FixedSizeList<Float32, dim>` column from per-row vectors (`None`: null row).
-pub fn embedding_array(
-    rows: &[Option<&[f32]>],
-    dim: usize,
-) -> Result<ArrayRef, arrow_schema::ArrowError> {
-    let mut values = Vec::with_capacity(rows.len() * dim);
-    let mut valid = Vec::with_capacity(rows.len());
-    for r in rows {
-        match r {
-            Some(v) => values.extend_from_slice(v),
-            None => values.extend(std::iter::repeat_n(0.0, dim)),
-        }
-        valid.push(r.is_some());
-    }
-    let field = Arc::new(Field::new("item", DataType::Float32, false));
-    FixedSizeListArray::try_new(
-        field,
-        dim as i32,
-        Arc::new(Float32Array::from(values)),
-        Some(valid.into()),
-    )
-    .map(|a| Arc::new(a) as ArrayRef)
-}
-
-impl Operator for ClipEmbed {
-    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
-        ic::require_binary(input, &self.column)?;
-        if let Some(t) = &self.text {
-            super::require_text_param(input, "text_column", &t.column)?;
-        }
-        let mut v = vec![Field::new("embedding", embedding_type(self.dim), true)];
-        if let Some(t) = &self.text {
-            v.push(Field::new("clip_score", DataType::Float32, true));
-            if t.keep_embedding {
-                v.push(Field::new("text_embedding", embedding_type(self.dim), true));
-            }
-        }
-        Ok(v)
-    }
-    fn assets(&self) -> Vec<Asset> {
-        let mut v = vec![Asset {
-            param: "params.model".into(),
-            uri: self.model_uri.clone(),
-        }];
-        if let Some(t) = &self.text {
-            v.push(Asset {
-                param: "params.text_model".into(),
-                uri: t.model_uri.clone(),
-            });
-            v.push(Asset {
-                param: "params.tokenizer".into(),
-                uri: t.tokenizer_uri.clone(),
-            });
-        }
-        v
-    }
-    fn load(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), LoadError> {
-        Ok(self.load_models(assets)?)
-    }
-    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
-        let (cols, drops) = self.annotate(batch)?;
-        Ok(Output::annotated(cols, drops))
-    }
-}
-
-impl ClipEmbed {
     fn load_models(&self, assets: &[(Asset, bytes::Bytes)]) -> Result<(), ModelError> {
-        let m = Model::load(
-            asset(assets, "params.model")?,
-            &self.runtime,
-            &format!("params.model ({})", self.model_uri),
-        )?;
-        use ort::value::TensorElementType as T;
-        let declared = match m.input_type {
-            T::Float32 => "fp32",
-            T::Float16 => "fp16",
-            other => {
-                return Err(ModelError::Model(format!(
-                    "params.model: takes {other:?} input, not an image tensor"
-                )));
-            }
-        };
-        if let Some(want) = &self.precision
-            && want != declared
-        {
-            return Err(ModelError::Model(format!(
-                "params.precision is {want}, but the model's input is {declared}"
-            )));
-        }
-        if let Some(&d) = m.output_shape.last()
-            && d > 0
-            && d as usize != self.dim
-        {
-            return Err(ModelError::Model(format!(
-                "params.dim is {}, but the model's embeddings have {d} dimensions",
-                self.dim
-            )));
-        }
-        if let (Some(s), Some(want)) = (declared_size(&m), self.image_size)
-            && s != want
-        {
-            return Err(ModelError::Model(format!(
-                "params.image_size is {want}, but the model takes {s}×{s} images"
-            )));
-        }
-        // A second load of the same spec (another worker in this process) keeps the first.
-        let _ = self.model.set(m);
+        self.image.load_model(asset(assets, "params.model")?)?;
         if let Some(t) = &self.text {
-            t.load(assets, self.dim, &self.runtime)?;
+            t.load(assets, self.dim, &self.image.runtime)?;
         }
         Ok(())
     }
@@ -471,35 +336,28 @@ impl ClipEmbed {
         &self,
         batch: &RecordBatch,
     ) -> Result<(Vec<ArrayRef>, Vec<Option<Drop>>), ProcessError> {
-        let imgs = ic::values(batch, &self.column)?;
+        let imgs = ic::values(batch, &self.image.column)?;
         let captions = match &self.text {
             Some(t) => Some(super::text_values(batch, &t.column)?),
             None => None,
         };
-        let bs = self.batch_size;
-        let chunk = |i: usize| {
-            let lo = i * bs;
-            let hi = (lo + bs).min(imgs.len());
-            self.prepare(&imgs[lo..hi], captions.as_ref().map(|c| &c[lo..hi]))
-        };
-        let chunks = imgs.len().div_ceil(bs);
         let dim = self.dim;
+        let chunks = pipelined(
+            imgs.len(),
+            self.image.batch_size,
+            |r| self.prepare(&imgs[r.clone()], captions.as_ref().map(|c| &c[r])),
+            |p: Prepared| {
+                let n = p.rows.iter().filter(|r| r.is_ok()).count();
+                let out = self.infer(p.data, n, p.tokens)?;
+                Ok::<_, ModelError>((p.rows, p.text_rows, out))
+            },
+        )?;
         let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(imgs.len());
         let mut text_vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(imgs.len());
         let mut scores: Vec<Option<f32>> = Vec::with_capacity(imgs.len());
         let mut drops = Vec::with_capacity(imgs.len());
-        // Pipelined: chunk i+1 is prepared on the pool while chunk i is inferred.
-        let mut next = (chunks > 0).then(|| chunk(0));
-        for i in 0..chunks {
-            let p = next.take().expect("prepared chunk");
-            let n = p.rows.iter().filter(|r| r.is_ok()).count();
-            let (out, prepared) = rayon::join(
-                || self.infer(p.data, n, p.tokens),
-                || (i + 1 < chunks).then(|| chunk(i + 1)),
-            );
-            next = prepared;
-            let out = out?;
-            for (r, t) in p.rows.into_iter().zip(p.text_rows) {
+        for (rows, text_rows, out) in chunks {
+            for (r, t) in rows.into_iter().zip(text_rows) {
                 match r {
                     Ok(j) => {
                         let v = &out.images[j * dim..(j + 1) * dim];

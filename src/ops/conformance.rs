@@ -21,9 +21,12 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
         "html_extract" => vec![("html", DataType::Utf8)],
         "url_filter" => vec![("url", DataType::Utf8)],
         "dedup" => vec![("exact_key_key", DataType::FixedSizeBinary(16))],
-        "image_metadata" | "image_quality" | "image_hash" | "clip_embed" | "nsfw_score" => {
-            vec![("image", DataType::Binary)]
-        }
+        "image_metadata" | "image_quality" | "image_hash" | "clip_embed" | "nsfw_score"
+        | "image_model" => vec![("image", DataType::Binary)],
+        "embedding_head" => vec![(
+            "embedding",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, false)), 768),
+        )],
         "image_quality_filter" => vec![("width", DataType::UInt32)],
         "clip_score_filter" => vec![("clip_score", DataType::Float32)],
         "column_filter" => vec![("int_score", DataType::Int64)],

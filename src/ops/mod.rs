@@ -12,6 +12,8 @@ pub mod column_filter;
 #[cfg(test)]
 mod conformance;
 pub mod dedup;
+#[cfg(feature = "onnx")]
+pub mod embedding_head;
 mod error;
 pub mod exact_key;
 pub mod fasttext;
@@ -22,11 +24,15 @@ pub mod html_extract;
 mod image_common;
 pub mod image_hash;
 pub mod image_metadata;
+#[cfg(feature = "onnx")]
+pub mod image_model;
 pub mod image_quality;
 pub mod image_quality_filter;
 pub mod language_filter;
 pub mod length_filter;
 pub mod minhash;
+#[cfg(feature = "onnx")]
+pub mod model_head;
 pub mod model_params;
 #[cfg(feature = "onnx")]
 pub mod nsfw_score;
@@ -194,6 +200,33 @@ const NSFW_SCORE_BUILD: Option<BuildFn> = Some(nsfw_score::build);
 #[cfg(not(feature = "onnx"))]
 const NSFW_SCORE_BUILD: Option<BuildFn> = None;
 
+#[cfg(feature = "onnx")]
+const IMAGE_MODEL_BUILD: Option<BuildFn> = Some(image_model::build);
+#[cfg(not(feature = "onnx"))]
+const IMAGE_MODEL_BUILD: Option<BuildFn> = None;
+#[cfg(feature = "onnx")]
+const EMBEDDING_HEAD_BUILD: Option<BuildFn> = Some(embedding_head::build);
+#[cfg(not(feature = "onnx"))]
+const EMBEDDING_HEAD_BUILD: Option<BuildFn> = None;
+
+const IMAGE_MODEL: OpDef = OpDef {
+    name: "image_model",
+    summary: "any ONNX image model (CLIP, SigLIP, ImageNet presets): an embedding or scores",
+    params: <model_params::ImageModelParams as params::Params>::describe,
+    example: r#"{"model": "models/siglip2-base-visual.onnx", "preset": "siglip", "dim": 768}"#,
+    feature: Some("onnx"),
+    build: IMAGE_MODEL_BUILD,
+};
+
+const EMBEDDING_HEAD: OpDef = OpDef {
+    name: "embedding_head",
+    summary: "an ONNX model over an embedding column (aesthetic, detector heads): scores",
+    params: <model_params::EmbeddingHeadParams as params::Params>::describe,
+    example: r#"{"model": "models/laion-aesthetic-v2.onnx", "name": "aesthetic"}"#,
+    feature: Some("onnx"),
+    build: EMBEDDING_HEAD_BUILD,
+};
+
 const CLIP_EMBED: OpDef = OpDef {
     name: "clip_embed",
     summary: "CLIP image embeddings from an ONNX model (embedding: L2-normalised)",
@@ -251,6 +284,8 @@ pub static REGISTRY: &[OpDef] = &[
     CLIP_EMBED,
     clip_score_filter::DEF,
     NSFW_SCORE,
+    IMAGE_MODEL,
+    EMBEDDING_HEAD,
     tokenize::DEF,
     TEXT_MODEL,
 ];

@@ -1,8 +1,8 @@
 //! The params and registry entries of the model operators (`clip_embed`,
-//! `nsfw_score`, `text_model`), which run only in builds with the `onnx` feature. They are declared
-//! here, outside the feature gate, so every build documents and names them
-//! (docs/OPERATORS.md is the same with and without the feature); their builds are
-//! `None` without it.
+//! `image_model`, `embedding_head`, `nsfw_score`, `text_model`), which run only in
+//! builds with the `onnx` feature. They are declared here, outside the feature gate,
+//! so every build documents and names them (docs/OPERATORS.md is the same with and
+//! without the feature); their builds are `None` without it.
 use super::image_common::ImageParams;
 use super::params::params;
 
@@ -56,6 +56,90 @@ params! {
         text_embedding: bool = false,
     }
     flatten { image: ImageParams, runtime: OnnxRuntimeParams }
+}
+
+params! {
+    /// What a model stage writes from its output tensor: an embedding column, or score
+    /// columns.
+    pub struct ModelOutputParams {
+        /// The output tensor to read; default: the model's first output.
+        output: Option<String>,
+        /// Write score columns (Float32) from the output, as `raw`, `softmax` or
+        /// `sigmoid`, instead of an embedding column (`embedding_head` writes `raw`
+        /// scores when this is absent).
+        scores: Option<String>,
+        /// The embedding width (the output's last dimension): required for an embedding
+        /// output, checked against the model.
+        dim: Option<usize> [1, 65536],
+        /// L2-normalise the embedding.
+        normalize: bool = false,
+        /// The embedding column, or the scores' name: one score is the column `NAME`,
+        /// with `labels` each kept score is `NAME_LABEL`; default `embedding` or `score`.
+        name: Option<String>,
+        /// One name per score (the output's width, checked against the model).
+        labels: Vec<String>,
+        /// The labels whose columns are written; default: every label.
+        keep: Vec<String>,
+    }
+}
+
+params! {
+    /// `image_model`.
+    pub struct ImageModelParams {
+        /// The image model: an ONNX file (path or URI) taking `[N, 3, S, S]` float input,
+        /// fetched by the worker.
+        model: String,
+        /// The preprocessing family: `clip` (open_clip: bicubic shorter-side resize,
+        /// centre crop, CLIP mean/std), `siglip` (transformers' SiglipImageProcessor:
+        /// bicubic resize to a square, no crop, mean = std = 0.5) or `imagenet`
+        /// (torchvision/timm: bilinear shorter-side resize to size / 0.875, centre crop,
+        /// ImageNet mean/std). The params below override it.
+        preset: String = "clip",
+        /// Input image side; default: the model's input size, else 224.
+        size: Option<usize> [1, 16384],
+        /// `shorter_side` (the shorter side to size / crop_pct, then a centre crop) or
+        /// `square` (both sides to size / crop_pct); default: the preset's.
+        resize: Option<String>,
+        /// The crop's share of the resized side (1: no margin; ImageNet's 0.875 resizes
+        /// 224 to 256 first); default: the preset's.
+        crop_pct: Option<f64> [0.05, 1.0],
+        /// `nearest`, `bilinear` or `bicubic`, as Pillow resizes (antialiased when
+        /// reducing); default: the preset's.
+        interpolation: Option<String>,
+        /// Per-channel mean (R, G, B) on [0, 1] pixels; default: the preset's.
+        mean: Option<Vec<f64>>,
+        /// Per-channel std (R, G, B), each positive; default: the preset's.
+        std: Option<Vec<f64>>,
+        /// The model's input name, checked at load; default: its only input.
+        input: Option<String>,
+        /// Images per inference call.
+        batch_size: usize [1, 65536] = 64,
+        /// `auto`, `fp32` or `fp16`: must match the model's input.
+        precision: String = "auto",
+        /// JPEGs decoded at the smallest DCT scale that keeps the shorter side at least
+        /// the resize side (faster; slightly different pixels from a full decode).
+        fast_decode: bool = true,
+    }
+    flatten { out: ModelOutputParams, image: ImageParams, runtime: OnnxRuntimeParams }
+}
+
+params! {
+    /// `embedding_head`: absent `scores` writes raw scores.
+    pub struct EmbeddingHeadParams {
+        /// The head: an ONNX file (path or URI) taking `[N, D]` float input, D the
+        /// column's width (checked at load).
+        model: String,
+        /// The embedding column (`FixedSizeList<Float32, D>`).
+        column: String = "embedding",
+        /// L2-normalise each embedding before the head (the LAION aesthetic predictor
+        /// takes normalised CLIP ViT-L/14 embeddings).
+        normalize_input: bool = false,
+        /// The model's input name, checked at load; default: its only input.
+        input: Option<String>,
+        /// Embeddings per inference call.
+        batch_size: usize [1, 1048576] = 1024,
+    }
+    flatten { out: ModelOutputParams, runtime: OnnxRuntimeParams }
 }
 
 params! {
@@ -145,6 +229,14 @@ mod tests {
             errors::<NsfwScoreParams>(serde_json::json!({"model": "m", "device": 99})),
             vec!["stages[0].params.device: must be between 0 and 64, found 99"]
         );
+        assert_eq!(
+            errors::<ImageModelParams>(serde_json::json!({"model": "m", "crop_pct": 0, "size": 0})),
+            vec![
+                "stages[0].params.size: must be between 1 and 16384, found 0",
+                "stages[0].params.crop_pct: must be between 0.05 and 1, found 0",
+            ]
+        );
+        assert!(errors::<EmbeddingHeadParams>(serde_json::json!({"model": "m"})).is_empty());
         let names: Vec<&str> = NsfwScoreParams::describe().iter().map(|p| p.name).collect();
         assert_eq!(
             names,
