@@ -2,7 +2,8 @@
 //! files in tests/fixtures/v1/, written by a real `mdf run` of the quickstart) must
 //! keep decoding in every later version, and records from a newer format are refused
 //! with a clear message. tests/fixtures/v2/ holds version-2 records that v1 has no
-//! example of (a job with dedup phases).
+//! example of (a job with dedup phases; a commit record with token totals, whose
+//! fields are optional, so records without them still read).
 use mdf::protocol::io::decode;
 use mdf::protocol::records::*;
 use object_store::path::Path;
@@ -135,4 +136,33 @@ fn a_v2_dedup_job_reads_and_writes_back_the_same_json() {
     let written: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(serde_json::to_value(&job).unwrap(), written);
     mdf::spec::Spec::from_value(job.spec.clone()).expect("its spec still validates");
+}
+
+/// A commit record of a job with `language_filter` and `tokenize` (a real `mdf run`
+/// over two JSONL files, tests/fixtures/v2/commit-tokens.json): the stage's token
+/// totals per language and per source, and the input files by key. Records written
+/// before totals (the v1 commit) read as having none.
+#[test]
+fn a_commit_with_token_totals_reads_and_writes_back_the_same_json() {
+    let bytes = std::fs::read(format!(
+        "{}/tests/fixtures/v2/commit-tokens.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let c: CommitRecord = decode(&Path::from("commit.json"), &bytes).unwrap();
+    let t = &c.stats.stages[1].totals["token_count"];
+    assert_eq!((t.sum, t.records), (916, 12));
+    assert_eq!(t.by["language"].values().sum::<u64>(), 916);
+    let sources = &t.by[BY_SOURCE];
+    assert_eq!(sources.len(), 2);
+    for (key, n) in sources {
+        assert!(c.stats.sources[key].ends_with(".jsonl"), "{key}");
+        assert!(*n > 400);
+    }
+    let written: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(serde_json::to_value(&c).unwrap(), written);
+
+    let old: CommitRecord = fixture("commit.json");
+    assert!(old.stats.sources.is_empty());
+    assert!(old.stats.stages.iter().all(|s| s.totals.is_empty()));
 }

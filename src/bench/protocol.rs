@@ -157,6 +157,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             keep_rejected_records: true,
             cancel: Default::default(),
             keys: None,
+            record_sources: false,
         };
         hs.push(tokio::task::spawn_blocking(move || {
             let r = pipeline::run(p);

@@ -7,6 +7,7 @@ pub mod ownership;
 pub mod plan;
 pub mod status;
 pub mod submit;
+pub mod totals;
 
 // Job loading lives in the protocol layer (workers need it too); re-exported here.
 pub use crate::protocol::job::{JobError, LoadedJob, load_job};

@@ -437,6 +437,7 @@ pub fn render(s: &JobStatus) -> String {
         );
     }
     out += &operators(s);
+    out += &super::totals::render(s, 10);
     let reasons: Vec<String> = s
         .phases
         .iter()

@@ -2,8 +2,10 @@
 //! knowledge of storage or scheduling. Large batches run in parallel on rayon; the
 //! worker calls them from its pipeline threads, never from the async runtime.
 pub mod clip_tokenizer;
+pub mod encoder;
 pub mod fasttext;
 pub mod hamming;
+pub mod hf_tokenizer;
 pub mod html;
 pub mod http;
 pub mod image;

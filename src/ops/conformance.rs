@@ -15,7 +15,9 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
     match name {
         "text_length" | "length_filter" | "exact_key" | "minhash" | "gopher_quality"
         | "gopher_repetition" | "c4_quality" | "fineweb_quality" | "language_filter"
-        | "pii_redact" | "throttle" | "fasttext" => vec![("text", DataType::Utf8)],
+        | "pii_redact" | "throttle" | "fasttext" | "tokenize" | "text_model" => {
+            vec![("text", DataType::Utf8)]
+        }
         "html_extract" => vec![("html", DataType::Utf8)],
         "url_filter" => vec![("url", DataType::Utf8)],
         "dedup" => vec![("exact_key_key", DataType::FixedSizeBinary(16))],
@@ -33,10 +35,12 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
 }
 
 /// The asset an operator loads here: a tiny fastText model for `fasttext` (its model
-/// is pure Rust, so it runs here), nothing for the rest.
+/// is pure Rust, so it runs here), a tokenizer.json for `tokenize`, nothing for the
+/// rest.
 fn model_of(name: &str) -> bytes::Bytes {
     match name {
         "fasttext" => crate::kernels::fasttext::tests::model_bytes(3, 2, 4, 50, 2).into(),
+        "tokenize" => crate::kernels::hf_tokenizer::tests::wordpiece_json().into(),
         _ => bytes::Bytes::new(),
     }
 }

@@ -44,7 +44,10 @@ pub mod presets;
 mod reference;
 mod stage;
 pub mod text_length;
+#[cfg(feature = "onnx")]
+pub mod text_model;
 pub mod throttle;
+pub mod tokenize;
 pub mod url_filter;
 
 pub use error::{LoadError, ModelError, OpError, ProcessError, SchemaError};
@@ -107,6 +110,17 @@ impl Output {
     }
 }
 
+/// A sum the stage's stats keep of an integer column its operator writes, over every
+/// record that reaches the stage (before its own verdicts): overall, per value of each
+/// `by` column the stage's input has, and per source (the input file a record was read
+/// from, known by its id) when `by_source`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Total {
+    pub column: String,
+    pub by: Vec<String>,
+    pub by_source: bool,
+}
+
 /// One operator of a stage: built from its params (see [`OpDef`]), bound to the
 /// input schema at planning, loaded with its assets by the worker, then run on
 /// batches. Filters, refiners and dedup-key producers are all operators: a filter
@@ -134,6 +148,11 @@ pub trait Operator: Send + Sync {
     /// Integer output columns worth a distribution in stats and the report (float
     /// columns always get one).
     fn histograms(&self) -> Vec<String> {
+        vec![]
+    }
+    /// Sums of integer columns this operator writes, for the stage's stats (token
+    /// totals): see [`Total`].
+    fn totals(&self) -> Vec<Total> {
         vec![]
     }
     /// Whether a record's verdict depends on that record alone, so a batch it panics
@@ -226,6 +245,20 @@ const NSFW_SCORE: OpDef = OpDef {
     build: NSFW_SCORE_BUILD,
 };
 
+#[cfg(feature = "onnx")]
+const TEXT_MODEL_BUILD: Option<BuildFn> = Some(text_model::build);
+#[cfg(not(feature = "onnx"))]
+const TEXT_MODEL_BUILD: Option<BuildFn> = None;
+
+const TEXT_MODEL: OpDef = OpDef {
+    name: "text_model",
+    summary: "an ONNX text encoder with its tokenizer.json: pooled embeddings or scores",
+    params: <model_params::TextModelParams as params::Params>::describe,
+    example: r#"{"model": "models/fineweb-edu-classifier.onnx", "tokenizer": "models/tokenizer.json", "task": "scores", "int_score": true}"#,
+    feature: Some("onnx"),
+    build: TEXT_MODEL_BUILD,
+};
+
 /// Every operator, those of features this build lacks included (they have no build).
 pub static REGISTRY: &[OpDef] = &[
     html_extract::DEF,
@@ -253,6 +286,8 @@ pub static REGISTRY: &[OpDef] = &[
     NSFW_SCORE,
     IMAGE_MODEL,
     EMBEDDING_HEAD,
+    tokenize::DEF,
+    TEXT_MODEL,
 ];
 
 /// The feature a known operator needs when this build lacks it.

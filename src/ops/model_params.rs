@@ -1,8 +1,8 @@
 //! The params and registry entries of the model operators (`clip_embed`,
-//! `image_model`, `embedding_head`, `nsfw_score`), which run only in builds with the `onnx` feature. They are declared
-//! here, outside the feature gate, so every build documents and names them
-//! (docs/OPERATORS.md is the same with and without the feature); their builds are
-//! `None` without it.
+//! `image_model`, `embedding_head`, `nsfw_score`, `text_model`), which run only in
+//! builds with the `onnx` feature. They are declared here, outside the feature gate,
+//! so every build documents and names them (docs/OPERATORS.md is the same with and
+//! without the feature); their builds are `None` without it.
 use super::image_common::ImageParams;
 use super::params::params;
 
@@ -151,6 +151,53 @@ params! {
         batch_size: usize [1, 65536] = 32,
     }
     flatten { image: ImageParams, runtime: OnnxRuntimeParams }
+}
+
+params! {
+    /// `text_model`.
+    pub struct TextModelParams {
+        /// The encoder: an ONNX file (path or URI), fetched by the worker, taking
+        /// `input_ids` and `attention_mask` and, if it declares it, `token_type_ids`
+        /// (int64 or int32, `[batch, tokens]`), as BERT, XLM-R and ModernBERT exports do.
+        model: String,
+        /// The model's Hugging Face `tokenizer.json` (path or URI).
+        tokenizer: String,
+        /// The text column.
+        field: String = "text",
+        /// `embedding` (pooled hidden states → `column`) or `scores` (logits → one
+        /// Float32 column per label).
+        task: String = "embedding",
+        /// The model output read; default: its first (`last_hidden_state`, `logits`).
+        output: Option<String>,
+        /// Tokens per text, special tokens included; longer texts keep their start.
+        max_length: usize [2, 1048576] = 512,
+        /// Texts per inference call; the texts of a batch are sorted by length first,
+        /// so each call pads little.
+        batch_size: usize [1, 65536] = 32,
+        /// The padding id; default: the tokenizer's padding token, else `[PAD]` or
+        /// `<pad>`, else 0 (padding is masked).
+        pad_id: Option<u32>,
+        /// `embedding` of `[N, T, H]` hidden states: `cls` (the first token) or `mean`
+        /// (over the attention mask); a `[N, H]` output (a pooled output) is taken as
+        /// it is.
+        pooling: String = "mean",
+        /// `embedding`: L2-normalise it.
+        normalize: bool = false,
+        /// `embedding`: its width; checked against the model.
+        dim: usize [1, 65536] = 768,
+        /// `embedding`: the column (`FixedSizeList<Float32, dim>`).
+        column: String = "embedding",
+        /// `scores`: one column name per logit, in the model's order; default
+        /// `["score"]` (one regression or binary logit).
+        labels: Vec<String>,
+        /// `scores`: `raw`, `softmax` (over the logits) or `sigmoid` (each).
+        activation: String = "raw",
+        /// `scores`: also write `int_score` (Int32), the FineWeb-Edu classifier's
+        /// integer grade of the first score: Python's `int(round(max(0, min(score,
+        /// 5))))`, halves to even.
+        int_score: bool = false,
+    }
+    flatten { runtime: OnnxRuntimeParams }
 }
 
 #[cfg(test)]

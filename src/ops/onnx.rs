@@ -1,7 +1,6 @@
 //! ONNX Runtime for the model stages (`clip_embed`, `image_model`, `embedding_head`,
-//! `nsfw_score`), through `ort` with
-//! `load-dynamic`: the shared library is the one the PyPI `onnxruntime` wheel (CPU)
-//! or `onnxruntime-gpu` wheel (CUDA) ships, named by the stage's `library` param or
+//! `nsfw_score`, `text_model`), through `ort` with `load-dynamic`: the shared library
+//! is the one the PyPI `onnxruntime` wheel (CPU) or `onnxruntime-gpu` wheel (CUDA) ships, named by the stage's `library` param or
 //! `ORT_DYLIB_PATH`. One library per process (ONNX Runtime's environment is global);
 //! one session per model, shared by the tasks of the process.
 use super::ModelError;
@@ -149,35 +148,7 @@ impl Model {
         want_input: Option<&str>,
         want_output: Option<&str>,
     ) -> Result<Model, ModelError> {
-        let env = environment(rt.library.as_deref())?;
-        let err = |e: ort::Error| ModelError::Runtime(format!("{what}: {e}"));
-        let mut b = Session::builder(env).map_err(err)?;
-        if rt.threads > 0 {
-            b = b
-                .with_intra_threads(rt.threads)
-                .map_err(|e| ModelError::Runtime(format!("{what}: {e}")))?;
-        }
-        if let Provider::Cuda { device } = rt.provider {
-            use ort::ep::ExecutionProvider;
-            let cuda = ort::ep::CUDA::default().with_device_id(device);
-            if !ort::ep::CUDA::is_available().unwrap_or(false) {
-                return Err(ModelError::Runtime(format!(
-                    "{what}: params.provider is cuda, but the ONNX Runtime library has no CUDA \
-                     execution provider (install the onnxruntime-gpu wheel and point \
-                     ORT_DYLIB_PATH at its libonnxruntime.so)"
-                )));
-            }
-            b = b
-                .with_execution_providers([cuda.build().error_on_failure()])
-                .map_err(|e| {
-                    ModelError::Runtime(format!(
-                        "{what}: params.provider is cuda, but CUDA could not be used: {e}"
-                    ))
-                })?;
-        }
-        let session = b.commit_from_memory(bytes).map_err(|e| {
-            ModelError::Model(format!("{what}: not a model ONNX Runtime can load: {e}"))
-        })?;
+        let session = session(bytes, rt, what)?;
         let bad = |m: String| ModelError::Model(format!("{what}: {m}"));
         let names = |v: &[ort::value::Outlet]| {
             v.iter()
@@ -336,4 +307,152 @@ pub fn stack<E>(per: Vec<Result<Vec<f32>, E>>) -> (Vec<f32>, Vec<Result<usize, E
         })
         .collect();
     (data, rows)
+}
+
+/// A session for the ONNX model in `bytes` on `rt`'s library and provider (`what`
+/// names it in errors): threads, the CUDA provider (refused when the library has
+/// none), the model parsed. Every model stage's session starts here.
+pub fn session(bytes: &[u8], rt: &RuntimeParams, what: &str) -> Result<Session, ModelError> {
+    let env = environment(rt.library.as_deref())?;
+    let err = |e: ort::Error| ModelError::Runtime(format!("{what}: {e}"));
+    let mut b = Session::builder(env).map_err(err)?;
+    if rt.threads > 0 {
+        b = b
+            .with_intra_threads(rt.threads)
+            .map_err(|e| ModelError::Runtime(format!("{what}: {e}")))?;
+    }
+    if let Provider::Cuda { device } = rt.provider {
+        use ort::ep::ExecutionProvider;
+        let cuda = ort::ep::CUDA::default().with_device_id(device);
+        if !ort::ep::CUDA::is_available().unwrap_or(false) {
+            return Err(ModelError::Runtime(format!(
+                "{what}: params.provider is cuda, but the ONNX Runtime library has no CUDA \
+                 execution provider (install the onnxruntime-gpu wheel and point \
+                 ORT_DYLIB_PATH at its libonnxruntime.so)"
+            )));
+        }
+        b = b
+            .with_execution_providers([cuda.build().error_on_failure()])
+            .map_err(|e| {
+                ModelError::Runtime(format!(
+                    "{what}: params.provider is cuda, but CUDA could not be used: {e}"
+                ))
+            })?;
+    }
+    b.commit_from_memory(bytes)
+        .map_err(|e| ModelError::Model(format!("{what}: not a model ONNX Runtime can load: {e}")))
+}
+
+/// A tensor a model takes or returns: name, element type, shape (−1: dynamic).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub ty: TensorElementType,
+    pub shape: Vec<i64>,
+}
+
+/// A model with several named inputs and outputs (a text encoder's `input_ids`,
+/// `attention_mask`, `token_type_ids`): integer inputs in, one float output read.
+pub struct Graph {
+    session: Mutex<Session>,
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+impl Graph {
+    /// Loads the model and lists its inputs and outputs; a non-tensor input or output
+    /// is an error.
+    pub fn load(bytes: &[u8], rt: &RuntimeParams, what: &str) -> Result<Graph, ModelError> {
+        let s = session(bytes, rt, what)?;
+        let spec = |name: &str, v: &ValueType| {
+            tensor_info(v)
+                .map(|(ty, shape)| TensorSpec {
+                    name: name.to_string(),
+                    ty,
+                    shape,
+                })
+                .ok_or_else(|| ModelError::Model(format!("{what}: {name:?} is not a tensor")))
+        };
+        let inputs = s
+            .inputs()
+            .iter()
+            .map(|i| spec(i.name(), i.dtype()))
+            .collect::<Result<_, _>>()?;
+        let outputs = s
+            .outputs()
+            .iter()
+            .map(|o| spec(o.name(), o.dtype()))
+            .collect::<Result<_, _>>()?;
+        Ok(Graph {
+            session: Mutex::new(s),
+            inputs,
+            outputs,
+        })
+    }
+
+    /// Runs integer inputs of one `shape` each (converted to the input's declared
+    /// int64 or int32) and returns output `output` as f32 with its shape.
+    pub fn run_ints(
+        &self,
+        feeds: Vec<(&str, Vec<i64>)>,
+        shape: &[usize],
+        output: &str,
+    ) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
+        let mut values: Vec<(String, ort::value::DynValue)> = Vec::with_capacity(feeds.len());
+        for (name, data) in feeds {
+            let ty = self
+                .inputs
+                .iter()
+                .find(|i| i.name == name)
+                .map(|i| i.ty)
+                .ok_or_else(|| ModelError::Model(format!("the model has no input {name:?}")))?;
+            let v = match ty {
+                TensorElementType::Int64 => Tensor::from_array((shape.to_vec(), data))
+                    .map_err(inference)?
+                    .into_dyn(),
+                TensorElementType::Int32 => {
+                    let d: Vec<i32> = data.into_iter().map(|x| x as i32).collect();
+                    Tensor::from_array((shape.to_vec(), d))
+                        .map_err(inference)?
+                        .into_dyn()
+                }
+                other => {
+                    return Err(ModelError::Model(format!(
+                        "input {name:?} is {other:?}, expected int64 or int32"
+                    )));
+                }
+            };
+            values.push((name.to_string(), v));
+        }
+        // As in `Model::run`: a poisoned lock left no half-updated session.
+        let mut s = self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = s
+            .run(values)
+            .map_err(|e| ModelError::Inference(format!("inference: {e}")))?;
+        let o = out
+            .get(output)
+            .ok_or_else(|| ModelError::Inference(format!("the model returned no {output:?}")))?;
+        if let Ok((shape, v)) = o.try_extract_tensor::<f32>() {
+            return Ok((shape.iter().map(|&d| d as usize).collect(), v.to_vec()));
+        }
+        let (shape, v) = o.try_extract_tensor::<half::f16>().map_err(|e| {
+            ModelError::Inference(format!("output {output:?} is neither f32 nor f16: {e}"))
+        })?;
+        Ok((
+            shape.iter().map(|&d| d as usize).collect(),
+            v.iter().map(|x| x.to_f32()).collect(),
+        ))
+    }
 }

@@ -211,6 +211,34 @@ pub static PRESETS: &[Preset] = &[
   params: {column: dclm_score, min: 0.018}
 "#,
     },
+    Preset {
+        name: "fineweb_edu",
+        summary: "FineWeb-Edu's educational-value classifier (a BERT regression head), int_score 3 and up kept",
+        reads: "text: string",
+        writes: "`score` (the regression output, about 0 to 5) and `int_score` (Python's \
+                 `int(round(max(0, min(score, 5))))`, as the classifier's model card \
+                 computes it); documents under 3 are rejects `int_score`, the threshold \
+                 FineWeb-Edu used",
+        obtain: "Export the Hugging Face model `HuggingFaceFW/fineweb-edu-classifier` \
+                 (snowflake-arctic-embed-m with one regression logit, Apache-2.0) with \
+                 Optimum: `optimum-cli export onnx --model \
+                 HuggingFaceFW/fineweb-edu-classifier --task text-classification \
+                 models/fineweb-edu`, which writes `model.onnx` (inputs `input_ids`, \
+                 `attention_mask`, `token_type_ids`; output `logits` `[N, 1]`) and \
+                 `tokenizer.json` beside it. Texts are truncated to 512 tokens as the model \
+                 card's `truncation=True` does.",
+        stages: r#"- op: text_model
+  params:
+    model: models/fineweb-edu/model.onnx
+    tokenizer: models/fineweb-edu/tokenizer.json
+    task: scores
+    labels: [score]
+    int_score: true
+    max_length: 512
+- op: column_filter
+  params: {column: int_score, min: 3}
+"#,
+    },
 ];
 
 /// The preset called `name`.

@@ -303,6 +303,43 @@ pub struct StageStats {
     /// over every record that reached it, by column name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub histograms: BTreeMap<String, Histogram>,
+    /// Sums of the integer columns this stage writes that its operator totals (token
+    /// counts), by column name. Absent in records written before them (they read as
+    /// empty), ignored by builds that predate them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub totals: BTreeMap<String, ColumnTotal>,
+}
+
+/// The [`ColumnTotal::by`] group of sums per source: the input file a record was read
+/// from, by its [`crate::records::file_key`] (the first 16 digits of its id); the
+/// files' URIs are in [`TaskStats::sources`].
+pub const BY_SOURCE: &str = "source";
+
+/// The [`ColumnTotal::by`] key of records whose group column is null.
+pub const NO_GROUP: &str = "(null)";
+
+/// A column's sum over the records that reached a stage, overall and per group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ColumnTotal {
+    pub sum: u64,
+    /// Records with a value.
+    pub records: u64,
+    /// Group (a column's name, or [`BY_SOURCE`]) → the group column's value → sum.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl ColumnTotal {
+    pub fn add(&mut self, o: &ColumnTotal) {
+        self.sum += o.sum;
+        self.records += o.records;
+        for (g, vals) in &o.by {
+            let mine = self.by.entry(g.clone()).or_default();
+            for (k, v) in vals {
+                *mine.entry(k.clone()).or_default() += v;
+            }
+        }
+    }
 }
 
 /// The [`TaskStats::histograms`] entry of an exact dedup reduce: this job's records
@@ -469,6 +506,9 @@ impl StageStats {
         for (k, h) in &s.histograms {
             self.histograms.entry(k.clone()).or_default().merge(h);
         }
+        for (k, t) in &s.totals {
+            self.totals.entry(k.clone()).or_default().add(t);
+        }
     }
 }
 
@@ -485,6 +525,10 @@ pub struct TaskStats {
     /// Phase-level distributions (a dedup reduce's cluster sizes), by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub histograms: BTreeMap<String, Histogram>,
+    /// The input files this task read, by file key → URI, when a stage of the job
+    /// totals by source ([`BY_SOURCE`]); empty otherwise and in older records.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, String>,
 }
 
 impl TaskStats {
@@ -499,6 +543,9 @@ impl TaskStats {
         }
         for (k, h) in &o.histograms {
             self.histograms.entry(k.clone()).or_default().merge(h);
+        }
+        for (k, u) in &o.sources {
+            self.sources.entry(k.clone()).or_insert_with(|| u.clone());
         }
         for s in &o.stages {
             match self.stages.iter_mut().find(|x| x.stage == s.stage) {

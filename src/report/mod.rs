@@ -2,7 +2,8 @@
 //! no external scripts, fonts or images) built from committed tasks only, like
 //! `mdf status`: the funnel of records through the operators, rejects by reason,
 //! throughput over time, duplicate-cluster sizes, the score and length distributions
-//! the operators recorded, and samples of kept and rejected records.
+//! the operators recorded, token totals per language and source, and samples of kept
+//! and rejected records.
 //!
 //! Everything from a job is untrusted: names, errors and crawled records. Every such
 //! string is written through [`esc`] (HTML text and double-quoted attributes alike),
@@ -328,6 +329,8 @@ pub fn render(s: &JobStatus, samples: &Samples) -> String {
     }
     h += "</div>";
 
+    h += &tokens_section(s);
+
     h += "<h2>Sample records</h2>";
     if let Some(n) = &samples.note {
         let _ = write!(h, "<p class=\"none\">{}</p>", esc(n));
@@ -351,6 +354,50 @@ pub fn render(s: &JobStatus, samples: &Samples) -> String {
     }
     let _ = writeln!(h, "<script>{SELF_CHECK}</script></body></html>");
     h
+}
+
+/// Token totals (and any other column a stage totals): per language and per source,
+/// the 20 largest of each, from the stages' stats.
+fn tokens_section(s: &JobStatus) -> String {
+    use crate::coordinator::totals::{thousands, views};
+    let views = views(s);
+    if views.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2>Tokens</h2><div class=\"grid\">");
+    for (i, v) in views.iter().enumerate() {
+        for (g, vals) in &v.groups {
+            let rows: Vec<(String, f64, &str, String)> = vals
+                .iter()
+                .take(20)
+                .map(|(k, n)| {
+                    let share = 100.0 * *n as f64 / v.sum.max(1) as f64;
+                    (
+                        k.clone(),
+                        *n as f64,
+                        COLORS[(i + 4) % COLORS.len()],
+                        format!("{} ({share:.1}%)", thousands(*n)),
+                    )
+                })
+                .collect();
+            let more = if vals.len() > 20 {
+                format!("; the 20 largest of {}", vals.len())
+            } else {
+                String::new()
+            };
+            h += &figure(
+                &format!("total-{}-{}-{g}", v.stage, v.column),
+                &format!("{} · {} by {g}", v.stage, v.column),
+                &format!(
+                    "{} in all over {} records (every record the stage saw){more}",
+                    thousands(v.sum),
+                    thousands(v.records)
+                ),
+                hbars(&rows),
+            );
+        }
+    }
+    h + "</div>"
 }
 
 #[cfg(test)]

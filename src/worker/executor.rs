@@ -189,6 +189,7 @@ impl PhaseExecutor for ApplyPhase {
             out_schema: Arc::new(plan.input_schema.clone()),
             then_keep: None,
             histograms: vec![],
+            totals: vec![],
         }];
         stages.extend(run.ctx.stages[run.phase].iter().cloned());
         // Its records are the map task's (the phase before the reduce).
@@ -309,6 +310,14 @@ async fn records(
             params: dedup::DedupParams::from(&d.params),
             partitions: d.partitions,
         }),
+        // Per-source totals name input files, which only the tasks reading them know.
+        record_sources: phase == 0
+            && run
+                .ctx
+                .stages
+                .iter()
+                .flatten()
+                .any(|s| s.totals.iter().any(|t| t.by_source)),
     };
     match tokio::task::spawn_blocking(move || pipeline::run(pspec)).await {
         Ok(Ok(out)) => {

@@ -134,6 +134,14 @@ pub fn bind_stages(
             let st = &job.spec.stages[i];
             let op = &operators[i];
             let histograms = ops::histogram_columns(op.as_ref(), &schema);
+            let totals = op
+                .totals()
+                .into_iter()
+                .map(|mut t| {
+                    t.by.retain(|c| schema.field_with_name(c).is_ok());
+                    t
+                })
+                .collect();
             schema = ops::output_schema(op.as_ref(), &schema)
                 .map_err(|e| format!("stage {}: {e}", st.name))?;
             let out_schema = schema.clone();
@@ -166,6 +174,7 @@ pub fn bind_stages(
                 out_schema,
                 then_keep,
                 histograms,
+                totals,
             });
         }
         if let Some(f) = unplanned(&schema, &p.output_schema) {

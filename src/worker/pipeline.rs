@@ -33,6 +33,9 @@ pub struct BoundStage {
     pub then_keep: Option<Vec<usize>>,
     /// Columns whose distributions go into the stage's stats.
     pub histograms: Vec<String>,
+    /// Columns whose sums go into the stage's stats, each `by` only columns the
+    /// stage's input has (`ops::Operator::totals`).
+    pub totals: Vec<ops::Total>,
 }
 
 /// Everything one task's pipeline needs.
@@ -61,6 +64,9 @@ pub struct PipelineSpec {
     /// A phase ending in a dedup stage: collect the key entries of the records that
     /// reach the end of the stages (docs/DEDUP.md, pass 1).
     pub keys: Option<KeysSpec>,
+    /// Record the input files' URIs by file key in the task's stats (a stage of the
+    /// job totals by source).
+    pub record_sources: bool,
 }
 
 /// The keys a map task of a dedup stage collects: by the stage's params, into
@@ -202,8 +208,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                 for (st, stat) in spec.stages.iter().zip(stats.iter_mut()) {
                     let t0 = Instant::now();
                     let n_in = batch.num_rows() as u64;
-                    let (kept, rj) =
-                        run_guarded(st, batch, spec.keep_rejected_records, &mut stat.histograms)?;
+                    let (kept, rj) = run_guarded(st, batch, spec.keep_rejected_records, stat)?;
                     stat.record_batch(t0.elapsed().as_nanos() as u64);
                     stat.records_in += n_in;
                     stat.records_out += kept.num_rows() as u64;
@@ -329,6 +334,13 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         stats.records_in = read.records + read.rejected;
         stats.input_bytes = read.bytes;
         stats.stages = stage_stats;
+        if spec.record_sources {
+            stats.sources = spec
+                .inputs
+                .iter()
+                .map(|i| (crate::records::file_key(&i.uri), i.uri.clone()))
+                .collect();
+        }
         let outputs = data.finish()?;
         let rejects = rejects.finish()?;
         stats.output_bytes = outputs.iter().map(|f| f.bytes).sum();
@@ -350,7 +362,7 @@ fn run_guarded(
     st: &BoundStage,
     batch: RecordBatch,
     keep_records: bool,
-    histograms: &mut std::collections::BTreeMap<String, crate::protocol::records::Histogram>,
+    stat: &mut StageStats,
 ) -> Result<(RecordBatch, Vec<Reject>), PipelineError> {
     let run = |b: RecordBatch, observe: &mut dyn FnMut(&RecordBatch)| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -368,9 +380,7 @@ fn run_guarded(
             message: panic_message(p.as_ref()),
         })
     };
-    let first = match run(batch.clone(), &mut |b| {
-        record_histograms(b, &st.histograms, histograms)
-    }) {
+    let first = match run(batch.clone(), &mut |b| observe(b, st, stat)) {
         Ok(r) => return Ok(r?),
         Err(e) => e,
     };
@@ -441,11 +451,73 @@ fn run_guarded(
     if rest.num_rows() == 0 {
         return Ok((RecordBatch::new_empty(st.out_schema.clone()), rejects));
     }
-    let (kept, rj) = run(rest, &mut |b| {
-        record_histograms(b, &st.histograms, histograms)
-    })??;
+    let (kept, rj) = run(rest, &mut |b| observe(b, st, stat))??;
     rejects.extend(rj);
     Ok((kept, rejects))
+}
+
+/// Adds a batch (the stage's columns added, nothing dropped yet) to the stage's
+/// histograms and totals.
+fn observe(b: &RecordBatch, st: &BoundStage, stat: &mut StageStats) {
+    record_histograms(b, &st.histograms, &mut stat.histograms);
+    for t in &st.totals {
+        record_total(b, t, stat.totals.entry(t.column.clone()).or_default());
+    }
+}
+
+/// Adds the values of `t.column` (integers; nulls skipped) to its total, per value of
+/// each `by` column and per source (the file key that starts each record id).
+fn record_total(b: &RecordBatch, t: &ops::Total, out: &mut crate::protocol::records::ColumnTotal) {
+    use crate::protocol::records::{BY_SOURCE, NO_GROUP};
+    let Some(v) = b
+        .column_by_name(&t.column)
+        .and_then(|c| arrow_cast::cast(c, &arrow_schema::DataType::UInt64).ok())
+    else {
+        return;
+    };
+    let v = v
+        .as_any()
+        .downcast_ref::<arrow_array::UInt64Array>()
+        .expect("cast to UInt64");
+    let strings = |name: &str| {
+        b.column_by_name(name)
+            .and_then(|c| arrow_cast::cast(c, &arrow_schema::DataType::Utf8).ok())
+    };
+    let mut groups: Vec<(&str, arrow_array::ArrayRef)> =
+        t.by.iter()
+            .filter_map(|g| Some((g.as_str(), strings(g)?)))
+            .collect();
+    if t.by_source
+        && let Some(ids) = strings(crate::records::ID)
+    {
+        groups.push((BY_SOURCE, ids));
+    }
+    for (row, x) in v.iter().enumerate() {
+        let Some(x) = x else { continue };
+        out.sum += x;
+        out.records += 1;
+        for (name, col) in &groups {
+            let col = col
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .expect("cast to Utf8");
+            let key = if col.is_null(row) {
+                NO_GROUP
+            } else if *name == BY_SOURCE {
+                let id = col.value(row);
+                id.get(..16).unwrap_or(id)
+            } else {
+                col.value(row)
+            };
+            let m = out.by.entry(name.to_string()).or_default();
+            match m.get_mut(key) {
+                Some(s) => *s += x,
+                None => {
+                    m.insert(key.to_string(), x);
+                }
+            }
+        }
+    }
 }
 
 /// Adds the values of `columns` (numeric; nulls skipped) to their histograms.
@@ -506,6 +578,7 @@ mod tests {
             op: Arc::new(op),
             then_keep: None,
             histograms: vec![],
+            totals: vec![],
         }
     }
 
