@@ -255,12 +255,23 @@ pub fn bind(spec: &Spec, input: SchemaRef) -> Result<Vec<(SchemaRef, SchemaRef)>
     let mut drops: Vec<(usize, String)> = Vec::new();
     let mut best = bind_dropping(spec, input.clone(), &drops)?;
     let n = best.len();
+    // A column a later stage totals by (`tokenize`'s tokens per language) is read
+    // when present and skipped when absent, so binding without it succeeds: it stays
+    // until that stage all the same.
+    let operators = ops::build_stages(spec)?;
+    let phases = spec.phases();
+    let totalled_later = |pi: usize, c: &String| {
+        phases[pi + 1..]
+            .iter()
+            .flatten()
+            .any(|&i| operators[i].totals().iter().any(|t| t.by.contains(c)))
+    };
     for c in &spec.output.drop_columns {
         if c == crate::records::ID {
             continue;
         }
         for pi in 0..n.saturating_sub(1) {
-            if best[pi].1.index_of(c).is_err() {
+            if best[pi].1.index_of(c).is_err() || totalled_later(pi, c) {
                 continue;
             }
             drops.push((pi, c.clone()));
@@ -742,5 +753,18 @@ mod tests {
         ));
         assert!(names(&b[0].1).contains(&"html"), "{:?}", names(&b[0].1));
         assert!(!names(b.last().map(|x| &x.1).unwrap()).contains(&"html"));
+
+        // A later stage totals by the column (tokens per language): it stays until then,
+        // although that stage would bind without it.
+        let stages = r#"[{"op": "language_filter", "params": {"field": "html"}}, {"op": "exact_key", "name": "content", "params": {"field": "html"}},
+            {"op": "dedup", "params": {"key": "content_key"}},
+            {"op": "tokenize", "params": {"tokenizer": "tokenizer.json", "field": "html"}}]"#;
+        let b = bound(&format!(
+            r#"{{"version": 1, "input": {{"uris": ["x.jsonl"]}}, "stages": {stages},
+                "output": {{"uri": "out", "drop_columns": ["language"]}}}}"#
+        ));
+        assert!(names(&b[0].1).contains(&"language"), "{:?}", names(&b[0].1));
+        assert!(names(&b[1].0).contains(&"language"));
+        assert!(!names(b.last().map(|x| &x.1).unwrap()).contains(&"language"));
     }
 }
