@@ -400,14 +400,23 @@ mod tests {
             Some(i64::MIN),
             None,
         ]));
-        let v = run(json!({"column": "c", "max": 9007199254740992u64}), big.clone());
-        assert_eq!(reasons(&v), [None, Some("c"), Some("c"), None, Some("missing_c")]);
+        let v = run(
+            json!({"column": "c", "max": 9007199254740992u64}),
+            big.clone(),
+        );
+        assert_eq!(
+            reasons(&v),
+            [None, Some("c"), Some("c"), None, Some("missing_c")]
+        );
         assert_eq!(
             v[1].as_ref().unwrap().1.as_deref(),
             Some("9007199254740993 > max 9007199254740992")
         );
         let v = run(json!({"column": "c", "min": -2.5, "max": 1e300}), big);
-        assert_eq!(reasons(&v), [None, None, None, Some("c"), Some("missing_c")]);
+        assert_eq!(
+            reasons(&v),
+            [None, None, None, Some("c"), Some("missing_c")]
+        );
         let u: ArrayRef = Arc::new(arrow_array::UInt64Array::from(vec![u64::MAX, 3, 2]));
         assert_eq!(
             reasons(&run(json!({"column": "c", "min": 2.5, "max": 1.8e19}), u)),

@@ -172,10 +172,7 @@ fn hostile_label_counts_build_a_tree_never_panic() {
             .enumerate()
             .map(|(i, c)| (format!("__label__{i}"), *c))
             .collect();
-        let spec = Spec {
-            labels,
-            ..base(1)
-        };
+        let spec = Spec { labels, ..base(1) };
         let m = Model::from_bytes(&spec.bytes()).unwrap();
         let p = m.predict("hello world", counts.len(), 0.0);
         assert_eq!(p.len(), counts.len(), "{counts:?}");
@@ -245,9 +242,11 @@ fn naive(m: &Model, text: &str) -> Vec<f32> {
     let mut buf = Vec::new();
     let mut push = |r: i32| ids.push(r);
     for t in text.split([' ', '\n']).filter(|t| !t.is_empty()) {
-        m.dict.add_token(t.as_bytes(), &mut push, &mut hashes, &mut buf);
+        m.dict
+            .add_token(t.as_bytes(), &mut push, &mut hashes, &mut buf);
     }
-    m.dict.add_token(dict::EOS, &mut push, &mut hashes, &mut buf);
+    m.dict
+        .add_token(dict::EOS, &mut push, &mut hashes, &mut buf);
     m.dict
         .add_word_ngrams(&hashes, m.args.word_ngrams, &mut push);
     let mut h = vec![0f32; m.args.dim as usize];
@@ -297,7 +296,11 @@ fn top_k_is_the_head_of_every_label_ranked() {
         let all = m.predict("hello world ünï", 300, 0.0);
         assert_eq!(all.len(), 300, "loss {loss}");
         for k in [1, 2, 7, 150, 299] {
-            assert_eq!(m.predict("hello world ünï", k, 0.0), all[..k], "loss {loss} k {k}");
+            assert_eq!(
+                m.predict("hello world ünï", k, 0.0),
+                all[..k],
+                "loss {loss} k {k}"
+            );
         }
     }
 }
