@@ -108,12 +108,6 @@ impl Model {
     /// Reads a `.bin` or `.ftz` file's bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Model, FastTextError> {
         let f = read::parse(bytes)?;
-        if f.args.model != 3 {
-            return Err(FastTextError::Unsupported(format!(
-                "an unsupervised model (args.model {}); only supervised classifiers predict labels",
-                f.args.model
-            )));
-        }
         let loss = match f.args.loss {
             1 => Loss::HierarchicalSoftmax,
             2 => Loss::NegativeSampling,

@@ -304,3 +304,16 @@ fn top_k_is_the_head_of_every_label_ranked() {
         }
     }
 }
+
+#[test]
+fn a_word_vector_model_is_refused_from_its_header() {
+    // args.model 1 (cbow) or 2 (skipgram): refused before its matrices are read, so
+    // a header alone says so (not "truncated").
+    let mut b = model_bytes(3, 2, 4, 50, 2);
+    b[8 + 7 * 4..8 + 8 * 4].copy_from_slice(&2i32.to_le_bytes());
+    b.truncate(8 + 12 * 4 + 8);
+    assert!(matches!(
+        Model::from_bytes(&b),
+        Err(FastTextError::Unsupported(m)) if m.contains("unsupervised")
+    ));
+}
