@@ -287,14 +287,11 @@ impl Model {
                     k_best(k, threshold, &s.output, &mut s.heap);
                 }
             }
-            let mut best = std::mem::take(&mut s.heap).into_vec();
-            best.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            out.extend(best.iter().map(|&Cand(score, label)| Prediction {
+            sort_heap(&mut s.heap);
+            out.extend(s.heap.iter().map(|&Cand(score, label)| Prediction {
                 label: label as u32,
                 prob: score.exp(),
             }));
-            best.clear();
-            s.heap = Heap::from(best);
         })
     }
 
@@ -514,34 +511,83 @@ fn k_best(k: usize, threshold: f32, output: &[f32], heap: &mut Heap) {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Cand(f32, i32);
 
-impl Eq for Cand {}
-impl PartialOrd for Cand {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-/// Reversed, so the top of a [`Heap`] is the worst candidate (the lowest score; of
-/// equal scores, the highest label).
-impl Ord for Cand {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        o.0.total_cmp(&self.0).then(self.1.cmp(&o.1))
-    }
-}
+/// fastText's heap of the `k` best: a min-heap by score kept with libstdc++'s
+/// `push_heap` / `pop_heap` / `sort_heap` (fastText's `comparePairs`, a strict `>`
+/// on the score), step for step. O(log k) a label, and with equal scores (the
+/// one-vs-all sigmoid is a 512-entry table: ties are common) the same labels kept,
+/// in the same order, as fastText.
+type Heap = Vec<Cand>;
 
-/// fastText's min-heap of the `k` best, as a binary heap: O(log k) a label, not a
-/// scan of `k` (a top-1000 of GlotLID's 2,000 labels).
-type Heap = std::collections::BinaryHeap<Cand>;
+#[inline]
+fn before(a: Cand, b: Cand) -> bool {
+    a.0 > b.0
+}
 
 fn heap_min(heap: &Heap) -> f32 {
-    heap.peek().map_or(f32::INFINITY, |c| c.0)
+    heap.first().map_or(f32::INFINITY, |c| c.0)
+}
+
+/// libstdc++'s `__push_heap`.
+fn sift_up(v: &mut [Cand], mut hole: usize, top: usize, value: Cand) {
+    while hole > top {
+        let parent = (hole - 1) / 2;
+        if !before(v[parent], value) {
+            break;
+        }
+        v[hole] = v[parent];
+        hole = parent;
+    }
+    v[hole] = value;
+}
+
+/// libstdc++'s `__adjust_heap` from the root of `v`.
+fn adjust_heap(v: &mut [Cand], value: Cand) {
+    let len = v.len();
+    let mut hole = 0;
+    let mut second = 0;
+    while second < len.saturating_sub(1) / 2 {
+        second = 2 * (second + 1);
+        if before(v[second], v[second - 1]) {
+            second -= 1;
+        }
+        v[hole] = v[second];
+        hole = second;
+    }
+    if len & 1 == 0 && len >= 2 && second == (len - 2) / 2 {
+        second = 2 * (second + 1);
+        v[hole] = v[second - 1];
+        hole = second - 1;
+    }
+    sift_up(v, hole, 0, value);
+}
+
+/// libstdc++'s `pop_heap` over `v[..n]`: its top to `v[n - 1]`.
+fn pop_heap(v: &mut [Cand], n: usize) {
+    if n > 1 {
+        let value = v[n - 1];
+        v[n - 1] = v[0];
+        adjust_heap(&mut v[..n - 1], value);
+    }
 }
 
 /// Adds `e`, then drops the lowest when more than `k` are held (fastText's
-/// push_heap / pop_heap).
+/// push_heap, then pop_heap and pop_back).
 fn heap_push(heap: &mut Heap, k: usize, e: Cand) {
     heap.push(e);
-    if heap.len() > k {
+    let n = heap.len();
+    sift_up(heap, n - 1, 0, e);
+    if n > k {
+        pop_heap(heap, n);
         heap.pop();
+    }
+}
+
+/// libstdc++'s `sort_heap`: best first, ties in fastText's order.
+fn sort_heap(heap: &mut Heap) {
+    let mut n = heap.len();
+    while n > 1 {
+        pop_heap(heap, n);
+        n -= 1;
     }
 }
 
