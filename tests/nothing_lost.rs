@@ -308,6 +308,69 @@ fn finalize_sweeps_only_a_prefix_it_owns() {
     assert!(output_ids(&d.path().join("out")).len() > 30);
 }
 
+/// An output whose marker a user removed is not provably this job's: nothing there is
+/// swept, but the job still publishes and writes its manifest (it used to publish,
+/// then refuse the manifest as "no longer this job's output", failing the job).
+#[test]
+fn a_finalize_whose_output_marker_was_removed_still_completes() {
+    let d = tempfile::tempdir().unwrap();
+    let job = submit_with_own_rejects(d.path(), 47);
+    std::fs::remove_file(d.path().join("out/_mdf_owner.json")).unwrap();
+    std::fs::write(d.path().join("out/stray.txt"), "theirs").unwrap();
+    run_ok(mdf().args(["worker", "--job", &job]));
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    assert!(d.path().join("out/stray.txt").exists(), "not swept");
+    assert!(manifest(&d.path().join("out"))["rows"].as_u64().unwrap() > 30);
+}
+
+/// A job planned before owner markers never checked them; but a marker naming another
+/// job in its output is proof that a newer job took it: a late finalize of the old job
+/// publishes nothing there (it copied its files into the other job's output, and its
+/// manifest over the other's).
+#[test]
+fn a_stale_finalize_of_a_job_planned_before_owner_markers_never_publishes_into_another_jobs_output()
+{
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(46, 60));
+    let jobs = d.path().join("jobs");
+    let run = |comment: &str| {
+        let s = prefix_spec(
+            d.path(),
+            &format!("uri: \"{dp}/out\", overwrite: true"),
+            comment,
+        );
+        job_uri(&run_ok(
+            mdf()
+                .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+                .arg(&jobs),
+        ))
+    };
+    let first = run("# first");
+    let second = run(&format!("rejects: {{uri: \"{dp}/rej\"}}"));
+    assert_ne!(first, second);
+    let before = snapshot(&d.path().join("out"));
+    let root = first.strip_prefix("file://").unwrap();
+    // The first job as an older mdf planned it (no owner markers), its finalize never
+    // committed.
+    let job_json = Path::new(root).join("job.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&job_json).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("owner_markers");
+    std::fs::write(&job_json, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    for sub in ["commits/finalize", "leases/finalize"] {
+        std::fs::remove_dir_all(Path::new(root).join(sub)).unwrap();
+    }
+    let o = mdf().args(["worker", "--job", &first]).output().unwrap();
+    assert_eq!(
+        snapshot(&d.path().join("out")),
+        before,
+        "the other job's output changed:\n{}",
+        stderr(&o)
+    );
+}
+
 /// Texts that repeat across two files: `a` and `b` share `shared` documents (so a dedup
 /// over both drops copies from one of them), and each has documents of its own.
 fn dup_inputs(dir: &Path) {

@@ -189,6 +189,19 @@ impl ColumnFilter {
         None
     }
 
+    /// [`number`](Self::number) for an integer, compared exactly (an `i64` beyond
+    /// 2^53 rounds as a float: 2^53 + 1 would pass `max: 9007199254740992`).
+    fn integer(&self, v: i128) -> Option<Drop> {
+        // v < m ⇔ v < ⌈m⌉ and v > m ⇔ v > ⌊m⌋ for an integer v (the casts saturate).
+        if let Some(m) = self.min.filter(|m| v < m.ceil() as i128) {
+            return self.drop(format!("{v} < min {m}"));
+        }
+        if let Some(m) = self.max.filter(|m| v > m.floor() as i128) {
+            return self.drop(format!("{v} > max {m}"));
+        }
+        None
+    }
+
     fn label(&self, v: &str) -> Option<Drop> {
         if self.one_of.as_ref().is_some_and(|s| !s.contains(v)) {
             return self.drop(format!("{v:?} not in one_of"));
@@ -234,7 +247,26 @@ impl Operator for ColumnFilter {
         let col = batch
             .column_by_name(&self.column)
             .ok_or_else(|| ProcessError::MissingColumn(self.column.clone()))?;
-        let verdicts: Vec<Option<Drop>> = if self.min.is_some() || self.max.is_some() {
+        let numeric = self.min.is_some() || self.max.is_some();
+        let verdicts: Vec<Option<Drop>> = if numeric && col.data_type().is_signed_integer() {
+            let v = arrow_cast::cast(col, &DataType::Int64)?;
+            let v = v.as_primitive::<arrow_array::types::Int64Type>();
+            (0..v.len())
+                .map(|i| match v.is_null(i) {
+                    true => self.missing(),
+                    false => self.integer(v.value(i).into()),
+                })
+                .collect()
+        } else if numeric && col.data_type().is_unsigned_integer() {
+            let v = arrow_cast::cast(col, &DataType::UInt64)?;
+            let v = v.as_primitive::<arrow_array::types::UInt64Type>();
+            (0..v.len())
+                .map(|i| match v.is_null(i) {
+                    true => self.missing(),
+                    false => self.integer(v.value(i).into()),
+                })
+                .collect()
+        } else if numeric {
             let v = arrow_cast::cast(col, &DataType::Float64)?;
             let v = v.as_primitive::<arrow_array::types::Float64Type>();
             (0..v.len())
@@ -355,6 +387,40 @@ mod tests {
         assert_eq!(
             reasons(&run(json!({"column": "c", "min": 3}), ints)),
             [Some("c"), None, None]
+        );
+    }
+
+    #[test]
+    fn integers_beyond_2_pow_53_compare_exactly() {
+        // As floats, 2^53 + 1 rounds to 2^53 and passed `max: 2^53`.
+        let big: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(1 << 53),
+            Some((1 << 53) + 1),
+            Some(i64::MAX),
+            Some(i64::MIN),
+            None,
+        ]));
+        let v = run(
+            json!({"column": "c", "max": 9007199254740992u64}),
+            big.clone(),
+        );
+        assert_eq!(
+            reasons(&v),
+            [None, Some("c"), Some("c"), None, Some("missing_c")]
+        );
+        assert_eq!(
+            v[1].as_ref().unwrap().1.as_deref(),
+            Some("9007199254740993 > max 9007199254740992")
+        );
+        let v = run(json!({"column": "c", "min": -2.5, "max": 1e300}), big);
+        assert_eq!(
+            reasons(&v),
+            [None, None, None, Some("c"), Some("missing_c")]
+        );
+        let u: ArrayRef = Arc::new(arrow_array::UInt64Array::from(vec![u64::MAX, 3, 2]));
+        assert_eq!(
+            reasons(&run(json!({"column": "c", "min": 2.5, "max": 1.8e19}), u)),
+            [Some("c"), None, Some("c")]
         );
     }
 

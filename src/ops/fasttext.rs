@@ -47,7 +47,7 @@ params! {
         /// The column of the probability.
         score_column: String = "fasttext_score",
         /// With it, the score column holds this label's probability (full label, as in
-        /// the model: `__label__hq`) instead of the top label's.
+        /// the model: `__label__hq`) instead of the top label's, whatever `threshold`.
         score_label: Option<String>,
         /// `float32` (fastText's own precision) or `float64`.
         score_type: String = "float32",
@@ -176,21 +176,28 @@ impl Operator for Op {
             .ok_or(ProcessError::NotLoaded("fasttext"))?;
         let texts = text_values(batch, &self.p.field)?;
         let threshold = self.p.threshold as f32;
-        // A named label's probability needs every label's (they are few).
-        let k = if m.score_label.is_some() {
-            m.labels.len()
+        let all = m.labels.len();
+        // A named label's probability needs every label's (they are few), whatever
+        // `threshold` (which the label and list columns obey) leaves out.
+        let k = if m.score_label.is_some() && threshold == 0.0 {
+            all
         } else {
             self.p.k
         };
         let preds = m.model.predict_all(&texts, k, threshold);
+        let every = match m.score_label {
+            Some(_) if k != all => Some(m.model.predict_all(&texts, all, 0.0)),
+            _ => None,
+        };
+        let scored = every.as_ref().unwrap_or(&preds);
         let mut label = StringBuilder::new();
         let mut score: Vec<Option<f32>> = Vec::with_capacity(preds.len());
-        for (p, t) in preds.iter().zip(&texts) {
+        for ((p, s), t) in preds.iter().zip(scored).zip(&texts) {
             label.append_option(p.first().map(|x| &m.labels[x.label as usize]));
             score.push(match m.score_label {
                 // A text with no known token has no probabilities at all.
-                Some(l) if t.is_some() && !p.is_empty() => {
-                    Some(p.iter().find(|x| x.label == l).map_or(0.0, |x| x.prob))
+                Some(l) if t.is_some() && !s.is_empty() => {
+                    Some(s.iter().find(|x| x.label == l).map_or(0.0, |x| x.prob))
                 }
                 Some(_) => None,
                 None => p.first().map(|x| x.prob),
@@ -318,6 +325,21 @@ mod tests {
         let c = all
             .iter()
             .find(|p| model.labels()[p.label as usize] == "__label__c");
+        assert_eq!(score.value(0), c.unwrap().prob);
+
+        // `threshold` leaves the label column empty, never the named label's score.
+        let op = build(
+            &DEF,
+            serde_json::json!({"model": "m.bin", "score_label": "__label__c", "threshold": 0.99}),
+        )
+        .unwrap();
+        op.load(&asset()).unwrap();
+        let out = op.process(&text_batch(&[Some("hello world")])).unwrap();
+        assert!(out.columns[0].is_null(0));
+        let score = out.columns[1]
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .unwrap();
         assert_eq!(score.value(0), c.unwrap().prob);
 
         let op = build(

@@ -123,25 +123,38 @@ pub async fn run(
         let (owner_of, me) = (&owner_of, me.clone());
         async move { Ok::<bool, String>(owner_of(prefix).await?.is_some_and(|o| o == me)) }
     };
-    let (sweep_out, sweep_rej) = if job.manifest.owner_markers {
-        // A prefix another job has taken (`overwrite` after this job finished, while
-        // a late worker of this one runs its finalize again) gets nothing of this
-        // job's: publishing there would add this job's files to the other's output.
-        let out_owner = owner_of(out_uri.clone()).await?;
-        let rej_owner = if rej_in_out {
-            out_owner.clone()
-        } else {
-            owner_of(rej_uri.clone()).await?
-        };
-        for (prefix, owner) in [(&out_uri, &out_owner), (&rej_uri, &rej_owner)] {
-            if let Some(other) = owner.as_ref().filter(|o| **o != me) {
-                return Err(format!(
-                    "{} belongs to job {other} now (its owner marker names it): nothing of this job is published there",
-                    prefix.to_uri_string()
-                ));
-            }
+    // The other job a prefix's marker names: it has taken the prefix (`overwrite`
+    // after this job finished, while a late worker of this one runs its finalize
+    // again), and gets nothing of this job's. Checked for every job, those planned
+    // before owner markers included: a marker naming another job is proof enough. A
+    // prefix without a marker (a user removed it) is published into, never swept.
+    let taken = |prefix: Uri| {
+        let (owner_of, me) = (&owner_of, me.clone());
+        async move { Ok::<Option<String>, String>(owner_of(prefix).await?.filter(|o| *o != me)) }
+    };
+    let refuse = |prefix: &Uri, other: &str| {
+        format!(
+            "{} belongs to job {other} now (its owner marker names it): nothing of this job is published there",
+            prefix.to_uri_string()
+        )
+    };
+    // The prefixes this job publishes into whose marker each has.
+    let published: Vec<&Uri> = if rej_in_out {
+        vec![&out_uri]
+    } else {
+        vec![&out_uri, &rej_uri]
+    };
+    let mut owners = Vec::new();
+    for prefix in &published {
+        let owner = owner_of((*prefix).clone()).await?;
+        if let Some(other) = owner.as_ref().filter(|o| **o != me) {
+            return Err(refuse(prefix, other));
         }
-        (out_owner.is_some(), rej_owner.is_some())
+        owners.push(owner);
+    }
+    let (sweep_out, sweep_rej) = if job.manifest.owner_markers {
+        let out_ours = owners[0].is_some();
+        (out_ours, owners.get(1).map_or(out_ours, Option::is_some))
     } else {
         (true, rej_in_out)
     };
@@ -186,7 +199,12 @@ pub async fn run(
             .collect();
         // The marker is read again just before deleting: the prefix may have changed
         // hands (an overwrite) while this task listed it.
-        let sweep = *sweep && (!job.manifest.owner_markers || marks_us(owner.clone()).await?);
+        let sweep = *sweep
+            && if job.manifest.owner_markers {
+                marks_us(owner.clone()).await?
+            } else {
+                taken(owner.clone()).await?.is_none()
+            };
         for m in listed {
             if nested.iter().any(|n| m.location.prefix_matches(n)) {
                 continue;
@@ -219,6 +237,15 @@ pub async fn run(
         .filter(|t| !existing.contains(&t.to))
         .map(|t| (t.from.clone(), t.to.clone()))
         .collect();
+    // Again after the listing and the sweep (minutes, on a large output): the closer
+    // to the copies, the smaller the window for another job to take a prefix.
+    if !missing.is_empty() {
+        for prefix in &published {
+            if let Some(other) = taken((*prefix).clone()).await? {
+                return Err(refuse(prefix, &other));
+            }
+        }
+    }
     let retry = ctx.retry.clone();
     futures::stream::iter(missing.into_iter().map(|(from, to)| {
         let (reg, retry) = (reg.clone(), retry.clone());
@@ -250,7 +277,7 @@ pub async fn run(
     // A writer's commit may replace and clean up what is under the output (Lance
     // overwrites the dataset and removes old versions): only while this job owns it,
     // re-read now, as before a sweep (another job may have taken it with `overwrite`).
-    let owns_output = !job.manifest.owner_markers || marks_us(out_uri.clone()).await?;
+    let owns_output = taken(out_uri.clone()).await?.is_none();
     if !owns_output {
         tracing::warn!(output = %out_uri.to_uri_string(), "the output belongs to another job now; its dataset is not committed over");
     } else if let Some(version) = writer.commit(commit).await.map_err(|e| err(&e))? {
@@ -279,9 +306,9 @@ pub async fn run(
         rejects,
         failed_tasks: failed,
     };
-    if job.manifest.owner_markers && !marks_us(out_uri.clone()).await? {
+    if let Some(other) = taken(out_uri.clone()).await? {
         return Err(format!(
-            "{} is no longer this job's output (its owner marker names another job): the manifest is not written",
+            "{} is no longer this job's output (its owner marker names job {other}): the manifest is not written",
             out_uri.to_uri_string()
         ));
     }

@@ -24,6 +24,11 @@ pub fn hash(s: &[u8]) -> u32 {
     s.iter().fold(FNV_OFFSET, |h, &b| fnv_step(h, b))
 }
 
+/// The most input rows kept precomputed for the dictionary's words (256 MiB): a
+/// file's words cost at most this, however long its words or wide its `maxn`; real
+/// models stay far below it (lid.176.bin: about 20M).
+pub const SUBWORD_BUDGET: usize = 1 << 26;
+
 pub struct Dict {
     words: Vec<Box<[u8]>>,
     /// Label or word, per entry.
@@ -31,7 +36,9 @@ pub struct Dict {
     nwords: usize,
     /// Entry ids by hash (`-1`: empty), a power of two long.
     table: Vec<i32>,
-    /// Per word: its input rows (itself and its n-grams), `subword_at[i]..[i + 1]`.
+    /// Per word: its input rows (itself and its n-grams), `subword_at[i]..[i + 1]`,
+    /// for the first `subword_at.len() - 1` words; the rest (past
+    /// [`SUBWORD_BUDGET`]) compute theirs per token.
     subword_at: Vec<u32>,
     subwords: Vec<i32>,
     minn: i64,
@@ -84,15 +91,22 @@ impl Dict {
                 word.push(b'<');
                 word.extend_from_slice(&d.words[i]);
                 word.push(b'>');
-                d.char_ngrams(&word, &mut rows);
+                d.char_ngrams(&word, &mut |r| rows.push(r));
+            }
+            if d.subwords.len() + rows.len() > SUBWORD_BUDGET {
+                break;
             }
             d.subwords.extend_from_slice(&rows);
-            let end = u32::try_from(d.subwords.len()).map_err(|_| {
-                FastTextError::Invalid("too many subwords in the dictionary".into())
-            })?;
-            d.subword_at.push(end);
+            d.subword_at.push(d.subwords.len() as u32);
         }
         Ok(d)
+    }
+
+    /// Forgets the precomputed rows of every word from `n` on (tests: the budget).
+    #[cfg(test)]
+    pub fn truncate_subwords(&mut self, n: usize) {
+        self.subword_at.truncate(n + 1);
+        self.subwords.truncate(self.subword_at[n] as usize);
     }
 
     /// The highest input row a line can use (`None`: no row at all).
@@ -125,19 +139,19 @@ impl Dict {
 
     /// fastText's `pushHash`: a bucket's input row, through the pruned remap.
     #[inline]
-    fn push_bucket(&self, rows: &mut Vec<i32>, b: i32) {
+    fn push_bucket(&self, rows: &mut impl FnMut(i32), b: i32) {
         match &self.prune {
-            None => rows.push(self.nwords as i32 + b),
+            None => rows(self.nwords as i32 + b),
             Some(p) => {
                 if let Some(&r) = p.get(&b) {
-                    rows.push(self.nwords as i32 + r)
+                    rows(self.nwords as i32 + r)
                 }
             }
         }
     }
 
     /// fastText's `computeSubwords` of a `<word>`.
-    fn char_ngrams(&self, word: &[u8], rows: &mut Vec<i32>) {
+    fn char_ngrams(&self, word: &[u8], rows: &mut impl FnMut(i32)) {
         if self.maxn <= 0 || self.bucket == 0 {
             return;
         }
@@ -170,7 +184,7 @@ impl Dict {
     pub fn add_token(
         &self,
         token: &[u8],
-        rows: &mut Vec<i32>,
+        rows: &mut impl FnMut(i32),
         hashes: &mut Vec<i32>,
         buf: &mut Vec<u8>,
     ) -> bool {
@@ -182,7 +196,12 @@ impl Dict {
             self.is_label[id as usize]
         };
         if !is_label {
-            if id < 0 {
+            if id < 0 || (self.maxn > 0 && id as usize + 1 >= self.subword_at.len()) {
+                // Out of the vocabulary, or a word past the precomputed budget: the
+                // same rows, computed here.
+                if id >= 0 {
+                    rows(id);
+                }
                 if token != EOS {
                     buf.clear();
                     buf.push(b'<');
@@ -191,11 +210,13 @@ impl Dict {
                     self.char_ngrams(buf, rows);
                 }
             } else if self.maxn <= 0 {
-                rows.push(id);
+                rows(id);
             } else {
                 let i = id as usize;
                 let (a, b) = (self.subword_at[i] as usize, self.subword_at[i + 1] as usize);
-                rows.extend_from_slice(&self.subwords[a..b]);
+                for &r in &self.subwords[a..b] {
+                    rows(r);
+                }
             }
             hashes.push(h as i32);
         }
@@ -203,7 +224,7 @@ impl Dict {
     }
 
     /// fastText's `addWordNgrams`.
-    pub fn add_word_ngrams(&self, hashes: &[i32], n: i32, rows: &mut Vec<i32>) {
+    pub fn add_word_ngrams(&self, hashes: &[i32], n: i32, rows: &mut impl FnMut(i32)) {
         if self.bucket == 0 {
             return;
         }

@@ -69,6 +69,16 @@ pub struct Model {
     tree: Vec<Node>,
 }
 
+/// The widest char n-gram (`maxn`) and word n-gram (`wordNgrams`) mdf reads: a
+/// token's work grows with them (a 10 MB token times `maxn`, a line's tokens times
+/// `wordNgrams`), and a file claiming 2^31 would make one long text run for hours.
+/// fastText's defaults are 6 and 1; published models use at most 6 and 5.
+pub const MAX_NGRAM: i32 = 64;
+
+/// Input rows summed into the hidden vector at a time: a line's rows are added as they
+/// come, in fastText's order, so a 10 MB text holds this many, not millions.
+const CHUNK: usize = 4096;
+
 const SIGMOID_TABLE_SIZE: i64 = 512;
 const MAX_SIGMOID: f32 = 8.0;
 
@@ -79,7 +89,9 @@ struct Scratch {
     word: Vec<u8>,
     hidden: Vec<f32>,
     output: Vec<f32>,
-    heap: Vec<(f32, i32)>,
+    heap: Heap,
+    /// The hierarchical softmax's nodes still to visit, with their scores.
+    stack: Vec<(usize, f32)>,
 }
 
 thread_local! {
@@ -96,12 +108,6 @@ impl Model {
     /// Reads a `.bin` or `.ftz` file's bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Model, FastTextError> {
         let f = read::parse(bytes)?;
-        if f.args.model != 3 {
-            return Err(FastTextError::Unsupported(format!(
-                "an unsupervised model (args.model {}); only supervised classifiers predict labels",
-                f.args.model
-            )));
-        }
         let loss = match f.args.loss {
             1 => Loss::HierarchicalSoftmax,
             2 => Loss::NegativeSampling,
@@ -114,6 +120,18 @@ impl Model {
             }
         };
         let dim = f.args.dim as usize;
+        if f.args.maxn > MAX_NGRAM && f.args.bucket > 0 {
+            return Err(FastTextError::Unsupported(format!(
+                "args.maxn {}: char n-grams longer than {MAX_NGRAM}",
+                f.args.maxn
+            )));
+        }
+        if f.args.word_ngrams > MAX_NGRAM && f.args.bucket > 0 {
+            return Err(FastTextError::Unsupported(format!(
+                "args.wordNgrams {}: word n-grams longer than {MAX_NGRAM}",
+                f.args.word_ngrams
+            )));
+        }
         if f.nlabels == 0 {
             return Err(FastTextError::Invalid(
                 "the dictionary has no labels".into(),
@@ -247,17 +265,14 @@ impl Model {
         }
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
-            self.line_ids(line, newline_ends, s);
-            if s.ids.is_empty() {
+            if self.hidden(line, newline_ends, s) == 0 {
                 return;
             }
-            self.hidden(s);
             s.heap.clear();
             match self.loss {
                 Loss::HierarchicalSoftmax => {
-                    let root = self.tree.len() - 1;
                     let t = std_log(threshold);
-                    self.dfs(k, t, root, 0.0, &s.hidden, &mut s.heap);
+                    self.dfs(k, t, &s.hidden, &mut s.heap, &mut s.stack);
                 }
                 Loss::Softmax => {
                     self.outputs(s);
@@ -272,60 +287,82 @@ impl Model {
                     k_best(k, threshold, &s.output, &mut s.heap);
                 }
             }
-            s.heap
-                .sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            out.extend(s.heap.iter().map(|&(score, label)| Prediction {
+            sort_heap(&mut s.heap);
+            out.extend(s.heap.iter().map(|&Cand(score, label)| Prediction {
                 label: label as u32,
                 prob: score.exp(),
             }));
         })
     }
 
-    /// The input rows of a line (fastText's `getLine` then `addWordNgrams`).
-    fn line_ids(&self, line: &[u8], newline_ends: bool, s: &mut Scratch) {
-        s.ids.clear();
-        s.hashes.clear();
-        let mut start = None;
-        // The line as fastText's predict sees it: the text, then "\n".
-        for i in 0..=line.len() {
-            let c = match line.get(i) {
-                Some(b'\n') if !newline_ends => b' ',
-                Some(&c) => c,
-                None => b'\n',
+    /// The hidden vector of a line (fastText's `getLine`, `addWordNgrams`, then
+    /// `computeHidden`): its input rows summed as they come, in fastText's order, a
+    /// chunk at a time, then averaged. The number of rows (0: no prediction).
+    fn hidden(&self, line: &[u8], newline_ends: bool, s: &mut Scratch) -> usize {
+        let dim = self.args.dim as usize;
+        let Scratch {
+            ids,
+            hashes,
+            word,
+            hidden,
+            ..
+        } = s;
+        ids.clear();
+        hashes.clear();
+        hidden.clear();
+        hidden.resize(dim, 0.0);
+        let mut n = 0usize;
+        {
+            let mut push = |id: i32| {
+                ids.push(id);
+                if ids.len() == CHUNK {
+                    self.add_rows(ids, hidden);
+                    n += CHUNK;
+                    ids.clear();
+                }
             };
-            if matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0) {
-                if let Some(st) = start.take()
-                    && self
-                        .dict
-                        .add_token(&line[st..i], &mut s.ids, &mut s.hashes, &mut s.word)
-                {
-                    return self.word_ngrams(s);
+            let mut start = None;
+            // The line as fastText's predict sees it: the text, then "\n".
+            for i in 0..=line.len() {
+                let c = match line.get(i) {
+                    Some(b'\n') if !newline_ends => b' ',
+                    Some(&c) => c,
+                    None => b'\n',
+                };
+                if matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c | 0) {
+                    if let Some(st) = start.take()
+                        && self.dict.add_token(&line[st..i], &mut push, hashes, word)
+                    {
+                        break;
+                    }
+                    if c == b'\n' {
+                        self.dict.add_token(dict::EOS, &mut push, hashes, word);
+                        break;
+                    }
+                } else if start.is_none() {
+                    start = Some(i);
                 }
-                if c == b'\n' {
-                    self.dict
-                        .add_token(dict::EOS, &mut s.ids, &mut s.hashes, &mut s.word);
-                    return self.word_ngrams(s);
-                }
-            } else if start.is_none() {
-                start = Some(i);
+            }
+            self.dict
+                .add_word_ngrams(hashes, self.args.word_ngrams, &mut push);
+        }
+        self.add_rows(ids, hidden);
+        n += ids.len();
+        if n > 0 {
+            let a = (1.0 / n as f64) as f32;
+            for x in hidden.iter_mut() {
+                *x *= a;
             }
         }
-        self.word_ngrams(s)
+        n
     }
 
-    fn word_ngrams(&self, s: &mut Scratch) {
-        self.dict
-            .add_word_ngrams(&s.hashes, self.args.word_ngrams, &mut s.ids);
-    }
-
-    fn hidden(&self, s: &mut Scratch) {
+    /// `hidden += ` the input rows `ids`, in order.
+    fn add_rows(&self, ids: &[i32], h: &mut [f32]) {
         let dim = self.args.dim as usize;
-        s.hidden.clear();
-        s.hidden.resize(dim, 0.0);
-        let h = &mut s.hidden[..];
         match &self.input {
             Matrix::Dense { data, .. } => {
-                for &id in &s.ids {
+                for &id in ids {
                     let row = &data[id as usize * dim..][..dim];
                     for (x, r) in h.iter_mut().zip(row) {
                         *x += r;
@@ -335,7 +372,7 @@ impl Model {
             Matrix::Quant {
                 codes, pq, norm, ..
             } => {
-                for &id in &s.ids {
+                for &id in ids {
                     let id = id as usize;
                     let alpha = match norm {
                         Some((nc, npq)) => npq.centroid(0, nc[id])[0],
@@ -344,10 +381,6 @@ impl Model {
                     add_code(pq, h, &codes[id * pq.nsubq..][..pq.nsubq], alpha);
                 }
             }
-        }
-        let a = (1.0 / s.ids.len() as f64) as f32;
-        for x in h.iter_mut() {
-            *x *= a;
         }
     }
 
@@ -370,45 +403,37 @@ impl Model {
         }
     }
 
-    /// fastText's `HierarchicalSoftmaxLoss::dfs`, its pruning included.
+    /// fastText's `HierarchicalSoftmaxLoss::dfs`, its pruning included, with a stack
+    /// of its own: a file's label counts can make the tree as deep as it has labels
+    /// (equal counts), deeper than a thread's stack.
     fn dfs(
         &self,
         k: usize,
         threshold: f32,
-        node: usize,
-        score: f32,
         hidden: &[f32],
-        heap: &mut Vec<(f32, i32)>,
+        heap: &mut Heap,
+        stack: &mut Vec<(usize, f32)>,
     ) {
-        if score < threshold {
-            return;
+        stack.clear();
+        stack.push((self.tree.len() - 1, 0.0f32));
+        while let Some((node, score)) = stack.pop() {
+            if score < threshold {
+                continue;
+            }
+            if heap.len() == k && score < heap_min(heap) {
+                continue;
+            }
+            let n = self.tree[node];
+            if n.left == -1 && n.right == -1 {
+                heap_push(heap, k, Cand(score, node as i32));
+                continue;
+            }
+            let f = dot_row(&self.output, hidden, node - self.labels.len());
+            let f = (1.0 / (1.0 + (-f).exp()) as f64) as f32;
+            // Left first, as the recursion visits them.
+            stack.push((n.right as usize, score + std_log(f)));
+            stack.push((n.left as usize, score + std_log((1.0 - f as f64) as f32)));
         }
-        if heap.len() == k && score < heap_min(heap) {
-            return;
-        }
-        let n = self.tree[node];
-        if n.left == -1 && n.right == -1 {
-            heap_push(heap, k, (score, node as i32));
-            return;
-        }
-        let f = dot_row(&self.output, hidden, node - self.labels.len());
-        let f = (1.0 / (1.0 + (-f).exp()) as f64) as f32;
-        self.dfs(
-            k,
-            threshold,
-            n.left as usize,
-            score + std_log((1.0 - f as f64) as f32),
-            hidden,
-            heap,
-        );
-        self.dfs(
-            k,
-            threshold,
-            n.right as usize,
-            score + std_log(f),
-            hidden,
-            heap,
-        );
     }
 }
 
@@ -469,7 +494,7 @@ fn softmax(out: &mut [f32]) {
 
 /// fastText's `findKBest`: the `k` best of `output` at or above `threshold`, as
 /// `(log p, label)`.
-fn k_best(k: usize, threshold: f32, output: &[f32], heap: &mut Vec<(f32, i32)>) {
+fn k_best(k: usize, threshold: f32, output: &[f32], heap: &mut Heap) {
     for (i, &o) in output.iter().enumerate() {
         if o < threshold {
             continue;
@@ -478,34 +503,99 @@ fn k_best(k: usize, threshold: f32, output: &[f32], heap: &mut Vec<(f32, i32)>) 
         if heap.len() == k && l < heap_min(heap) {
             continue;
         }
-        heap_push(heap, k, (l, i as i32));
+        heap_push(heap, k, Cand(l, i as i32));
     }
 }
 
-fn heap_min(heap: &[(f32, i32)]) -> f32 {
-    heap.iter().map(|e| e.0).fold(f32::INFINITY, f32::min)
+/// A candidate label: `(log p, label)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Cand(f32, i32);
+
+/// fastText's heap of the `k` best: a min-heap by score kept with libstdc++'s
+/// `push_heap` / `pop_heap` / `sort_heap` (fastText's `comparePairs`, a strict `>`
+/// on the score), step for step. O(log k) a label, and with equal scores (the
+/// one-vs-all sigmoid is a 512-entry table: ties are common) the same labels kept,
+/// in the same order, as fastText.
+type Heap = Vec<Cand>;
+
+#[inline]
+fn before(a: Cand, b: Cand) -> bool {
+    a.0 > b.0
+}
+
+fn heap_min(heap: &Heap) -> f32 {
+    heap.first().map_or(f32::INFINITY, |c| c.0)
+}
+
+/// libstdc++'s `__push_heap`.
+fn sift_up(v: &mut [Cand], mut hole: usize, top: usize, value: Cand) {
+    while hole > top {
+        let parent = (hole - 1) / 2;
+        if !before(v[parent], value) {
+            break;
+        }
+        v[hole] = v[parent];
+        hole = parent;
+    }
+    v[hole] = value;
+}
+
+/// libstdc++'s `__adjust_heap` from the root of `v`.
+fn adjust_heap(v: &mut [Cand], value: Cand) {
+    let len = v.len();
+    let mut hole = 0;
+    let mut second = 0;
+    while second < len.saturating_sub(1) / 2 {
+        second = 2 * (second + 1);
+        if before(v[second], v[second - 1]) {
+            second -= 1;
+        }
+        v[hole] = v[second];
+        hole = second;
+    }
+    if len & 1 == 0 && len >= 2 && second == (len - 2) / 2 {
+        second = 2 * (second + 1);
+        v[hole] = v[second - 1];
+        hole = second - 1;
+    }
+    sift_up(v, hole, 0, value);
+}
+
+/// libstdc++'s `pop_heap` over `v[..n]`: its top to `v[n - 1]`.
+fn pop_heap(v: &mut [Cand], n: usize) {
+    if n > 1 {
+        let value = v[n - 1];
+        v[n - 1] = v[0];
+        adjust_heap(&mut v[..n - 1], value);
+    }
 }
 
 /// Adds `e`, then drops the lowest when more than `k` are held (fastText's
-/// push_heap / pop_heap on a min-heap; `k` is small, a scan is enough).
-fn heap_push(heap: &mut Vec<(f32, i32)>, k: usize, e: (f32, i32)) {
+/// push_heap, then pop_heap and pop_back).
+fn heap_push(heap: &mut Heap, k: usize, e: Cand) {
     heap.push(e);
-    if heap.len() > k {
-        let (at, _) = heap
-            .iter()
-            .enumerate()
-            .fold(
-                (0, f32::INFINITY),
-                |(bi, b), (i, x)| {
-                    if x.0 < b { (i, x.0) } else { (bi, b) }
-                },
-            );
-        heap.swap_remove(at);
+    let n = heap.len();
+    sift_up(heap, n - 1, 0, e);
+    if n > k {
+        pop_heap(heap, n);
+        heap.pop();
+    }
+}
+
+/// libstdc++'s `sort_heap`: best first, ties in fastText's order.
+fn sort_heap(heap: &mut Heap) {
+    let mut n = heap.len();
+    while n > 1 {
+        pop_heap(heap, n);
+        n -= 1;
     }
 }
 
 /// fastText's `HierarchicalSoftmaxLoss::buildTree` over the labels' counts (sorted
-/// by decreasing count, as the dictionary stores them).
+/// by decreasing count, as the dictionary stores them). The counts come from the file:
+/// a count of 1e15 or more (fastText's "no node yet") would make fastText pick a node
+/// not built yet (a cycle, or past the end), so a leaf is taken whenever the next node
+/// is not built, and sums saturate; for real counts this is fastText's tree.
 fn huffman(counts: &[i64]) -> Vec<Node> {
     let osz = counts.len();
     let n = 2 * osz - 1;
@@ -523,7 +613,7 @@ fn huffman(counts: &[i64]) -> Vec<Node> {
     for i in osz..n {
         let mut mini = [0usize; 2];
         for m in &mut mini {
-            if leaf >= 0 && count[leaf as usize] < count[node] {
+            if leaf >= 0 && (node >= i || count[leaf as usize] < count[node]) {
                 *m = leaf as usize;
                 leaf -= 1;
             } else {
@@ -535,7 +625,7 @@ fn huffman(counts: &[i64]) -> Vec<Node> {
             left: mini[0] as i32,
             right: mini[1] as i32,
         };
-        count[i] = count[mini[0]] + count[mini[1]];
+        count[i] = count[mini[0]].saturating_add(count[mini[1]]);
     }
     tree
 }

@@ -203,6 +203,14 @@ pub fn parse(bytes: &[u8]) -> Result<File, FastTextError> {
     if version == 11 && args.model == 3 {
         args.maxn = 0;
     }
+    // Refused from the header, before the matrices: a word-vector model (cc.en.300.bin)
+    // would otherwise be read whole (gigabytes of floats) only to be refused.
+    if args.model != 3 {
+        return Err(FastTextError::Unsupported(format!(
+            "an unsupervised model (args.model {}); only supervised classifiers predict labels",
+            args.model
+        )));
+    }
     if args.dim <= 0 {
         return Err(invalid(format!("args.dim: {} is not positive", args.dim)));
     }
