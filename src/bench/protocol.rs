@@ -96,6 +96,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             clock: Arc::new(SystemClock),
             entropy: Entropy::from_os(),
             shutdown: Default::default(),
+            drain: Default::default(),
             give_up_after: None,
         };
         hs.push(tokio::spawn(async move { worker::run(&reg, o).await }));

@@ -72,10 +72,13 @@ impl SpecArgs {
 #[derive(Args, Debug, Clone)]
 struct BackendArgs {
     /// local: N `mdf worker` processes here (none: plan only); aws-batch: array jobs
-    /// through the AWS Batch API; k8s: an Indexed Job manifest (applied with --apply).
+    /// through the AWS Batch API; fleet: an EC2 Auto Scaling group of spot instances
+    /// tagged with the job and scaled to --workers; k8s: an Indexed Job manifest
+    /// (applied with --apply).
     #[arg(long, default_value = "local", value_parser = clap::builder::PossibleValuesParser::new(crate::launch::names()))]
     backend: String,
-    /// CPU workers (local default 0 = plan only; aws-batch and k8s default 1).
+    /// CPU workers (local default 0 = plan only; aws-batch, fleet and k8s default 1;
+    /// fleet: instances, at most the group's max size).
     #[arg(long)]
     workers: Option<u32>,
     /// aws-batch: the CPU job queue.
@@ -105,6 +108,12 @@ struct BackendArgs {
     /// k8s: apply the manifest with `kubectl apply -f -` instead of printing it.
     #[arg(long)]
     apply: bool,
+    /// fleet: the CPU workers' Auto Scaling group (terraform/modules/fleet).
+    #[arg(long, default_value = "mdf-cpu")]
+    group: String,
+    /// fleet: the GPU workers' Auto Scaling group.
+    #[arg(long, default_value = "mdf-gpu")]
+    gpu_group: String,
 }
 
 #[derive(Subcommand)]
@@ -147,19 +156,34 @@ enum Cmd {
         #[arg(long, value_name = "JOB_URI")]
         reuse: Option<String>,
         #[command(flatten)]
-        backend: BackendArgs,
+        backend: Box<BackendArgs>,
     },
     /// Lease and run tasks of a job until it is complete.
     ///
     /// Examples:
     ///   mdf worker --job s3://bucket/mdf/jobs/cc-1a2b3c4d5e6f
     ///   mdf worker --job s3://bucket/mdf/jobs/cc-1a2b3c4d5e6f --resources gpu
-    /// SIGTERM (a spot interruption notice) stops leasing and hands leases back.
+    ///   mdf worker --fleet-group mdf-cpu       (on an instance of that group)
+    /// SIGTERM stops leasing and hands leases back. With --spot-notices (implied by
+    /// --fleet-group) a spot interruption notice stops leasing at once and hands the
+    /// running task back 20 s before the instance is reclaimed, unless it finished;
+    /// a rebalance recommendation lets the running task finish, then exits.
     #[command(verbatim_doc_comment)]
     Worker {
-        /// The job URI printed by submit.
+        /// The job URI printed by submit (with --fleet-group: default, the group's
+        /// mdf-job tag).
+        #[arg(long, required_unless_present = "fleet_group")]
+        job: Option<String>,
+        /// Run as an instance of this EC2 Auto Scaling group: work on the job its
+        /// `mdf-job` tag names, then on the next one it is tagged with; when there is
+        /// none, terminate this instance and shrink the group by one.
+        #[arg(long, value_name = "GROUP")]
+        fleet_group: Option<String>,
+        /// Watch the instance metadata service for spot interruption notices and
+        /// rebalance recommendations (AWS_EC2_METADATA_SERVICE_ENDPOINT overrides
+        /// its address).
         #[arg(long)]
-        job: String,
+        spot_notices: bool,
         /// Stop after this many task attempts.
         #[arg(long)]
         max_tasks: Option<u64>,
@@ -380,19 +404,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => submit::run(&spec, job_root, job_id, reuse, &backend),
         Cmd::Worker {
             job,
+            fleet_group,
+            spot_notices,
             max_tasks,
             worker_id,
             resources,
             cpu_work,
             give_up_after,
-        } => worker::run(
+        } => worker::run(worker::Args {
             job,
+            fleet_group,
+            spot_notices,
             max_tasks,
             worker_id,
-            &resources,
+            resources,
             cpu_work,
             give_up_after,
-        ),
+        }),
         Cmd::Report {
             job,
             output,

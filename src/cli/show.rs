@@ -3,6 +3,7 @@
 use super::runtime;
 use crate::clock::{Entropy, SystemClock};
 use crate::coordinator::status::{self, render};
+use crate::launch::fleet;
 use crate::protocol::io::Retry;
 use crate::report::{self, output};
 use crate::store::Registry;
@@ -18,13 +19,20 @@ pub fn status(job: &str, json: bool, watch: Option<u64>) -> anyhow::Result<ExitC
         let retry = Retry::new(Entropy::from_os());
         loop {
             let s = status::status(&reg, job, &SystemClock, &retry).await?;
+            // The Auto Scaling groups the job was submitted to, as they are now.
+            let fleets = fleet::fleet_states(&s.submissions).await;
             if watch.is_some() && std::io::stdout().is_terminal() {
                 print!("\x1b[2J\x1b[H"); // clear the screen
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                let mut v = serde_json::to_value(&s)?;
+                if !fleets.is_empty() {
+                    v["fleets"] = serde_json::to_value(&fleets)?;
+                }
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 print!("{}", render(&s));
+                print!("{}", fleet::render_fleets(&fleets, &s.job));
             }
             match watch {
                 Some(secs) if !s.complete => {

@@ -22,6 +22,8 @@ impl BackendArgs {
             gpu_image: self.gpu_image.clone(),
             namespace: self.namespace.clone(),
             apply: self.apply,
+            group: self.group.clone(),
+            gpu_group: self.gpu_group.clone(),
         }
     }
 }
@@ -84,6 +86,7 @@ pub fn run(
         let events = |e: Event| match e {
             Event::Started { workers } => eprintln!("started {workers} local workers"),
             Event::Submitted(sub) => eprintln!("{}", backend.describe(&sub)),
+            Event::Warning(w) => eprintln!("mdf: warning: {w}"),
         };
         let launched = backend.launch(&job, &options, &events).await?;
         match &launched {

@@ -1,21 +1,29 @@
-//! `mdf worker`: lease and run tasks of a job until it is complete (or SIGTERM).
+//! `mdf worker`: lease and run tasks of a job until it is complete (or SIGTERM, or a
+//! spot interruption notice); with `--fleet-group`, as an instance of an Auto Scaling
+//! group that follows the group's job tag and leaves the group when there is no work.
 use super::{on_signals, runtime};
 use crate::clock::{Entropy, SystemClock};
+use crate::launch::fleet::{Ended, Member, Next, next_step};
+use crate::launch::imds::{self, Imds, Notice, Policy, Seen};
 use crate::store::Registry;
 use crate::worker::{self, WorkerOptions};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-pub fn run(
-    job: String,
-    max_tasks: Option<u64>,
-    worker_id: Option<String>,
-    resources: &str,
-    cpu_work: bool,
-    give_up_after: Option<u64>,
-) -> anyhow::Result<ExitCode> {
-    let gpu = match resources {
+pub struct Args {
+    pub job: Option<String>,
+    pub fleet_group: Option<String>,
+    pub spot_notices: bool,
+    pub max_tasks: Option<u64>,
+    pub worker_id: Option<String>,
+    pub resources: String,
+    pub cpu_work: bool,
+    pub give_up_after: Option<u64>,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let gpu = match a.resources.as_str() {
         "cpu" => false,
         "gpu" => true,
         other => {
@@ -26,33 +34,101 @@ pub fn run(
     let rt = runtime()?;
     rt.block_on(async {
         let shutdown = Arc::new(AtomicBool::new(false));
+        let drain = Arc::new(AtomicBool::new(false));
         on_signals(shutdown.clone());
-        let reg = Registry::new(Default::default());
-        let opts = WorkerOptions {
-            job_uri: job,
-            max_tasks,
-            worker_id,
-            gpu,
-            cpu_work,
-            clock: Arc::new(SystemClock),
-            entropy: Entropy::from_os(),
-            shutdown,
-            give_up_after: give_up_after.map(std::time::Duration::from_secs),
+        let seen = Arc::new(Seen::default());
+        let imds = if a.fleet_group.is_some() || a.spot_notices {
+            let i = Arc::new(Imds::from_env().map_err(anyhow::Error::msg)?);
+            imds::watch(
+                i.clone(),
+                Policy::default(),
+                Arc::new(SystemClock),
+                drain.clone(),
+                shutdown.clone(),
+                seen.clone(),
+            );
+            Some(i)
+        } else {
+            None
         };
-        let r = worker::run(&reg, opts).await?;
-        eprintln!(
-            "worker {}: {} committed, {} failed, {} released, {} fenced; job {}",
-            r.worker_id,
-            r.committed,
-            r.failed,
-            r.released,
-            r.fenced,
-            if r.job_complete {
-                "complete"
-            } else {
-                "not complete"
+        let member = match (&a.fleet_group, &imds) {
+            (Some(g), Some(i)) => Some(Member::discover(g, i).await?),
+            _ => None,
+        };
+        let reg = Registry::new(Default::default());
+        let mut next = match (&a.job, &member) {
+            (Some(j), _) => Next::Run(j.clone()),
+            (None, Some(m)) => next_step(Ended::Start, None, m.job().await?.as_deref()),
+            (None, None) => anyhow::bail!("--job or --fleet-group is required"),
+        };
+        loop {
+            match next {
+                Next::Run(job) => {
+                    let opts = WorkerOptions {
+                        job_uri: job.clone(),
+                        max_tasks: a.max_tasks,
+                        worker_id: a.worker_id.clone(),
+                        gpu,
+                        cpu_work: a.cpu_work,
+                        clock: Arc::new(SystemClock),
+                        entropy: Entropy::from_os(),
+                        shutdown: shutdown.clone(),
+                        drain: drain.clone(),
+                        give_up_after: a.give_up_after.map(std::time::Duration::from_secs),
+                    };
+                    let r = worker::run(&reg, opts).await?;
+                    eprintln!(
+                        "worker {}: {} committed, {} failed, {} released, {} fenced; job {}",
+                        r.worker_id,
+                        r.committed,
+                        r.failed,
+                        r.released,
+                        r.fenced,
+                        if r.job_complete {
+                            "complete"
+                        } else {
+                            "not complete"
+                        }
+                    );
+                    let ended = match seen.get() {
+                        Some(Notice::Spot { .. }) => Ended::Reclaimed,
+                        Some(Notice::Rebalance) => Ended::Rebalance,
+                        None if shutdown.load(Ordering::SeqCst) => Ended::Reclaimed,
+                        None if r.job_complete => Ended::Complete,
+                        // --max-tasks reached.
+                        None => return Ok(ExitCode::SUCCESS),
+                    };
+                    let Some(m) = &member else {
+                        return Ok(ExitCode::SUCCESS);
+                    };
+                    let tag = match ended {
+                        Ended::Complete => m.job().await?,
+                        _ => None,
+                    };
+                    next = next_step(ended, Some(&job), tag.as_deref());
+                }
+                Next::Leave { decrement } => {
+                    let Some(m) = &member else {
+                        return Ok(ExitCode::SUCCESS);
+                    };
+                    eprintln!(
+                        "mdf: leaving Auto Scaling group {}: terminating instance {} ({})",
+                        m.group,
+                        m.instance_id,
+                        if decrement {
+                            "no work left: the group shrinks by one"
+                        } else {
+                            "its capacity is at risk: the group replaces it"
+                        }
+                    );
+                    m.leave(decrement).await?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Next::Wait => {
+                    eprintln!("mdf: this instance is being reclaimed; exiting");
+                    return Ok(ExitCode::SUCCESS);
+                }
             }
-        );
-        Ok(ExitCode::SUCCESS)
+        }
     })
 }

@@ -104,6 +104,7 @@ pub fn in_process(
                 clock: Arc::new(SystemClock),
                 entropy: Entropy::from_os(),
                 shutdown: shutdown.clone(),
+                drain: Default::default(),
                 give_up_after: None,
             };
             tokio::spawn(async move { worker::run(&reg, opts).await })

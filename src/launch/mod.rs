@@ -1,5 +1,6 @@
 //! Launch backends: after a job is written (`coordinator::submit`), start its workers
-//! here ([`local`]), on AWS Batch ([`aws_batch`]) or on Kubernetes ([`k8s`]). What a
+//! here ([`local`]), on AWS Batch ([`aws_batch`]), on an EC2 Auto Scaling group of
+//! spot instances ([`fleet`]) or on Kubernetes ([`k8s`]). What a
 //! remote backend was asked to run is recorded under the job (`submissions/`) so
 //! `mdf status` shows it.
 //!
@@ -8,7 +9,10 @@
 //! plans, and the coordinator never imports this module (launch sits above it).
 //! Backends print nothing: what they did is returned ([`Launched`]) or reported
 //! through [`Event`]s, and the CLI prints it.
+pub mod aws;
 pub mod aws_batch;
+pub mod fleet;
+pub mod imds;
 pub mod k8s;
 pub mod local;
 
@@ -22,7 +26,12 @@ use crate::spec::Spec;
 use crate::store::{Registry, StoreError, Uri};
 
 /// Every launch backend, by `--backend` name; the first is the default.
-pub static BACKENDS: &[&dyn Backend] = &[&local::Local, &aws_batch::AwsBatch, &k8s::K8s];
+pub static BACKENDS: &[&dyn Backend] = &[
+    &local::Local,
+    &aws_batch::AwsBatch,
+    &fleet::Fleet,
+    &k8s::K8s,
+];
 
 /// The backend called `name`.
 pub fn backend(name: &str) -> Result<&'static dyn Backend, LaunchError> {
@@ -110,6 +119,9 @@ pub struct LaunchOptions {
     pub namespace: String,
     /// k8s: apply the manifest with `kubectl apply -f -` instead of returning it.
     pub apply: bool,
+    /// fleet: the CPU and GPU Auto Scaling groups.
+    pub group: String,
+    pub gpu_group: String,
 }
 
 impl Default for LaunchOptions {
@@ -125,6 +137,8 @@ impl Default for LaunchOptions {
             gpu_image: None,
             namespace: "default".into(),
             apply: false,
+            group: "mdf-cpu".into(),
+            gpu_group: "mdf-gpu".into(),
         }
     }
 }
@@ -150,6 +164,8 @@ pub enum Event {
     Started { workers: usize },
     /// Workers submitted to a remote backend and recorded under the job.
     Submitted(Submission),
+    /// Something the person submitting should know (a request capped, ...).
+    Warning(String),
 }
 
 /// What a launch ended with.
@@ -295,7 +311,7 @@ mod tests {
     #[test]
     fn backends_are_registered_once_by_name() {
         let names: Vec<&str> = names().collect();
-        assert_eq!(names, ["local", "aws-batch", "k8s"]);
+        assert_eq!(names, ["local", "aws-batch", "fleet", "k8s"]);
         for n in &names {
             assert_eq!(backend(n).unwrap().name(), *n);
         }
@@ -357,7 +373,7 @@ mod tests {
         // Local workers read anything; no flags needed.
         let l = backend("local").unwrap();
         assert!(l.validate(&o, ".mdf", &local).is_ok());
-        for b in ["aws-batch", "k8s"] {
+        for b in ["aws-batch", "fleet", "k8s"] {
             assert!(
                 backend(b)
                     .unwrap()

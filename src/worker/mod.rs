@@ -38,8 +38,12 @@ pub struct WorkerOptions {
     pub cpu_work: bool,
     pub clock: Arc<dyn Clock>,
     pub entropy: Entropy,
-    /// Set on SIGTERM: stop claiming, hand leases back, exit.
+    /// Set on SIGTERM (and at a spot interruption's deadline): stop claiming, hand
+    /// the running task's lease back, exit.
     pub shutdown: Arc<AtomicBool>,
+    /// Set on a spot interruption notice or rebalance recommendation: stop claiming,
+    /// let the running task finish (until `shutdown` is set), exit.
+    pub drain: Arc<AtomicBool>,
     /// Stop (with an error) once the store has been unavailable this long; `None`:
     /// wait out any outage.
     pub give_up_after: Option<Duration>,
@@ -483,7 +487,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         };
     }
     loop {
-        if ctx.shutdown.load(Ordering::Relaxed) || opts.max_tasks.is_some_and(|m| attempts >= m) {
+        if ctx.shutdown.load(Ordering::Relaxed)
+            || opts.drain.load(Ordering::Relaxed)
+            || opts.max_tasks.is_some_and(|m| attempts >= m)
+        {
             break;
         }
         if need_refresh {

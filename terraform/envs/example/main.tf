@@ -1,12 +1,19 @@
-# One complete mdf deployment: bucket, registries, roles, and AWS Batch Spot
-# environments for CPU and GPU workers. docs/DEPLOY.md walks through apply, image push,
-# submit, watch and destroy.
+# One complete mdf deployment: bucket, registries, roles, AWS Batch Spot environments
+# for CPU and GPU workers, and two spot fleets (Auto Scaling groups, CPU and GPU) that
+# can feed the same job. docs/DEPLOY.md walks through apply, image push, submit, watch
+# and destroy, and when to pick Batch, a fleet or Kubernetes.
 
 module "storage" {
   source      = "../../modules/storage"
   bucket_name = var.bucket_name
   jobs_prefix = "mdf/jobs/"
-  tags        = var.tags
+  # The fleets' encrypted root volumes are launched by Auto Scaling's service-linked
+  # role (create it once per account: aws iam create-service-linked-role
+  # --aws-service-name autoscaling.amazonaws.com).
+  ebs_launcher_role_arns = var.fleet_max_instances > 0 ? [
+    "arn:aws:iam::${data.aws_caller_identity.current.account_id}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+  ] : []
+  tags = var.tags
 }
 
 module "registry" {
@@ -47,6 +54,38 @@ module "batch" {
     gpu = module.registry.repository_urls["${var.name}-worker-gpu"]
   }
   tags = var.tags
+}
+
+# Spot fleets: `mdf submit --backend fleet --workers N` (CPU) and `--gpu-workers M` tag
+# these groups with the job and scale them; they scale back to zero by themselves.
+module "fleet" {
+  source   = "../../modules/fleet"
+  for_each = var.fleet_max_instances > 0 ? local.fleets : {}
+
+  name                 = "${var.name}-${each.key}"
+  class                = each.key
+  image                = "${module.registry.repository_urls["${var.name}-worker-${each.key}"]}:${var.image_tag}"
+  instance_types       = each.value.instance_types
+  max_size             = each.value.max_size
+  subnet_ids           = var.subnet_ids
+  vpc_id               = var.vpc_id
+  instance_profile_arn = module.iam.fleet_instance_profile_arn
+  kms_key_arn          = module.storage.kms_key_arn
+  environment          = { MDF_LOG_FORMAT = "json" }
+  tags                 = var.tags
+}
+
+locals {
+  fleets = {
+    cpu = {
+      instance_types = ["c7i.4xlarge", "c6i.4xlarge", "c7a.4xlarge", "c6a.4xlarge", "m7i.4xlarge", "m6i.4xlarge"]
+      max_size       = var.fleet_max_instances
+    }
+    gpu = {
+      instance_types = ["g5.2xlarge", "g6.2xlarge", "g5.4xlarge", "g6.4xlarge"]
+      max_size       = var.fleet_max_gpu_instances
+    }
+  }
 }
 
 # S3 through a gateway endpoint: free, and no NAT data-processing charge on the

@@ -37,3 +37,13 @@ output "submit_command" {
   description = "A ready submit command for the CommonCrawl example."
   value       = "mdf submit examples/commoncrawl.yaml --job-root s3://${module.storage.bucket}/mdf --output s3://${module.storage.bucket}/clean/cc --backend aws-batch --queue ${module.batch.job_queues["cpu"]} --workers 64"
 }
+
+output "fleet_groups" {
+  description = "mdf submit --backend fleet --group / --gpu-group"
+  value       = { for k, f in module.fleet : k => f.group_name }
+}
+
+output "fleet_submit_command" {
+  description = "A ready fleet submit command for the CommonCrawl example."
+  value       = "mdf submit examples/commoncrawl.yaml --job-root s3://${module.storage.bucket}/mdf --output s3://${module.storage.bucket}/clean/cc --backend fleet --group ${var.name}-cpu --workers 32"
+}

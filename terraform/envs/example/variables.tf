@@ -56,3 +56,15 @@ variable "route_table_ids" {
   type        = list(string)
   default     = []
 }
+
+variable "fleet_max_instances" {
+  description = "Most instances of the CPU spot fleet (0: no fleets, Batch only)."
+  type        = number
+  default     = 64
+}
+
+variable "fleet_max_gpu_instances" {
+  description = "Most instances of the GPU spot fleet."
+  type        = number
+  default     = 8
+}

@@ -142,3 +142,61 @@ resource "aws_iam_role_policy" "job" {
   role   = aws_iam_role.job.id
   policy = data.aws_iam_policy_document.job.json
 }
+
+# Fleet instances (fleet module): the same bucket and input access as the Batch job
+# role, plus pulling the worker image, writing the fleet log groups, reading the groups
+# (the job tag), and terminating instances of this deployment's groups only — a worker
+# leaves its own group when no work is left.
+resource "aws_iam_role" "fleet" {
+  name               = "${var.name}-fleet-instance"
+  assume_role_policy = data.aws_iam_policy_document.assume_ec2.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy" "fleet_bucket" {
+  name   = "mdf-bucket"
+  role   = aws_iam_role.fleet.id
+  policy = data.aws_iam_policy_document.job.json
+}
+
+data "aws_iam_policy_document" "fleet" {
+  statement {
+    sid       = "PullWorkerImages"
+    actions   = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+    resources = var.repository_arns
+  }
+  statement {
+    # GetAuthorizationToken is account-wide by design (it has no resource type).
+    sid       = "RegistryLogin"
+    actions   = ["ecr:GetAuthorizationToken"]
+    resources = ["*"]
+  }
+  statement {
+    sid       = "WriteFleetLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["arn:aws:logs:*:*:log-group:/mdf/fleet/${var.name}-*:*"]
+  }
+  statement {
+    # Describe calls have no resource-level permissions in Auto Scaling.
+    sid       = "ReadGroups"
+    actions   = ["autoscaling:DescribeAutoScalingGroups"]
+    resources = ["*"]
+  }
+  statement {
+    sid       = "LeaveOwnGroups"
+    actions   = ["autoscaling:TerminateInstanceInAutoScalingGroup"]
+    resources = ["arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/${var.name}-*"]
+  }
+}
+
+resource "aws_iam_role_policy" "fleet" {
+  name   = "fleet-worker"
+  role   = aws_iam_role.fleet.id
+  policy = data.aws_iam_policy_document.fleet.json
+}
+
+resource "aws_iam_instance_profile" "fleet" {
+  name = "${var.name}-fleet-instance"
+  role = aws_iam_role.fleet.name
+  tags = var.tags
+}

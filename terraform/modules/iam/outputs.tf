@@ -17,3 +17,8 @@ output "job_role_arn" {
   description = "Role the mdf worker runs as."
   value       = aws_iam_role.job.arn
 }
+
+output "fleet_instance_profile_arn" {
+  description = "Instance profile of fleet workers (fleet module)."
+  value       = aws_iam_instance_profile.fleet.arn
+}

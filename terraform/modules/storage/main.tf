@@ -44,6 +44,37 @@ data "aws_iam_policy_document" "key" {
       values   = ["arn:aws:logs:${data.aws_region.current.id}:${data.aws_caller_identity.current.account_id}:log-group:*"]
     }
   }
+  # Fleet instances' root volumes (fleet module) are encrypted with this key: Auto
+  # Scaling launches them through its service-linked role, which must be able to use it.
+  dynamic "statement" {
+    for_each = var.ebs_launcher_role_arns
+    content {
+      sid       = "EbsLauncher${statement.key}"
+      actions   = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+      resources = ["*"]
+      principals {
+        type        = "AWS"
+        identifiers = [statement.value]
+      }
+    }
+  }
+  dynamic "statement" {
+    for_each = var.ebs_launcher_role_arns
+    content {
+      sid       = "EbsLauncherGrants${statement.key}"
+      actions   = ["kms:CreateGrant"]
+      resources = ["*"]
+      principals {
+        type        = "AWS"
+        identifiers = [statement.value]
+      }
+      condition {
+        test     = "Bool"
+        variable = "kms:GrantIsForAWSResource"
+        values   = ["true"]
+      }
+    }
+  }
 }
 
 resource "aws_kms_alias" "bucket" {

@@ -38,3 +38,9 @@ variable "access_log_bucket" {
   type        = string
   default     = ""
 }
+
+variable "ebs_launcher_role_arns" {
+  description = "Roles that launch instances with EBS volumes encrypted by the bucket key: the Auto Scaling service-linked role (arn:aws:iam::ACCOUNT:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling) when the fleet module is used. The role must exist (aws iam create-service-linked-role --aws-service-name autoscaling.amazonaws.com)."
+  type        = list(string)
+  default     = []
+}
