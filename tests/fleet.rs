@@ -22,6 +22,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 struct Imds {
     port: u16,
     notice: Arc<Mutex<Option<String>>>,
+    rebalance: Arc<Mutex<bool>>,
     /// Requests served, by path.
     seen: Arc<Mutex<Vec<String>>>,
 }
@@ -31,12 +32,18 @@ impl Imds {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let notice: Arc<Mutex<Option<String>>> = Default::default();
+        let rebalance: Arc<Mutex<bool>> = Default::default();
         let seen: Arc<Mutex<Vec<String>>> = Default::default();
-        let (n, s, id) = (notice.clone(), seen.clone(), instance_id.to_string());
+        let (n, rb, s, id) = (
+            notice.clone(),
+            rebalance.clone(),
+            seen.clone(),
+            instance_id.to_string(),
+        );
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
-                let (n, s, id) = (n.clone(), s.clone(), id.clone());
+                let (n, rb, s, id) = (n.clone(), rb.clone(), s.clone(), id.clone());
                 std::thread::spawn(move || {
                     let mut r = BufReader::new(conn.try_clone().unwrap());
                     loop {
@@ -82,6 +89,11 @@ impl Imds {
                                     None => (404, String::new()),
                                 }
                             }
+                            ("GET", "/latest/meta-data/events/recommendations/rebalance")
+                                if *rb.lock().unwrap() =>
+                            {
+                                (200, r#"{"noticeTime": "2026-12-03T16:00:00Z"}"#.into())
+                            }
                             _ => (404, String::new()),
                         };
                         let reason = match code {
@@ -100,7 +112,12 @@ impl Imds {
                 });
             }
         });
-        Imds { port, notice, seen }
+        Imds {
+            port,
+            notice,
+            rebalance,
+            seen,
+        }
     }
 
     fn endpoint(&self) -> String {
@@ -114,15 +131,35 @@ impl Imds {
             .unwrap()
             .as_secs()
             + in_secs;
-        let o = Command::new("date")
-            .args(["-u", "-d", &format!("@{at}"), "+%Y-%m-%dT%H:%M:%SZ"])
-            .output()
-            .unwrap();
-        let time = String::from_utf8(o.stdout).unwrap().trim().to_string();
         *self.notice.lock().unwrap() = Some(format!(
-            "{{\"action\": \"terminate\", \"time\": \"{time}\"}}"
+            "{{\"action\": \"terminate\", \"time\": \"{}\"}}",
+            utc(at)
         ));
     }
+
+    fn rebalance(&self) {
+        *self.rebalance.lock().unwrap() = true;
+    }
+}
+
+/// `2026-12-03T16:00:00Z` of a Unix time (Howard Hinnant's civil-from-days).
+fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 fn aws_env<'a>(cmd: &'a mut Command, ep: &str) -> &'a mut Command {
@@ -264,9 +301,35 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
         job.as_str()
     );
 
-    // The instances: one worker process each, with its own metadata service. Each
-    // reads the job from the group's tag, works, and leaves the group when done.
-    let servers: Vec<Imds> = instances.iter().map(|i| Imds::start(i)).collect();
+    // One instance gets a rebalance recommendation: its worker runs one task, takes
+    // no other, and terminates its instance without shrinking the group, which
+    // launches a replacement.
+    let at_risk = Imds::start(&instances[0]);
+    at_risk.rebalance();
+    let o = run_ok(
+        aws_env(&mut mdf(), &ep)
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", at_risk.endpoint())
+            .args(["worker", "--fleet-group", &group]),
+    );
+    let text = stderr(&o);
+    assert!(text.contains("rebalance recommendation"), "{text}");
+    assert!(text.contains(": 1 committed, 0 failed"), "{text}");
+    assert!(text.contains("the group replaces it"), "{text}");
+    let g = moto_fleet(&ep, &["describe", &group]);
+    assert_eq!(g["DesiredCapacity"], 3, "no capacity lost: {g}");
+    let now: Vec<String> = g["Instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_str().unwrap().to_string())
+        .collect();
+    assert!(!now.contains(&instances[0]), "{g}");
+    assert_eq!(now.len(), 3, "a replacement was launched: {g}");
+
+    // The others (and the replacement): one worker process each, with its own
+    // metadata service. Each reads the job from the group's tag, works, and leaves
+    // the group when done.
+    let servers: Vec<Imds> = now.iter().map(|i| Imds::start(i)).collect();
     let workers: Vec<_> = servers
         .iter()
         .map(|s| {
@@ -303,6 +366,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     }
     let st = status_json_env(&job, &ep);
     assert_eq!(st["succeeded"], true, "{st}");
+    assert_eq!(rows_s3(&s3, &prefix, "out"), 90);
     let g = moto_fleet(&ep, &["describe", &group]);
     assert_eq!(
         g["DesiredCapacity"], 0,
@@ -310,11 +374,8 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     );
     assert!(g["Instances"].as_array().unwrap().is_empty(), "{g}");
 
-    // A group whose job is complete but which still has capacity (a late
-    // replacement, say) is taken by the next job: its instance works on that one,
-    // then leaves.
-    moto_fleet(&ep, &["setup", &group, "3"]);
-    run_ok(aws_env(&mut mdf(), &ep).args([
+    // Submitting a complete job starts nothing.
+    let o = run_ok(aws_env(&mut mdf(), &ep).args([
         "submit",
         spec.to_str().unwrap(),
         "--job-root",
@@ -323,9 +384,39 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
         "fleet",
         "--group",
         &group,
-        "--workers",
-        "1",
     ]));
+    assert!(stderr(&o).contains("already complete"), "{}", stderr(&o));
+    assert_eq!(moto_fleet(&ep, &["describe", &group])["DesiredCapacity"], 0);
+
+    // A group with capacity left for a finished job (a late replacement) is not
+    // taken by the next job until it has drained: that instance's decrement would
+    // otherwise land on the new job's capacity.
+    moto_fleet(&ep, &["scale", &group, "1"]);
+    let o = aws_env(&mut mdf(), &ep)
+        .args(["submit", other.to_str().unwrap(), "--job-root", &root])
+        .args(["--backend", "fleet", "--group", &group])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("submit again once it has scaled to zero"),
+        "{}",
+        stderr(&o)
+    );
+    let late = moto_fleet(&ep, &["describe", &group])["Instances"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let s = Imds::start(&late);
+    let o = run_ok(
+        aws_env(&mut mdf(), &ep)
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.endpoint())
+            .args(["worker", "--fleet-group", &group]),
+    );
+    assert!(stderr(&o).contains(": 0 committed"), "{}", stderr(&o));
+    assert_eq!(moto_fleet(&ep, &["describe", &group])["DesiredCapacity"], 0);
+
+    // Drained: the next job takes the group, and its instance works on it.
     let o = run_ok(
         aws_env(&mut mdf(), &ep)
             .args(["submit", other.to_str().unwrap(), "--job-root", &root])
@@ -335,8 +426,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     let g = moto_fleet(&ep, &["describe", &group]);
     assert_eq!(g["Tags"]["mdf-job"], job2.as_str(), "{g}");
     assert_eq!(g["DesiredCapacity"], 1, "{g}");
-    let late = g["Instances"][0].as_str().unwrap().to_string();
-    let s = Imds::start(&late);
+    let s = Imds::start(g["Instances"][0].as_str().unwrap());
     let o = run_ok(
         aws_env(&mut mdf(), &ep)
             .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.endpoint())
@@ -345,6 +435,24 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     assert!(stderr(&o).contains("job complete"), "{}", stderr(&o));
     assert_eq!(status_json_env(&job2, &ep)["succeeded"], true);
     assert_eq!(moto_fleet(&ep, &["describe", &group])["DesiredCapacity"], 0);
+}
+
+/// Rows of an S3 output, by its manifest.
+fn rows_s3(s3: &object_store::aws::AmazonS3, prefix: &str, out: &str) -> u64 {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let m = rt
+        .block_on(async {
+            s3.get(&object_store::path::Path::from(format!(
+                "{prefix}/{out}/_manifest.json"
+            )))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+        })
+        .unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    m["rows"].as_u64().unwrap()
 }
 
 fn status_json_env(job: &str, ep: &str) -> serde_json::Value {
@@ -359,7 +467,7 @@ fn status_json_env(job: &str, ep: &str) -> serde_json::Value {
 fn a_spot_notice_mid_task_hands_the_task_back_and_loses_nothing() {
     let d = tempfile::tempdir().unwrap();
     for (i, seed) in [21u64, 22].iter().enumerate() {
-        write_lines(&d.path().join(format!("in/{i}.jsonl")), &docs(*seed, 160));
+        write_lines(&d.path().join(format!("in/{i}.jsonl")), &docs(*seed, 320));
     }
     let spec_for = |out: &str| {
         std::fs::create_dir_all(d.path().join(out)).unwrap();
@@ -396,45 +504,73 @@ fn a_spot_notice_mid_task_hands_the_task_back_and_loses_nothing() {
             .arg(&jobs),
     );
     let job = stdout(&o).lines().last().unwrap().to_string();
-    let imds = Imds::start("i-0spot");
+    let leases = |jobs: &Path| {
+        files_under(jobs)
+            .into_iter()
+            .filter(|f| f.contains("/leases/"))
+            .count()
+    };
+    let spot_worker = |id: &str, imds: &Imds| {
+        mdf()
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
+            .args(["worker", "--job", &job, "--spot-notices", "--worker-id", id])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Mid-task (each task runs 8 s at 40 records/s), a notice with 60 s to go: the
+    // running task still finishes and commits before the deadline, and no other task
+    // is taken.
+    let imds = Imds::start("i-0spot-a");
     let started = Instant::now();
-    let a = mdf()
-        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
-        .args([
-            "worker",
-            "--job",
-            &job,
-            "--spot-notices",
-            "--worker-id",
-            "spot-a",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Mid-task: once the worker holds a lease (each task runs 4 s at 40 records/s).
-    while !files_under(&jobs).iter().any(|f| f.contains("/leases/")) {
+    let a = spot_worker("spot-a", &imds);
+    while leases(&jobs) == 0 {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "no lease taken"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Reclaimed in 21 s: with the 20 s margin, the task is handed back within ~1 s of
-    // the worker seeing the notice (it asks every 2 s).
-    imds.notice(21);
+    imds.notice(60);
     let o = a.wait_with_output().unwrap();
     let text = stderr(&o);
-    assert!(o.status.success(), "{text}");
+    assert_eq!(
+        o.status.code(),
+        Some(75),
+        "stopped early, job incomplete: {text}"
+    );
     assert!(
         text.contains("spot interruption notice (terminate)"),
         "{text}"
     );
     assert!(
-        text.contains("spot-a: 0 committed, 0 failed, 1 released"),
+        text.contains("spot-a: 1 committed, 0 failed, 0 released"),
         "{text}"
     );
-    assert!(text.contains("this instance is being reclaimed"), "{text}");
+
+    // Mid-task, a notice with 31 s to go: inside the 30 s margin at once, so the
+    // running task is handed back (its lease released for another worker).
+    let imds = Imds::start("i-0spot-b");
+    let before = leases(&jobs);
+    let started = Instant::now();
+    let b = spot_worker("spot-b", &imds);
+    while leases(&jobs) == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no lease taken"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    imds.notice(31);
+    let o = b.wait_with_output().unwrap();
+    let text = stderr(&o);
+    assert_eq!(o.status.code(), Some(75), "{text}");
+    assert!(
+        text.contains("spot-b: 0 committed, 0 failed, 1 released"),
+        "{text}"
+    );
+    assert!(text.contains("handing the running task back"), "{text}");
 
     // Another worker (the replacement capacity) finishes the job.
     run_ok(mdf().args(["worker", "--job", &job]));
@@ -444,7 +580,7 @@ fn a_spot_notice_mid_task_hands_the_task_back_and_loses_nothing() {
         rows(&d.path().join("spot/data")),
         rows(&d.path().join("clean/data")),
     );
-    assert_eq!(got.len(), 320);
+    assert_eq!(got.len(), 640);
     assert_eq!(
         got, want,
         "the interrupted job's output equals the clean run's"

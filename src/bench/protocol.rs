@@ -97,6 +97,8 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             entropy: Entropy::from_os(),
             shutdown: Default::default(),
             drain: Default::default(),
+            drain_after_task: Default::default(),
+            exit_when_class_done: false,
             give_up_after: None,
         };
         hs.push(tokio::spawn(async move { worker::run(&reg, o).await }));

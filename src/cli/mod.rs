@@ -166,8 +166,9 @@ enum Cmd {
     ///   mdf worker --fleet-group mdf-cpu       (on an instance of that group)
     /// SIGTERM stops leasing and hands leases back. With --spot-notices (implied by
     /// --fleet-group) a spot interruption notice stops leasing at once and hands the
-    /// running task back 20 s before the instance is reclaimed, unless it finished;
-    /// a rebalance recommendation lets the running task finish, then exits.
+    /// running task back 30 s before the instance is reclaimed, unless it finished;
+    /// a rebalance recommendation stops leasing once a task has run. Stopped by a
+    /// notice with the job incomplete, the worker exits 75 (outside a fleet).
     #[command(verbatim_doc_comment)]
     Worker {
         /// The job URI printed by submit (with --fleet-group: default, the group's
@@ -184,6 +185,10 @@ enum Cmd {
         /// its address).
         #[arg(long)]
         spot_notices: bool,
+        /// With --fleet-group: terminate this instance and shrink its group by one,
+        /// without working (the instance's failure handler runs this).
+        #[arg(long, requires = "fleet_group")]
+        leave: bool,
         /// Stop after this many task attempts.
         #[arg(long)]
         max_tasks: Option<u64>,
@@ -406,6 +411,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             job,
             fleet_group,
             spot_notices,
+            leave,
             max_tasks,
             worker_id,
             resources,
@@ -415,6 +421,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             job,
             fleet_group,
             spot_notices,
+            leave,
             max_tasks,
             worker_id,
             resources,

@@ -4,17 +4,23 @@
 use super::{on_signals, runtime};
 use crate::clock::{Entropy, SystemClock};
 use crate::launch::fleet::{Ended, Member, Next, next_step};
-use crate::launch::imds::{self, Imds, Notice, Policy, Seen};
+use crate::launch::imds::{self, Flags, Imds, Notice, Policy, Seen};
 use crate::store::Registry;
 use crate::worker::{self, WorkerOptions};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
+
+/// Exit status of a worker stopped early by an interruption notice with its job
+/// incomplete (EX_TEMPFAIL): not a success, so AWS Batch and Kubernetes start the
+/// worker again elsewhere.
+const INTERRUPTED: u8 = 75;
 
 pub struct Args {
     pub job: Option<String>,
     pub fleet_group: Option<String>,
     pub spot_notices: bool,
+    pub leave: bool,
     pub max_tasks: Option<u64>,
     pub worker_id: Option<String>,
     pub resources: String,
@@ -33,20 +39,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let rt = runtime()?;
     rt.block_on(async {
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let drain = Arc::new(AtomicBool::new(false));
+        let flags = Flags::default();
+        let shutdown = flags.shutdown.clone();
         on_signals(shutdown.clone());
         let seen = Arc::new(Seen::default());
         let imds = if a.fleet_group.is_some() || a.spot_notices {
             let i = Arc::new(Imds::from_env().map_err(anyhow::Error::msg)?);
-            imds::watch(
-                i.clone(),
-                Policy::default(),
-                Arc::new(SystemClock),
-                drain.clone(),
-                shutdown.clone(),
-                seen.clone(),
-            );
+            if !a.leave {
+                imds::watch(
+                    i.clone(),
+                    Policy::default(),
+                    Arc::new(SystemClock),
+                    flags.clone(),
+                    seen.clone(),
+                );
+            }
             Some(i)
         } else {
             None
@@ -55,6 +62,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             (Some(g), Some(i)) => Some(Member::discover(g, i).await?),
             _ => None,
         };
+        if a.leave {
+            // The instance's own failure handler (terraform/modules/fleet): it cannot
+            // work, so it leaves the group rather than being replaced again and again.
+            let Some(m) = &member else {
+                anyhow::bail!("--leave needs --fleet-group");
+            };
+            eprintln!(
+                "mdf: leaving Auto Scaling group {}: terminating instance {} (the group shrinks by one)",
+                m.group, m.instance_id
+            );
+            m.leave(true).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let reg = Registry::new(Default::default());
         let mut next = match (&a.job, &member) {
             (Some(j), _) => Next::Run(j.clone()),
@@ -73,7 +93,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         clock: Arc::new(SystemClock),
                         entropy: Entropy::from_os(),
                         shutdown: shutdown.clone(),
-                        drain: drain.clone(),
+                        drain: flags.drain.clone(),
+                        drain_after_task: flags.drain_after_task.clone(),
+                        exit_when_class_done: member.is_some(),
                         give_up_after: a.give_up_after.map(std::time::Duration::from_secs),
                     };
                     let r = worker::run(&reg, opts).await?;
@@ -90,16 +112,25 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                             "not complete"
                         }
                     );
+                    // Done wins over a notice: nothing is left to hand over.
                     let ended = match seen.get() {
+                        _ if r.job_complete || r.class_done => Ended::Complete,
                         Some(Notice::Spot { .. }) => Ended::Reclaimed,
                         Some(Notice::Rebalance) => Ended::Rebalance,
                         None if shutdown.load(Ordering::SeqCst) => Ended::Reclaimed,
-                        None if r.job_complete => Ended::Complete,
                         // --max-tasks reached.
                         None => return Ok(ExitCode::SUCCESS),
                     };
                     let Some(m) = &member else {
-                        return Ok(ExitCode::SUCCESS);
+                        return Ok(match (ended, seen.get()) {
+                            (Ended::Reclaimed | Ended::Rebalance, Some(_)) => {
+                                eprintln!(
+                                    "mdf: stopped by an interruption notice with the job incomplete (exit {INTERRUPTED}: start a worker elsewhere)"
+                                );
+                                ExitCode::from(INTERRUPTED)
+                            }
+                            _ => ExitCode::SUCCESS,
+                        });
                     };
                     let tag = match ended {
                         Ended::Complete => m.job().await?,

@@ -199,6 +199,22 @@ pub fn form_encode(s: &str) -> String {
     out
 }
 
+/// The AWS error code of an error answer: `<Code>` of a Query API's XML, or `__type`
+/// (after its last `#`) / `code` of a JSON API's body.
+pub fn error_code(body: &str) -> Option<String> {
+    if let Some(i) = body.find("<Code>") {
+        let rest = &body[i + 6..];
+        return rest.find("</Code>").map(|j| rest[..j].trim().to_string());
+    }
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let t = v
+        .get("__type")
+        .or_else(|| v.get("code"))
+        .or_else(|| v.get("Code"))?
+        .as_str()?;
+    Some(t.rsplit('#').next().unwrap_or(t).to_string())
+}
+
 /// A signed client of one AWS API in one region.
 pub struct AwsApi {
     endpoint: String,
@@ -297,25 +313,31 @@ impl AwsApi {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let err = |status: Option<u16>, message: String| LaunchError::Api {
+        let err = |status: Option<u16>, code: Option<String>, message: String| LaunchError::Api {
             api,
             url: url.clone(),
             status,
+            code,
             message,
         };
-        let resp = req.send().await.map_err(|e| err(None, e.to_string()))?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| err(None, None, e.to_string()))?;
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         if !status.is_success() {
             return Err(err(
                 Some(status.as_u16()),
+                error_code(&text),
                 format!("failed ({status}): {text}"),
             ));
         }
         Ok(text)
     }
 
-    /// An answer that does not parse.
+    /// A successful answer that does not parse (a proxy's page, another service):
+    /// asking again would not help.
     pub fn bad_answer(
         &self,
         api: &'static str,
@@ -325,7 +347,8 @@ impl AwsApi {
         LaunchError::Api {
             api,
             url: self.endpoint.clone(),
-            status: None,
+            status: Some(200),
+            code: None,
             message: format!("answered {text:?}: {e}"),
         }
     }
@@ -339,11 +362,13 @@ impl LaunchError {
                 api,
                 url,
                 status,
+                code,
                 message,
             } => LaunchError::Api {
                 api,
                 url,
                 status,
+                code,
                 message: format!("{what}: {message}"),
             },
             e => e,
@@ -423,6 +448,19 @@ mod tests {
              SignedHeaders=content-type;host;x-amz-date, \
              Signature=9525a70a139d4e6c02b3a9b8b364a9132c0c33fc735de527bd7199d001b3a969"
         );
+    }
+
+    #[test]
+    fn error_codes_of_xml_and_json_answers() {
+        let xml = r#"<ErrorResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>r</RequestId></ErrorResponse>"#;
+        assert_eq!(error_code(xml).as_deref(), Some("Throttling"));
+        assert_eq!(
+            error_code(r#"{"__type": "com.amazon.coral#ClientException", "message": "m"}"#)
+                .as_deref(),
+            Some("ClientException")
+        );
+        assert_eq!(error_code("<html>bad gateway</html>"), None);
+        assert_eq!(error_code(""), None);
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //!
 //! `mdf submit --backend fleet` tags the group with the job (`mdf-job` = the job URI)
 //! and sets its desired capacity; each instance runs `mdf worker --fleet-group NAME`,
-//! which reads the job from that tag, works until the job is complete, and then
-//! terminates its own instance with the group's desired capacity decremented — so the
-//! group drains to zero by itself as the job finishes, and a group re-tagged with a
-//! new job meanwhile sends its instances on to that job instead. Auto Scaling calls are
-//! the Query API, signed like the Batch backend's ([`super::aws`]).
+//! which reads the job from that tag, works until no task of its class is left, and
+//! then terminates its own instance with the group's desired capacity decremented — so
+//! the group drains to zero by itself as the job finishes. Submit never re-tags a group
+//! that still has instances for another job (their decrements would shrink the new
+//! job's capacity); a worker that finds its group re-tagged anyway (by hand) moves on
+//! to the new job. Auto Scaling calls are the Query API, signed like the Batch
+//! backend's ([`super::aws`]).
 use super::aws::{AUTO_SCALING, AwsApi, FORM, query_body};
 use super::imds::Imds;
 use super::{Backend, Event, JobRef, LaunchError, LaunchOptions, Launched, record};
@@ -62,9 +64,18 @@ impl Backend for Fleet {
                 job.uri
             )));
         }
+        // A job already complete needs no instances (they would boot and leave).
+        if job_complete(job.registry, job.uri).await {
+            events(Event::Warning(format!(
+                "job {} is already complete: no instances started",
+                job.id
+            )));
+            return Ok(Launched::Submitted(vec![]));
+        }
         let asg = AutoScaling::from_env("--backend fleet", None)?;
-        let targets: Vec<(&str, &str, u32)> = o
-            .classes(self.default_workers())
+        let classes = o.classes(self.default_workers());
+        class_warnings(job, &classes, events).await;
+        let targets: Vec<(&str, &str, u32)> = classes
             .into_iter()
             .map(|(class, n)| {
                 let group = if class == "gpu" {
@@ -78,22 +89,23 @@ impl Backend for Fleet {
         // Every group is checked before any is changed: a refusal changes nothing.
         let mut groups = Vec::new();
         for &(class, name, n) in &targets {
-            let g = asg.describe(name).await?.ok_or_else(|| {
+            let g = with_retries(|| asg.describe(name)).await?.ok_or_else(|| {
                 LaunchError::Refused(format!(
                     "--backend fleet: no Auto Scaling group {name:?} in {} (terraform/modules/fleet creates one per worker class; --{}group names it)",
                     asg.api.region(),
                     if class == "gpu" { "gpu-" } else { "" }
                 ))
             })?;
-            // A group busy with an unfinished job is not taken over; the instances of
-            // a finished one (still leaving) move on to this job instead.
+            // A group with capacity for another job is not taken over, even when that
+            // job is complete: its instances are leaving, each decrementing the
+            // desired capacity, and those decrements would land on this job's.
             if let Some(other) = g.job()
                 && other != job.uri
-                && g.desired > 0
-                && !job_complete(job.registry, other).await
+                && (g.desired > 0 || !g.instances.is_empty())
             {
                 return Err(LaunchError::Refused(format!(
-                    "--backend fleet: Auto Scaling group {name} still works on job {other} ({} instances); wait until it is complete, or use another group",
+                    "--backend fleet: Auto Scaling group {name} still has {} instances (desired {}) for job {other}; submit again once it has scaled to zero (its workers leave by themselves when that job is complete), or use another group",
+                    g.instances.len(),
                     g.desired
                 )));
             }
@@ -101,16 +113,20 @@ impl Backend for Fleet {
         }
         let mut submitted = Vec::new();
         for (class, g, n) in groups {
-            let desired = n.min(g.max);
-            if desired < n {
+            // Submitting the same job again (to resume, or to add capacity) never
+            // shrinks its group: a scale-in would stop busy workers.
+            let same = g.job() == Some(job.uri);
+            let want = if same { n.max(g.desired) } else { n };
+            let desired = want.min(g.max);
+            if desired < want {
                 events(Event::Warning(format!(
-                    "Auto Scaling group {}: {n} {class} instances asked for, {desired} set (its max size)",
+                    "Auto Scaling group {}: {want} {class} instances asked for, {desired} set (its max size)",
                     g.name
                 )));
             }
             // The tag first: instances launched for the new capacity find the job.
-            asg.tag_job(&g.name, job.uri).await?;
-            asg.set_desired(&g.name, desired).await?;
+            with_retries(|| asg.tag_job(&g.name, job.uri)).await?;
+            with_retries(|| asg.set_desired(&g.name, desired)).await?;
             let s = Submission {
                 version: 1,
                 backend: self.name().into(),
@@ -130,6 +146,26 @@ impl Backend for Fleet {
     }
 }
 
+/// Warns when a class of the job's phases has no workers among those being started
+/// (they may come from elsewhere: a Batch queue, another fleet).
+async fn class_warnings(job: &JobRef<'_>, classes: &[(&str, u32)], events: &dyn Fn(Event)) {
+    let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
+    let Ok(j) = crate::coordinator::load_job(job.registry, job.uri, &retry).await else {
+        return;
+    };
+    let has = |c: &str| classes.iter().any(|(k, n)| *k == c && *n > 0);
+    if j.manifest.phases.iter().any(|p| p.gpu) && !has("gpu") {
+        events(Event::Warning(
+            "the job has GPU phases and no --gpu-workers: start GPU workers elsewhere, or its CPU instances wait for them".into(),
+        ));
+    }
+    if j.manifest.phases.iter().any(|p| !p.gpu) && !has("cpu") {
+        events(Event::Warning(
+            "the job has CPU phases (and a finalize) and no CPU --workers: start CPU workers elsewhere".into(),
+        ));
+    }
+}
+
 /// Whether an Auto Scaling tag value can hold `v`: at most 256 characters of letters,
 /// digits, spaces and `_ . : / = + - @`.
 pub fn tag_value_ok(v: &str) -> Result<(), String> {
@@ -141,7 +177,7 @@ pub fn tag_value_ok(v: &str) -> Result<(), String> {
     }
     match v
         .chars()
-        .find(|c| !(c.is_alphanumeric() || c.is_whitespace() || "_.:/=+-@".contains(*c)))
+        .find(|c| !(c.is_alphanumeric() || *c == ' ' || "_.:/=+-@".contains(*c)))
     {
         Some(c) => Err(format!("{c:?} is not allowed in tag values")),
         None => Ok(()),
@@ -583,20 +619,23 @@ impl Member {
     }
 }
 
-/// Runs `f` until it succeeds or fails with an error not worth retrying; throttling,
-/// 5xx and unreachable endpoints are retried for about two minutes, doubling from 1 s.
+/// Runs `f` until it succeeds or fails with an error not worth retrying; throttling
+/// (HTTP 400 `Throttling` on the Query API), 5xx and unreachable endpoints are retried
+/// for about three minutes: full-jitter backoff whose cap doubles from 1 s to 30 s, so
+/// a fleet that starts or finishes at once does not retry in lockstep.
 async fn with_retries<T, F, Fut>(f: F) -> Result<T, LaunchError>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, LaunchError>>,
 {
-    let mut wait = Duration::from_secs(1);
-    for _ in 0..7 {
+    let entropy = crate::clock::Entropy::from_os();
+    let mut cap_ms = 1_000u64;
+    for _ in 0..9 {
         match f().await {
             Err(e) if e.is_retryable() => {
                 tracing::warn!(error = %e, "Auto Scaling call failed; retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(30));
+                tokio::time::sleep(Duration::from_millis(entropy.below(cap_ms) + 1)).await;
+                cap_ms = (cap_ms * 2).min(30_000);
             }
             r => return r,
         }
@@ -697,6 +736,7 @@ mod tests {
         assert!(e.contains("257 characters"), "{e}");
         let e = tag_value_ok("s3://b/jobs/a,b").unwrap_err();
         assert!(e.contains("','"), "{e}");
+        assert!(tag_value_ok("s3://b/jobs/a\nb").is_err());
     }
 
     #[test]

@@ -177,9 +177,19 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             every: Duration::from_secs(2),
-            margin: Duration::from_secs(20),
+            // Up to `every` passes before the notice is seen, and cancelling is
+            // cooperative (between batches); releasing the lease is one request.
+            margin: Duration::from_secs(30),
         }
     }
+}
+
+/// The worker's stop flags the watcher sets (see [`crate::worker::WorkerOptions`]).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub drain: Arc<AtomicBool>,
+    pub drain_after_task: Arc<AtomicBool>,
+    pub shutdown: Arc<AtomicBool>,
 }
 
 /// The notice window AWS gives: the instance is reclaimed two minutes after it.
@@ -216,16 +226,20 @@ impl Seen {
 
 /// Watches the metadata service until the process ends: on a spot notice, sets `drain`
 /// (no new tasks) at once and `shutdown` (hand the running task back) at the
-/// [`deadline_ms`]; on a rebalance recommendation, sets `drain` only. An unreachable
-/// service is logged once and asked again.
+/// [`deadline_ms`]; on a rebalance recommendation, sets `drain_after_task` only. An
+/// unreachable service is logged once and asked again.
 pub fn watch(
     imds: Arc<Imds>,
     policy: Policy,
     clock: Arc<dyn Clock>,
-    drain: Arc<AtomicBool>,
-    shutdown: Arc<AtomicBool>,
+    flags: Flags,
     seen: Arc<Seen>,
 ) -> tokio::task::JoinHandle<()> {
+    let Flags {
+        drain,
+        drain_after_task,
+        shutdown,
+    } = flags;
     tokio::spawn(async move {
         let mut deadline: Option<u64> = None;
         let mut failing = false;
@@ -243,9 +257,9 @@ pub fn watch(
                         let prev = seen.get();
                         if prev.as_ref() != Some(&n) {
                             *seen.notice.lock().expect("notice lock") = Some(n.clone());
-                            drain.store(true, Ordering::SeqCst);
                             match &n {
                                 Notice::Spot { action, .. } => {
+                                    drain.store(true, Ordering::SeqCst);
                                     let d = deadline_ms(&n, clock.now_ms(), policy.margin)
                                         .expect("a spot notice has a deadline");
                                     eprintln!(
@@ -255,9 +269,12 @@ pub fn watch(
                                     deadline = Some(d);
                                     continue;
                                 }
-                                Notice::Rebalance => eprintln!(
-                                    "mdf: rebalance recommendation: no new tasks; the running task finishes"
-                                ),
+                                Notice::Rebalance => {
+                                    drain_after_task.store(true, Ordering::SeqCst);
+                                    eprintln!(
+                                        "mdf: rebalance recommendation: no new task once this worker has run one; the running task finishes"
+                                    )
+                                }
                             }
                         }
                     }
@@ -305,6 +322,70 @@ mod tests {
                 action: "terminate".into(),
                 at_ms: None
             }
+        );
+    }
+
+    /// A token the service no longer accepts (401) is renewed once and the request
+    /// asked again; a 404 is "nothing there"; every request carries a token.
+    #[tokio::test]
+    async fn an_expired_token_is_renewed_once() {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let l2 = log.clone();
+        std::thread::spawn(move || {
+            let mut tokens = 0;
+            for conn in listener.incoming() {
+                let mut conn = conn.unwrap();
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                let mut token = String::new();
+                loop {
+                    let mut h = String::new();
+                    r.read_line(&mut h).unwrap();
+                    let h = h.trim_end().to_ascii_lowercase();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some(t) = h.strip_prefix("x-aws-ec2-metadata-token: ") {
+                        token = t.to_string();
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                l2.lock().unwrap().push(format!("{path} {token}"));
+                let (code, body) = if line.starts_with("PUT") {
+                    tokens += 1;
+                    (200, format!("t{tokens}"))
+                } else if token == "t2" && path.ends_with("/instance-id") {
+                    (200, "i-0abc".to_string())
+                } else if token == "t2" {
+                    (404, String::new())
+                } else {
+                    (401, String::new())
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        let imds = Imds::new(&format!("http://127.0.0.1:{port}")).unwrap();
+        assert_eq!(imds.instance_id().await.unwrap(), "i-0abc");
+        assert_eq!(imds.notice().await.unwrap(), None);
+        let log = log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            [
+                "/latest/api/token ",
+                "/latest/meta-data/instance-id t1",
+                "/latest/api/token ",
+                "/latest/meta-data/instance-id t2",
+                "/latest/meta-data/spot/instance-action t2",
+                "/latest/meta-data/events/recommendations/rebalance t2",
+            ]
         );
     }
 

@@ -105,6 +105,8 @@ pub fn in_process(
                 entropy: Entropy::from_os(),
                 shutdown: shutdown.clone(),
                 drain: Default::default(),
+                drain_after_task: Default::default(),
+                exit_when_class_done: false,
                 give_up_after: None,
             };
             tokio::spawn(async move { worker::run(&reg, opts).await })

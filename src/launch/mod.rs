@@ -218,6 +218,8 @@ pub enum LaunchError {
         url: String,
         /// The HTTP status, when the API answered.
         status: Option<u16>,
+        /// The AWS error code of the answer (`Throttling`, `ValidationError`, ...).
+        code: Option<String>,
         message: String,
     },
     #[error("kubectl apply failed ({0})")]
@@ -244,11 +246,24 @@ impl LaunchError {
     }
 
     /// Worth retrying as is: the API could not be reached, throttled or failed on its
-    /// side (HTTP 429 or 5xx).
+    /// side (HTTP 429 or 5xx, or an AWS throttling or busy code, which the Query APIs
+    /// answer with HTTP 400).
     pub fn is_retryable(&self) -> bool {
+        const CODES: &[&str] = &[
+            "Throttling",
+            "ThrottlingException",
+            "TooManyRequestsException",
+            "RequestLimitExceeded",
+            "RequestThrottled",
+            "ScalingActivityInProgress",
+            "ResourceContention",
+            "ServiceUnavailable",
+            "InternalFailure",
+        ];
         match self {
-            LaunchError::Api { status, .. } => {
-                status.is_none_or(|s| s == 429 || (500..600).contains(&s))
+            LaunchError::Api { status, code, .. } => {
+                code.as_deref().is_some_and(|c| CODES.contains(&c))
+                    || status.is_none_or(|s| s == 429 || (500..600).contains(&s))
             }
             _ => false,
         }
@@ -451,12 +466,23 @@ mod tests {
             api: "AWS Batch SubmitJob",
             url: "u".into(),
             status,
+            code: None,
             message: "m".into(),
         };
         assert!(api(None).is_retryable());
         assert!(api(Some(429)).is_retryable());
         assert!(api(Some(503)).is_retryable());
         assert!(!api(Some(400)).is_retryable());
+        let coded = |code: &str| LaunchError::Api {
+            api: "Auto Scaling SetDesiredCapacity",
+            url: "u".into(),
+            status: Some(400),
+            code: Some(code.into()),
+            message: "m".into(),
+        };
+        assert!(coded("Throttling").is_retryable());
+        assert!(coded("ScalingActivityInProgress").is_retryable());
+        assert!(!coded("ValidationError").is_retryable());
         assert!(LaunchError::Refused("x".into()).is_usage());
         assert!(!api(Some(400)).is_usage());
     }

@@ -41,9 +41,17 @@ pub struct WorkerOptions {
     /// Set on SIGTERM (and at a spot interruption's deadline): stop claiming, hand
     /// the running task's lease back, exit.
     pub shutdown: Arc<AtomicBool>,
-    /// Set on a spot interruption notice or rebalance recommendation: stop claiming,
-    /// let the running task finish (until `shutdown` is set), exit.
+    /// Set on a spot interruption notice: stop claiming, let the running task finish
+    /// (until `shutdown` is set), exit.
     pub drain: Arc<AtomicBool>,
+    /// Set on a rebalance recommendation: as `drain`, but only once this worker has
+    /// run a task (an instance that leaves before doing any work would only be
+    /// replaced by another that may get the same recommendation).
+    pub drain_after_task: Arc<AtomicBool>,
+    /// Stop once no task this worker may take (by its class, see [`pick`]) can
+    /// appear again: every such phase is terminal. A GPU instance of a fleet leaves
+    /// when the GPU phases are done instead of idling through the CPU ones.
+    pub exit_when_class_done: bool,
     /// Stop (with an error) once the store has been unavailable this long; `None`:
     /// wait out any outage.
     pub give_up_after: Option<Duration>,
@@ -60,6 +68,9 @@ pub struct WorkerReport {
     pub claims_lost: u64,
     /// Every task of the job is terminal.
     pub job_complete: bool,
+    /// Every task this worker's class may take is terminal (see
+    /// [`WorkerOptions::exit_when_class_done`]).
+    pub class_done: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -489,6 +500,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     loop {
         if ctx.shutdown.load(Ordering::Relaxed)
             || opts.drain.load(Ordering::Relaxed)
+            || (attempts > 0 && opts.drain_after_task.load(Ordering::Relaxed))
             || opts.max_tasks.is_some_and(|m| attempts >= m)
         {
             break;
@@ -500,6 +512,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         }
         if view.all_terminal() {
             report.job_complete = true;
+            break;
+        }
+        if opts.exit_when_class_done && class_done(&ctx, &view, opts.gpu, opts.cpu_work) {
+            report.class_done = true;
             break;
         }
         let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu, opts.cpu_work) else {
@@ -661,6 +677,21 @@ fn pick(ctx: &WorkerCtx, view: &View, gpu: bool, cpu_work: bool) -> Option<(usiz
             .then(|| pick_among(ctx, view, &|p| !is_gpu(p)))
             .flatten()
     })
+}
+
+/// Whether every phase a worker of this class may take is terminal: no task it could
+/// run can appear again (a terminal phase never reopens).
+fn class_done(ctx: &WorkerCtx, view: &View, gpu: bool, cpu_work: bool) -> bool {
+    let nphases = view.names.len() - 1;
+    let is_gpu = |p: usize| p < nphases && ctx.job.manifest.phases[p].gpu;
+    let may_take = |p: usize| {
+        if gpu {
+            is_gpu(p) || cpu_work
+        } else {
+            !is_gpu(p)
+        }
+    };
+    (0..view.names.len()).all(|p| !may_take(p) || view.phase_done(p))
 }
 
 fn pick_among(

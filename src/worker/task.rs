@@ -174,9 +174,15 @@ pub async fn run(
             record.changed = p.changed;
         }
         Attempt::Cancelled => {
-            // Shutdown: hand the lease back so another worker starts at once.
+            // Shutdown: hand the lease back so another worker starts at once, then
+            // remove what the attempt staged (bounded: the instance may be going away).
             let _ = lease.release(&held, None).await;
             release_slot().await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(10),
+                discard_staged(ctx, &phase_name, task, &attempt_id),
+            )
+            .await;
             return Ok(Outcome::Released);
         }
         Attempt::Failed(e) if e.is_retryable() => {

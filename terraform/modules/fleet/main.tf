@@ -65,14 +65,13 @@ resource "aws_launch_template" "workers" {
     arn = var.instance_profile_arn
   }
 
-  # IMDSv2 only, one hop (the worker container uses the host network), and instance
-  # tags readable there: the worker learns its group's job from the Auto Scaling API,
-  # and its instance id, region and spot notices from here.
+  # IMDSv2 only, one hop (the worker container uses the host network): the worker
+  # reads its instance id, region and spot notices here, and its group's job from the
+  # Auto Scaling API.
   metadata_options {
     http_endpoint               = "enabled"
     http_tokens                 = "required"
     http_put_response_hop_limit = 1
-    instance_metadata_tags      = "enabled"
   }
 
   monitoring {
@@ -113,10 +112,14 @@ resource "aws_autoscaling_group" "workers" {
   max_size            = var.max_size
   desired_capacity    = 0
   vpc_zone_identifier = var.subnet_ids
-  # Replace instances at elevated risk of interruption before they are reclaimed; the
-  # worker finishes its task on the rebalance recommendation and leaves.
-  capacity_rebalance = true
+  # The worker owns rebalancing: on a rebalance recommendation it finishes its task and
+  # terminates its instance without decrementing, so the group replaces it. With
+  # Capacity Rebalancing on as well, Auto Scaling would terminate the instance as soon
+  # as a replacement is healthy, running task or not.
+  capacity_rebalance = false
   health_check_type  = "EC2"
+  # Never terminate busy instances to even out zones: spot capacity is rarely even.
+  suspended_processes = ["AZRebalance"]
 
   mixed_instances_policy {
     instances_distribution {

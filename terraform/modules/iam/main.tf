@@ -3,6 +3,8 @@
 # job role the mdf worker runs as (the bucket's job and output prefixes read/write,
 # inputs read-only, nothing else).
 
+data "aws_caller_identity" "current" {}
+
 data "aws_iam_policy_document" "assume_batch" {
   statement {
     actions = ["sts:AssumeRole"]
@@ -183,9 +185,16 @@ data "aws_iam_policy_document" "fleet" {
     resources = ["*"]
   }
   statement {
+    # Only groups of this deployment (name prefix, this account, the fleet module's
+    # tag); the API cannot narrow it to the caller's own instance.
     sid       = "LeaveOwnGroups"
     actions   = ["autoscaling:TerminateInstanceInAutoScalingGroup"]
-    resources = ["arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/${var.name}-*"]
+    resources = ["arn:aws:autoscaling:*:${data.aws_caller_identity.current.account_id}:autoScalingGroup:*:autoScalingGroupName/${var.name}-*"]
+    condition {
+      test     = "StringLike"
+      variable = "autoscaling:ResourceTag/mdf-fleet"
+      values   = ["${var.name}-*"]
+    }
   }
 }
 
