@@ -295,7 +295,11 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("still works on job"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("still has 3 instances (desired 3) for job"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(
         moto_fleet(&ep, &["describe", &group])["Tags"]["mdf-job"],
         job.as_str()
