@@ -133,33 +133,13 @@ impl Imds {
             + in_secs;
         *self.notice.lock().unwrap() = Some(format!(
             "{{\"action\": \"terminate\", \"time\": \"{}\"}}",
-            utc(at)
+            mdf::launch::aws::utc_string(at * 1000)
         ));
     }
 
     fn rebalance(&self) {
         *self.rebalance.lock().unwrap() = true;
     }
-}
-
-/// `2026-12-03T16:00:00Z` of a Unix time (Howard Hinnant's civil-from-days).
-fn utc(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
 }
 
 fn aws_env<'a>(cmd: &'a mut Command, ep: &str) -> &'a mut Command {
@@ -223,17 +203,22 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
         ),
     );
     let root = format!("s3://{bucket}/{prefix}/jobs");
-    let submit = |extra: &[&str]| {
+    // `mdf submit SPEC --backend fleet --group GROUP EXTRA...` against moto.
+    let submit = |spec: &Path, extra: &[&str]| {
         let mut c = mdf();
         aws_env(&mut c, &ep)
             .args(["submit", spec.to_str().unwrap(), "--job-root", &root])
-            .args(["--backend", "fleet"])
+            .args(["--backend", "fleet", "--group", &group])
             .args(extra);
         c.output().unwrap()
     };
+    let ok = |o: std::process::Output| {
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
 
     // No such group: refused, naming it; nothing launched.
-    let o = submit(&["--group", &group, "--workers", "2"]);
+    let o = submit(&spec, &["--workers", "2"]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains(&format!("no Auto Scaling group \"{group}\"")),
@@ -243,13 +228,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
 
     moto_fleet(&ep, &["setup", &group, "3"]);
     // More workers than the group's max: capped, with a warning.
-    let o = run_ok(&mut {
-        let mut c = mdf();
-        aws_env(&mut c, &ep)
-            .args(["submit", spec.to_str().unwrap(), "--job-root", &root])
-            .args(["--backend", "fleet", "--group", &group, "--workers", "5"]);
-        c
-    });
+    let o = ok(submit(&spec, &["--workers", "5"]));
     let job = stdout(&o).lines().last().unwrap().to_string();
     assert!(
         stderr(&o).contains("5 cpu instances asked for, 3 set (its max size)"),
@@ -289,11 +268,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
              stages:\n  - op: text_length\noutput: {{uri: \"s3://{bucket}/{prefix}/out2\"}}\n"
         ),
     );
-    let o = aws_env(&mut mdf(), &ep)
-        .args(["submit", other.to_str().unwrap(), "--job-root", &root])
-        .args(["--backend", "fleet", "--group", &group])
-        .output()
-        .unwrap();
+    let o = submit(&other, &[]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("still has 3 instances (desired 3) for job"),
@@ -379,16 +354,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     assert!(g["Instances"].as_array().unwrap().is_empty(), "{g}");
 
     // Submitting a complete job starts nothing.
-    let o = run_ok(aws_env(&mut mdf(), &ep).args([
-        "submit",
-        spec.to_str().unwrap(),
-        "--job-root",
-        &root,
-        "--backend",
-        "fleet",
-        "--group",
-        &group,
-    ]));
+    let o = ok(submit(&spec, &[]));
     assert!(stderr(&o).contains("already complete"), "{}", stderr(&o));
     assert_eq!(moto_fleet(&ep, &["describe", &group])["DesiredCapacity"], 0);
 
@@ -396,11 +362,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     // taken by the next job until it has drained: that instance's decrement would
     // otherwise land on the new job's capacity.
     moto_fleet(&ep, &["scale", &group, "1"]);
-    let o = aws_env(&mut mdf(), &ep)
-        .args(["submit", other.to_str().unwrap(), "--job-root", &root])
-        .args(["--backend", "fleet", "--group", &group])
-        .output()
-        .unwrap();
+    let o = submit(&other, &[]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("submit again once it has scaled to zero"),
@@ -421,11 +383,7 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     assert_eq!(moto_fleet(&ep, &["describe", &group])["DesiredCapacity"], 0);
 
     // Drained: the next job takes the group, and its instance works on it.
-    let o = run_ok(
-        aws_env(&mut mdf(), &ep)
-            .args(["submit", other.to_str().unwrap(), "--job-root", &root])
-            .args(["--backend", "fleet", "--group", &group]),
-    );
+    let o = ok(submit(&other, &[]));
     let job2 = stdout(&o).lines().last().unwrap().to_string();
     let g = moto_fleet(&ep, &["describe", &group]);
     assert_eq!(g["Tags"]["mdf-job"], job2.as_str(), "{g}");

@@ -60,6 +60,20 @@ pub fn amz_date(ms: u64) -> (String, String) {
     (time, date)
 }
 
+/// `2026-12-01T08:30:00Z` of a Unix time in milliseconds (the form [`parse_utc`] reads).
+pub fn utc_string(ms: u64) -> String {
+    let (t, _) = amz_date(ms);
+    format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &t[0..4],
+        &t[4..6],
+        &t[6..8],
+        &t[9..11],
+        &t[11..13],
+        &t[13..15]
+    )
+}
+
 /// The civil date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
 fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
@@ -502,17 +516,7 @@ mod tests {
             assert_eq!(parse_utc(bad), None, "{bad:?}");
         }
         for ms in [0u64, 951_782_400_000, 1_796_113_800_000, 4_102_444_800_000] {
-            let (t, _) = amz_date(ms);
-            let iso = format!(
-                "{}-{}-{}T{}:{}:{}Z",
-                &t[0..4],
-                &t[4..6],
-                &t[6..8],
-                &t[9..11],
-                &t[11..13],
-                &t[13..15]
-            );
-            assert_eq!(parse_utc(&iso), Some(ms), "{iso}");
+            assert_eq!(parse_utc(&utc_string(ms)), Some(ms), "{}", utc_string(ms));
         }
     }
 }

@@ -69,7 +69,8 @@ resource "aws_iam_role" "execution" {
   tags               = var.tags
 }
 
-data "aws_iam_policy_document" "execution" {
+# Pulling the worker images: Batch's task execution role and fleet instances.
+data "aws_iam_policy_document" "pull_images" {
   statement {
     sid       = "PullWorkerImages"
     actions   = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
@@ -81,6 +82,10 @@ data "aws_iam_policy_document" "execution" {
     actions   = ["ecr:GetAuthorizationToken"]
     resources = ["*"]
   }
+}
+
+data "aws_iam_policy_document" "execution" {
+  source_policy_documents = [data.aws_iam_policy_document.pull_images.json]
   statement {
     sid       = "WriteLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
@@ -162,17 +167,7 @@ resource "aws_iam_role_policy" "fleet_bucket" {
 }
 
 data "aws_iam_policy_document" "fleet" {
-  statement {
-    sid       = "PullWorkerImages"
-    actions   = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
-    resources = var.repository_arns
-  }
-  statement {
-    # GetAuthorizationToken is account-wide by design (it has no resource type).
-    sid       = "RegistryLogin"
-    actions   = ["ecr:GetAuthorizationToken"]
-    resources = ["*"]
-  }
+  source_policy_documents = [data.aws_iam_policy_document.pull_images.json]
   statement {
     sid       = "WriteFleetLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
