@@ -290,6 +290,36 @@ fn phash_dedup_equals_the_all_pairs_reference_whatever_the_layout() {
     assert_eq!(survivors(&a), survivors(&b));
 }
 
+/// Two near-duplicate stages in one job each run their own label steps: the second
+/// must not take the first one's convergence for its own. The same phash dedup twice
+/// gives the single one's output (its survivors are more than the radius apart).
+#[test]
+fn a_second_near_dedup_stage_runs_its_own_rounds() {
+    let d = tempfile::tempdir().unwrap();
+    planted_hashes(d.path());
+    let once = run_job(
+        d.path(),
+        "ph-once",
+        "  - op: dedup\n    params: {key: phash, kind: phash, partitions: 2}\n",
+        "2",
+    );
+    let twice = run_job(
+        d.path(),
+        "ph-twice",
+        "  - op: dedup\n    name: first\n    params: {key: phash, kind: phash, partitions: 2}\n  - op: dedup\n    name: second\n    params: {key: phash, kind: phash, partitions: 3}\n",
+        "2",
+    );
+    let survivors = |out: &Path| {
+        let mut v = output_ids(out);
+        v.sort();
+        v
+    };
+    assert_eq!(survivors(&twice), survivors(&once));
+    let (_, dups) = all_records(&twice, "phash");
+    let (_, dups_once) = all_records(&once, "phash");
+    assert_eq!(dups, dups_once, "the second stage removed nothing more");
+}
+
 #[test]
 fn near_dedup_configs_are_checked_before_any_task() {
     let d = tempfile::tempdir().unwrap();

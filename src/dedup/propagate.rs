@@ -21,10 +21,15 @@ use crate::store::Uri;
 use std::sync::atomic::AtomicBool;
 
 /// Whether the label steps before `phase` already reached a fixed point: the nearest
-/// earlier record step was skipped itself, or changed no label in any task.
+/// earlier record step of the same dedup stage was skipped itself, or changed no label
+/// in any task. (Another near-dedup stage earlier in the job has its own steps: its
+/// convergence says nothing about this one's.)
 async fn converged_before(sc: &ShuffleCtx<'_>, phase: usize) -> Result<bool, DedupError> {
     let phases = &sc.job.manifest.phases;
-    let Some(q) = (0..phase).rev().find(|&q| is_record_step(&phases[q])) else {
+    let stage = phases[phase].dedup.as_ref().map(|d| &d.stage);
+    let Some(q) = (0..phase).rev().find(|&q| {
+        is_record_step(&phases[q]) && phases[q].dedup.as_ref().map(|d| &d.stage) == stage
+    }) else {
         return Ok(false);
     };
     let (skipped, changed) = step_outcome(sc, q).await?;
