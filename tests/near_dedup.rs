@@ -290,6 +290,57 @@ fn phash_dedup_equals_the_all_pairs_reference_whatever_the_layout() {
     assert_eq!(survivors(&a), survivors(&b));
 }
 
+/// A near dedup that converges in a few rounds leases only those rounds' tasks: the
+/// first label step that finds the labels converged commits every later step of its
+/// stage as skipped at once (`max_rounds` is an upper bound, 32 by default: 63 label
+/// steps planned), with the same output as the all-pairs reference.
+#[test]
+fn converged_rounds_are_committed_at_once_not_leased() {
+    let d = tempfile::tempdir().unwrap();
+    planted_hashes(d.path());
+    let out = run_job(
+        d.path(),
+        "ph-lazy",
+        "  - op: dedup\n    params: {key: phash, kind: phash, partitions: 2}\n",
+        "2",
+    );
+    let files = files_under(&d.path().join("jobs-ph-lazy"));
+    let phase_of = |f: &str, dir: &str| -> Option<String> {
+        let rest = &f[f.find(dir)? + dir.len()..];
+        rest.split('/').next().map(str::to_string)
+    };
+    let leased: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| phase_of(f, "/leases/"))
+        .collect();
+    let committed: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| phase_of(f, "/commits/"))
+        .collect();
+    // map, candidates, 63 label steps, apply, finalize: every phase committed...
+    assert_eq!(committed.len(), 67, "{committed:?}");
+    // ...but only the rounds before convergence (and one skipping step) leased.
+    assert!(
+        leased.len() < 12,
+        "{} phases leased: {leased:?}",
+        leased.len()
+    );
+    let converged = files
+        .iter()
+        .filter(|f| f.contains("/commits/"))
+        .filter(|f| {
+            let v: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(d.path().join("jobs-ph-lazy").join(f)).unwrap(),
+            )
+            .unwrap();
+            v["attempt"] == "converged"
+        })
+        .count();
+    assert!(converged >= 100, "{converged} steps committed as converged");
+    let (recs, _) = all_records(&out, "phash");
+    assert!(!recs.is_empty());
+}
+
 /// Two near-duplicate stages in one job each run their own label steps: the second
 /// must not take the first one's convergence for its own. The same phash dedup twice
 /// gives the single one's output (its survivors are more than the radius apart).

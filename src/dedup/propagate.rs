@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicBool;
 /// earlier record step of the same dedup stage was skipped itself, or changed no label
 /// in any task. (Another near-dedup stage earlier in the job has its own steps: its
 /// convergence says nothing about this one's.)
-async fn converged_before(sc: &ShuffleCtx<'_>, phase: usize) -> Result<bool, DedupError> {
+pub async fn converged_before(sc: &ShuffleCtx<'_>, phase: usize) -> Result<bool, DedupError> {
     let phases = &sc.job.manifest.phases;
     let stage = phases[phase].dedup.as_ref().map(|d| &d.stage);
     let Some(q) = (0..phase).rev().find(|&q| {

@@ -104,6 +104,9 @@ pub struct WorkerCtx {
     pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
     /// Lease records of other attempts this worker has seen, for clock-free expiry.
     pub observed: crate::protocol::lease::Observations,
+    /// Set when this worker committed the remaining label steps of a converged near
+    /// dedup (see `task::commit_converged`): its view must be listed again.
+    pub converged: AtomicBool,
 }
 
 impl WorkerCtx {
@@ -405,6 +408,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         ids: Default::default(),
         commits: Default::default(),
         observed: Default::default(),
+        converged: AtomicBool::new(false),
     });
     let job = &ctx.job;
     let lease = ctx.lease(store.as_ref());
@@ -528,6 +532,23 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         };
         let key = (p, task.clone());
         let phase_name = view.names[p].clone();
+        // A near-dedup label step after converged labels would only skip: commit it
+        // and the stage's remaining steps at once instead of leasing them one by one.
+        if task::is_label_step(&ctx, p) {
+            let sc = crate::dedup::shuffle::ShuffleCtx {
+                job: &ctx.job,
+                retry: &ctx.retry,
+                reg: &ctx.coord,
+                store: &store,
+                commits: &ctx.commits,
+                task_ids: ctx.ids.get().map_or(&[], Vec::as_slice),
+            };
+            if let Ok(true) = crate::dedup::propagate::converged_before(&sc, p).await {
+                task::commit_converged(&ctx, p, p).await;
+                need_refresh = true;
+                continue;
+            }
+        }
         // A task seen leased may have been committed since our last listing; taking
         // over its expired lease would redo it for nothing. One HEAD settles it.
         if !fresh {
@@ -595,6 +616,9 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             Ok(task::Outcome::Committed) => {
                 report.committed += 1;
                 view.terminal.insert(key);
+                if ctx.converged.swap(false, Ordering::Relaxed) {
+                    need_refresh = true;
+                }
             }
             Ok(task::Outcome::Failed) => {
                 report.failed += 1;

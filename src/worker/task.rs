@@ -9,10 +9,10 @@ pub use super::attempt::TaskError;
 use super::attempt::{Attempt, Produced};
 use super::executor::{self, TaskRun};
 use super::publish;
-use crate::protocol::io::{ProtoError, get_json};
+use crate::protocol::io::{ProtoError, create_json, get_json};
 use crate::protocol::lease::{CommitOutcome, Held, LeaseCtx, LeaseError};
 use crate::protocol::records::{
-    CommitRecord, FINALIZE, TaskManifest, TaskStats, TaskStatus, VERSION,
+    CommitRecord, FINALIZE, PhaseKind, TaskManifest, TaskStats, TaskStatus, VERSION,
 };
 use crate::store::RequestCounts;
 use std::sync::Arc;
@@ -237,6 +237,13 @@ pub async fn run(
                 requests = record.requests.total(),
                 "task committed"
             );
+            if record.status == TaskStatus::Committed
+                && is_label_step(ctx, phase)
+                && record.shuffle.is_none()
+            {
+                // This step skipped (a label step's object is absent exactly then).
+                commit_converged(ctx, phase, phase + 1).await;
+            }
             if record.status == TaskStatus::Committed {
                 let writer = crate::io::write::writer(ctx.job.spec.output.format);
                 let targets = writer
@@ -277,6 +284,97 @@ pub async fn run(
 /// ever. The finalize janitor deletes such files too, but only those staged before it
 /// ran; a zombie resumed after the job finished would otherwise leave its last
 /// writes behind for good. Best effort: what fails here is only a leftover.
+/// Whether `phase` is a near-dedup label step (which skips once the labels converged).
+pub(super) fn is_label_step(ctx: &WorkerCtx, phase: usize) -> bool {
+    ctx.job.manifest.phases.get(phase).is_some_and(|p| {
+        p.kind == PhaseKind::Propagate && p.dedup.as_ref().is_some_and(|d| d.step > 0)
+    })
+}
+
+/// Once the labels of a near dedup converged (a label step finds the steps before it
+/// changed nothing), every later label step of that dedup stage skips: convergence is
+/// read from committed records only, so it is final. Commits the label steps of
+/// `stage_phase`'s stage from phase `from` on as skipped, create-only and without
+/// leases, instead of leasing each task of each remaining round (`max_rounds` is an
+/// upper bound; real clusters converge in 2–3). Safe beside workers running those
+/// tasks: a skip has no output, every such commit is the same skip, and the first
+/// create wins. Best effort: a task not committed here is leased and skipped as before.
+pub(super) async fn commit_converged(ctx: &WorkerCtx, stage_phase: usize, from: usize) {
+    use futures::StreamExt;
+    let phases = &ctx.job.manifest.phases;
+    let phase = stage_phase;
+    let stage = phases[phase].dedup.as_ref().map(|d| &d.stage);
+    let todo: Vec<(String, String)> = (from..phases.len())
+        .filter(|&q| {
+            phases[q].kind == PhaseKind::Propagate
+                && phases[q].dedup.as_ref().map(|d| &d.stage) == stage
+        })
+        .flat_map(|q| {
+            let name = phases[q].name.clone();
+            ctx.task_ids(q)
+                .iter()
+                .map(move |t| (name.clone(), t.clone()))
+        })
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
+    let Ok(store) = ctx.base.open(&ctx.job.uri) else {
+        return;
+    };
+    let now = ctx.clock.now_ms();
+    let n = todo.len();
+    let records: Vec<(object_store::path::Path, CommitRecord)> = todo
+        .into_iter()
+        .map(|(name, t)| {
+            let path = ctx.job.paths.commit(&name, &t);
+            let record = CommitRecord {
+                version: VERSION,
+                job_id: ctx.job.manifest.job_id.clone(),
+                phase: name,
+                task_id: t,
+                status: TaskStatus::Committed,
+                attempt: "converged".into(),
+                worker: ctx.worker_id.clone(),
+                epoch: 0,
+                write_id: ctx.entropy.hex_id(8),
+                error: None,
+                outputs: vec![],
+                rejects: vec![],
+                stats: TaskStats::default(),
+                requests: Default::default(),
+                started_ms: now,
+                finished_ms: now,
+                reused_from: None,
+                shuffle: None,
+                changed: None,
+            };
+            (path, record)
+        })
+        .collect();
+    let retry = ctx.retry.clone();
+    let results: Vec<bool> = futures::stream::iter(records)
+        .map(|(path, record)| {
+            let (store, retry) = (store.clone(), retry.clone());
+            async move {
+                create_json(store.as_ref(), &path, &record, &record.write_id, &retry)
+                    .await
+                    .is_ok()
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let done = results.iter().filter(|ok| **ok).count();
+    tracing::info!(
+        phase = %phases[phase].name,
+        tasks = n,
+        settled = done,
+        "near-dedup labels converged: the remaining label steps committed as skipped"
+    );
+    ctx.converged.store(true, Ordering::Relaxed);
+}
+
 async fn discard_staged(ctx: &WorkerCtx, phase: &str, task: &str, attempt: &str) {
     let dir = ctx.job.paths.attempt_dir(phase, task, attempt);
     let Ok(store) = ctx.coord.open(&dir) else {
