@@ -27,6 +27,11 @@ impl JobPaths {
     pub fn job_json(&self) -> Path {
         self.p("job.json")
     }
+    /// The marker a worker creates to take on committing a converged near-dedup
+    /// stage's remaining label steps: one worker per stage does it.
+    pub fn converged(&self, stage: &str) -> Path {
+        self.p(&format!("converged/{stage}.json"))
+    }
     pub fn tasks(&self, phase: &str) -> Path {
         self.p(&format!("tasks/{phase}"))
     }

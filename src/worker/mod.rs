@@ -104,9 +104,6 @@ pub struct WorkerCtx {
     pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
     /// Lease records of other attempts this worker has seen, for clock-free expiry.
     pub observed: crate::protocol::lease::Observations,
-    /// Set when this worker committed the remaining label steps of a converged near
-    /// dedup (see `task::commit_converged`): its view must be listed again.
-    pub converged: AtomicBool,
 }
 
 impl WorkerCtx {
@@ -408,7 +405,6 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         ids: Default::default(),
         commits: Default::default(),
         observed: Default::default(),
-        converged: AtomicBool::new(false),
     });
     let job = &ctx.job;
     let lease = ctx.lease(store.as_ref());
@@ -544,9 +540,14 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 task_ids: ctx.ids.get().map_or(&[], Vec::as_slice),
             };
             if let Ok(true) = crate::dedup::propagate::converged_before(&sc, p).await {
-                task::commit_converged(&ctx, p, p).await;
-                need_refresh = true;
-                continue;
+                let settled = task::commit_converged(&ctx, p, p, Some(&task)).await;
+                let picked = settled.iter().any(|(q, t)| *q == p && *t == task);
+                view.terminal.extend(settled);
+                // Not settled (the store failing): lease and skip it the usual way,
+                // which waits out an outage, rather than trying again at once.
+                if picked {
+                    continue;
+                }
             }
         }
         // A task seen leased may have been committed since our last listing; taking
@@ -616,9 +617,6 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             Ok(task::Outcome::Committed) => {
                 report.committed += 1;
                 view.terminal.insert(key);
-                if ctx.converged.swap(false, Ordering::Relaxed) {
-                    need_refresh = true;
-                }
             }
             Ok(task::Outcome::Failed) => {
                 report.failed += 1;

@@ -242,7 +242,7 @@ pub async fn run(
                 && record.shuffle.is_none()
             {
                 // This step skipped (a label step's object is absent exactly then).
-                commit_converged(ctx, phase, phase + 1).await;
+                let _ = commit_converged(ctx, phase, phase + 1, None).await;
             }
             if record.status == TaskStatus::Committed {
                 let writer = crate::io::write::writer(ctx.job.spec.output.format);
@@ -280,10 +280,6 @@ pub async fn run(
     Ok(outcome)
 }
 
-/// Deletes what a fenced (or outraced) attempt staged: no commit names these files,
-/// ever. The finalize janitor deletes such files too, but only those staged before it
-/// ran; a zombie resumed after the job finished would otherwise leave its last
-/// writes behind for good. Best effort: what fails here is only a leftover.
 /// Whether `phase` is a near-dedup label step (which skips once the labels converged).
 pub(super) fn is_label_step(ctx: &WorkerCtx, phase: usize) -> bool {
     ctx.job.manifest.phases.get(phase).is_some_and(|p| {
@@ -298,83 +294,117 @@ pub(super) fn is_label_step(ctx: &WorkerCtx, phase: usize) -> bool {
 /// leases, instead of leasing each task of each remaining round (`max_rounds` is an
 /// upper bound; real clusters converge in 2–3). Safe beside workers running those
 /// tasks: a skip has no output, every such commit is the same skip, and the first
-/// create wins. Best effort: a task not committed here is leased and skipped as before.
-pub(super) async fn commit_converged(ctx: &WorkerCtx, stage_phase: usize, from: usize) {
+/// create wins.
+///
+/// One worker does it: the one whose create of the stage's `converged/` marker
+/// wins; the others commit only `own` (the task they picked), so a fleet that reaches
+/// the converged step at once does not write the tail once per worker. Steps go in
+/// order, each step's tasks 16 at a time, stopping at the first that fails (a later
+/// step committed before an earlier one would let workers lease its tasks against a
+/// missing upstream). Best effort: a task not committed here is leased and skipped as
+/// before. Returns the (phase index, task) pairs now committed, by this call or before.
+pub(super) async fn commit_converged(
+    ctx: &WorkerCtx,
+    stage_phase: usize,
+    from: usize,
+    own: Option<&str>,
+) -> Vec<(usize, String)> {
     use futures::StreamExt;
     let phases = &ctx.job.manifest.phases;
-    let phase = stage_phase;
-    let stage = phases[phase].dedup.as_ref().map(|d| &d.stage);
-    let todo: Vec<(String, String)> = (from..phases.len())
+    let stage = phases[stage_phase].dedup.as_ref().map(|d| &d.stage);
+    let steps: Vec<usize> = (from..phases.len())
         .filter(|&q| {
             phases[q].kind == PhaseKind::Propagate
                 && phases[q].dedup.as_ref().map(|d| &d.stage) == stage
         })
-        .flat_map(|q| {
-            let name = phases[q].name.clone();
-            ctx.task_ids(q)
-                .iter()
-                .map(move |t| (name.clone(), t.clone()))
-        })
         .collect();
-    if todo.is_empty() {
-        return;
-    }
-    let Ok(store) = ctx.base.open(&ctx.job.uri) else {
-        return;
+    let Some(&first) = steps.first() else {
+        return vec![];
+    };
+    let Ok(store) = ctx.coord.open(&ctx.job.uri) else {
+        return vec![];
     };
     let now = ctx.clock.now_ms();
-    let n = todo.len();
-    let records: Vec<(object_store::path::Path, CommitRecord)> = todo
-        .into_iter()
-        .map(|(name, t)| {
-            let path = ctx.job.paths.commit(&name, &t);
-            let record = CommitRecord {
-                version: VERSION,
-                job_id: ctx.job.manifest.job_id.clone(),
-                phase: name,
-                task_id: t,
-                status: TaskStatus::Committed,
-                attempt: "converged".into(),
-                worker: ctx.worker_id.clone(),
-                epoch: 0,
-                write_id: ctx.entropy.hex_id(8),
-                error: None,
-                outputs: vec![],
-                rejects: vec![],
-                stats: TaskStats::default(),
-                requests: Default::default(),
-                started_ms: now,
-                finished_ms: now,
-                reused_from: None,
-                shuffle: None,
-                changed: None,
-            };
-            (path, record)
-        })
-        .collect();
-    let retry = ctx.retry.clone();
-    let results: Vec<bool> = futures::stream::iter(records)
-        .map(|(path, record)| {
-            let (store, retry) = (store.clone(), retry.clone());
-            async move {
-                create_json(store.as_ref(), &path, &record, &record.write_id, &retry)
-                    .await
-                    .is_ok()
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    let done = results.iter().filter(|ok| **ok).count();
+    let record = |q: usize, t: &str| CommitRecord {
+        version: VERSION,
+        job_id: ctx.job.manifest.job_id.clone(),
+        phase: phases[q].name.clone(),
+        task_id: t.to_string(),
+        status: TaskStatus::Committed,
+        attempt: "converged".into(),
+        worker: ctx.worker_id.clone(),
+        epoch: 0,
+        write_id: ctx.entropy.hex_id(8),
+        error: None,
+        outputs: vec![],
+        rejects: vec![],
+        stats: TaskStats::default(),
+        requests: Default::default(),
+        started_ms: now,
+        finished_ms: now,
+        reused_from: None,
+        shuffle: None,
+        changed: None,
+    };
+    let commit = |q: usize, t: String| {
+        let (store, rec) = (store.clone(), record(q, &t));
+        async move {
+            let path = ctx.job.paths.commit(&phases[q].name, &t);
+            create_json(store.as_ref(), &path, &rec, &rec.write_id, &ctx.retry)
+                .await
+                .ok()
+                .map(|_| (q, t))
+        }
+    };
+    // Whoever wins the marker writes the tail; the others only their own task.
+    let marker = serde_json::json!({"from": phases[first].name, "worker": ctx.worker_id});
+    let write_id = ctx.entropy.hex_id(8);
+    let mine = matches!(
+        create_json(
+            store.as_ref(),
+            &ctx.job.paths.converged(stage.map_or("", |s| s.as_str())),
+            &serde_json::json!({"marker": marker, "write_id": write_id}),
+            &write_id,
+            &ctx.retry,
+        )
+        .await,
+        Ok(crate::protocol::io::Created::Mine)
+    );
+    if !mine {
+        return match own {
+            Some(t) => commit(from, t.to_string()).await.into_iter().collect(),
+            None => vec![],
+        };
+    }
+    let mut settled = Vec::new();
+    for &q in &steps {
+        let ids = ctx.task_ids(q).to_vec();
+        let n = ids.len();
+        let done: Vec<(usize, String)> = futures::stream::iter(ids)
+            .map(|t| commit(q, t))
+            .buffer_unordered(16)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        let complete = done.len() == n;
+        settled.extend(done);
+        if !complete {
+            break;
+        }
+    }
     tracing::info!(
-        phase = %phases[phase].name,
-        tasks = n,
-        settled = done,
+        phase = %phases[first].name,
+        steps = steps.len(),
+        tasks = settled.len(),
         "near-dedup labels converged: the remaining label steps committed as skipped"
     );
-    ctx.converged.store(true, Ordering::Relaxed);
+    settled
 }
 
+/// Deletes what a fenced (or outraced) attempt staged: no commit names these files,
+/// ever. The finalize janitor deletes such files too, but only those staged before it
+/// ran; a zombie resumed after the job finished would otherwise leave its last
+/// writes behind for good. Best effort: what fails here is only a leftover.
 async fn discard_staged(ctx: &WorkerCtx, phase: &str, task: &str, attempt: &str) {
     let dir = ctx.job.paths.attempt_dir(phase, task, attempt);
     let Ok(store) = ctx.coord.open(&dir) else {
