@@ -17,7 +17,6 @@ mod common;
 use common::*;
 use mdf::kernels::vision::{IMAGENET_MEAN, IMAGENET_STD, Interpolation, Preprocess, Resize};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const PNGS: [&str; 8] = [
@@ -33,19 +32,6 @@ const PNGS: [&str; 8] = [
 
 fn photos() -> PathBuf {
     Path::new(ROOT).join("../shared/data/images/photos")
-}
-
-fn python(args: &[&str]) -> Option<String> {
-    let o = Command::new("python3").args(args).output().ok()?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        if std::env::var_os("MDF_REQUIRE_ONNX").is_some() {
-            panic!("python3 {args:?}: {err}");
-        }
-        eprintln!("skipping: python3 {args:?}: {err}");
-        return None;
-    }
-    Some(String::from_utf8_lossy(&o.stdout).to_string())
 }
 
 fn script(args: &[&str]) -> Option<serde_json::Value> {

@@ -13,7 +13,6 @@
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const PNGS: [&str; 8] = [
@@ -29,19 +28,6 @@ const PNGS: [&str; 8] = [
 
 fn photos() -> PathBuf {
     Path::new(ROOT).join("../shared/data/images/photos")
-}
-
-fn python(args: &[&str]) -> Option<String> {
-    let o = Command::new("python3").args(args).output().ok()?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        if std::env::var_os("MDF_REQUIRE_ONNX").is_some() {
-            panic!("python3 {args:?}: {err}");
-        }
-        eprintln!("skipping: python3 {args:?}: {err}");
-        return None;
-    }
-    Some(String::from_utf8_lossy(&o.stdout).to_string())
 }
 
 /// The onnxruntime wheel's shared library.

@@ -15,22 +15,8 @@ mod common;
 use arrow_array::{Array, FixedSizeListArray, Float32Array, Int32Array, RecordBatch};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-fn python(args: &[&str]) -> Option<String> {
-    let o = Command::new("python3").args(args).output().ok()?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        if std::env::var_os("MDF_REQUIRE_ONNX").is_some() {
-            panic!("python3 {args:?}: {err}");
-        }
-        eprintln!("skipping: python3 {args:?}: {err}");
-        return None;
-    }
-    Some(String::from_utf8_lossy(&o.stdout).to_string())
-}
 
 fn ort_library() -> Option<String> {
     if let Ok(p) = std::env::var("ORT_DYLIB_PATH") {

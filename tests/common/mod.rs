@@ -239,3 +239,22 @@ pub fn test_s3() -> Option<(String, String, object_store::aws::AmazonS3)> {
         .unwrap();
     Some((endpoint, bucket, s3))
 }
+
+/// Runs a Python reference script: its stdout, or `None` (skip, with a message) when
+/// python3 or a package it needs is missing — a panic instead when MDF_REQUIRE_ONNX
+/// is set (.ci/run sets it), so CI never passes by skipping.
+pub fn python(args: &[&str]) -> Option<String> {
+    let o = std::process::Command::new("python3")
+        .args(args)
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        if std::env::var_os("MDF_REQUIRE_ONNX").is_some() {
+            panic!("python3 {args:?}: {err}");
+        }
+        eprintln!("skipping: python3 {args:?}: {err}");
+        return None;
+    }
+    Some(String::from_utf8_lossy(&o.stdout).to_string())
+}
