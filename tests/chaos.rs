@@ -223,6 +223,8 @@ fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
     // upload that meets one fails its attempt (several puts an attempt, 3 % + 3 % of
     // them faulted): the default 3 attempts ran out for one task in a CI run. This
     // test is about exactly-once output under faults, so tasks get 8 attempts.
+    // Backup attempts of stragglers run among the kills and faults too (a low bar:
+    // half the tasks done, 1.5× the median), so a backup and its original race.
     let spec_text = |root: &str, out: &str| {
         format!(
             r#"
@@ -239,7 +241,7 @@ stages:
   - op: dedup
     params: {{key: content_key, partitions: 4}}
 output: {{uri: "{out}"}}
-job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000, max_attempts: 8}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000, max_attempts: 8, speculation: {{quantile: 0.5, factor: 1.5, min_secs: 1, max_share: 0.3}}}}
 "#
         )
     };

@@ -113,6 +113,7 @@ fn commit_record(h: &Held, e: &Entropy) -> CommitRecord {
         reused_from: None,
         shuffle: None,
         changed: None,
+        speculative: false,
     }
 }
 
@@ -471,5 +472,76 @@ async fn clock_skew_neither_steals_a_live_lease_nor_delays_a_dead_one() {
         ));
         clock_b.advance_ms(TTL);
         acquired(bb.claim(&dir, false).await.unwrap());
+    }
+}
+
+/// A backup attempt (its own lease directory) commits first; its fence makes the
+/// original's next renewal fail, and the original's commit loses the create. Every
+/// record of an attempt carries its claim time (`since_ms`) on the holder's clock.
+#[tokio::test]
+async fn a_backup_commits_first_and_fences_the_original() {
+    for b in backends() {
+        let clock = MockClock::new(7_000);
+        let (ea, eb, r) = (Entropy::seeded(21), Entropy::seeded(22), retry());
+        let a = ctx(&b, &clock, &ea, "a", &r);
+        let bb = ctx(&b, &clock, &eb, "b", &r);
+        let dir = b.root.clone().join("leases/straggler");
+        let backup_dir = b.root.clone().join("backups/straggler");
+        let commit = sub(&b.root, "commits/straggler.json");
+        let mut ha = acquired(a.claim(&dir, true).await.unwrap());
+        assert_eq!(ha.since_ms, 7_000);
+        clock.advance_ms(TTL / 2);
+        a.renew(&mut ha).await.unwrap();
+        let top = bb.latest(&dir).await.unwrap().unwrap();
+        assert_eq!(
+            (top.since_ms, top.written_ms),
+            (Some(7_000), 7_000 + TTL / 2),
+            "{}",
+            b.name
+        );
+        // One backup per task: a second claim of the backup lease loses.
+        let mut hb = acquired(bb.claim(&backup_dir, true).await.unwrap());
+        assert!(matches!(
+            a.claim(&backup_dir, true).await.unwrap(),
+            Claim::Busy { .. }
+        ));
+        let rec_b = commit_record(&hb, &eb);
+        assert!(matches!(
+            bb.commit(&mut hb, &commit, &rec_b).await.unwrap(),
+            CommitOutcome::Committed
+        ));
+        assert!(
+            bb.fence(&dir, &hb.attempt, "committed by backup attempt x")
+                .await
+                .unwrap()
+        );
+        let top = bb.latest(&dir).await.unwrap().unwrap();
+        assert_eq!(
+            top.last_error.as_deref(),
+            Some("committed by backup attempt x")
+        );
+        // Fencing an already released lease is a no-op that reports success.
+        assert!(bb.fence(&dir, &hb.attempt, "again").await.unwrap());
+        assert_eq!(
+            bb.latest(&dir).await.unwrap().unwrap().seq,
+            top.seq,
+            "{}",
+            b.name
+        );
+        assert!(
+            matches!(
+                a.renew(&mut ha.clone()).await,
+                Err(LeaseError::Fenced { .. })
+            ),
+            "{}",
+            b.name
+        );
+        // An original that reaches its commit anyway finds the backup's.
+        let rec_a = commit_record(&ha, &ea);
+        match a.commit(&mut ha, &commit, &rec_a).await {
+            Ok(CommitOutcome::AlreadyCommitted(c)) => assert_eq!(c.attempt, hb.attempt),
+            Err(LeaseError::Fenced { .. }) => {}
+            other => panic!("{}: the original committed too: {other:?}", b.name),
+        }
     }
 }

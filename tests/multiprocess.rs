@@ -673,3 +673,149 @@ fn a_zombie_deletes_what_it_staged_after_the_janitor_ran() {
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "no duplicates");
 }
+
+/// One worker is 30× slower than the others on whatever it runs (a `throttle` stage
+/// active only where `MDF_TEST_SLOW_WORKER` is set: a slow machine, still renewing its
+/// lease). With `job.speculation`, an idle fast worker runs a backup of its task: the
+/// backup commits, the slow original is fenced and deletes what it staged, and the
+/// job ends long before the slow attempt could have; the output equals a clean run.
+#[test]
+fn a_stragglers_backup_commits_and_fences_the_slow_original() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    for i in 0..6u64 {
+        write_lines(
+            &d.path().join(format!("in/{i:02}.jsonl")),
+            &docs(300 + i, 60),
+        );
+    }
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            r#"
+name: straggler
+input: {{uris: ["{0}/in/*.jsonl"]}}
+stages:
+  - op: throttle
+    params: {{records_per_sec: 300}}
+  - op: throttle
+    name: slow_machine
+    params: {{records_per_sec: 2, when_env: MDF_TEST_SLOW_WORKER}}
+  - op: text_length
+output: {{uri: "{1}"}}
+job:
+  max_files_per_task: 1
+  lease_ttl_secs: 4
+  heartbeat_secs: 1
+  poll_millis: 100
+  batch_rows: 4
+  speculation: {{quantile: 0.8, factor: 3, min_secs: 1, max_share: 0.5}}
+"#,
+            d.path().display(),
+            out.display()
+        ),
+    );
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    // The slow worker first, alone, so that it holds a task: 60 records at 2/s is a
+    // 30 s attempt; the others take 0.2 s each.
+    let t0 = Instant::now();
+    let slow_log = d.path().join("slow.log");
+    let mut slow = mdf()
+        .args([
+            "worker",
+            "--job",
+            &job,
+            "--worker-id",
+            "slow",
+            "--max-tasks",
+            "1",
+        ])
+        .env("MDF_TEST_SLOW_WORKER", "1")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&slow_log).unwrap())
+        .spawn()
+        .unwrap();
+    let slow_task = loop {
+        let held = files_under(&job_dir.join("leases/p00"));
+        if let Some(f) = held.first() {
+            break f.split('/').next().unwrap().to_string();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the slow worker never claimed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut fast: Vec<Child> = (0..2).map(|i| worker(&job, &format!("fast{i}"))).collect();
+    wait_all(&mut fast, Duration::from_secs(60));
+    let finished = t0.elapsed();
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    assert_eq!(st["phases"][0]["tasks"]["by_backup"], 1, "{st:#}");
+    // The fast workers finished the job (finalize included) without the slow attempt.
+    assert!(
+        finished < Duration::from_secs(25),
+        "the job waited for the straggler: {finished:?}"
+    );
+    let commit: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(job_dir.join(format!("commits/p00/{slow_task}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(commit["speculative"], true, "{commit:#}");
+    assert!(
+        commit["worker"].as_str().unwrap().starts_with("fast"),
+        "{commit:#}"
+    );
+    // One backup, one budget token; no backup of any task that was not straggling.
+    let backups: BTreeSet<String> = files_under(&job_dir.join("backups/p00"))
+        .iter()
+        .map(|f| f.split('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(backups, BTreeSet::from([slow_task.clone()]));
+    assert_eq!(files_under(&job_dir.join("speculation/p00")).len(), 1);
+    // The slow original is fenced at its next renewal, stops and removes its files.
+    let st = slow.wait().unwrap();
+    assert!(st.success(), "slow worker exited with {st}");
+    let log = std::fs::read_to_string(&slow_log).unwrap();
+    assert!(log.contains("attempt abandoned"), "slow worker log:\n{log}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(28),
+        "the slow attempt ran to its end: {:?}",
+        t0.elapsed()
+    );
+    let fence = files_under(&job_dir.join(format!("leases/p00/{slow_task}")))
+        .iter()
+        .map(|f| {
+            serde_json::from_slice::<serde_json::Value>(
+                &std::fs::read(job_dir.join(format!("leases/p00/{slow_task}/{f}"))).unwrap(),
+            )
+            .unwrap()
+        })
+        .find(|r| r["kind"] == "release")
+        .expect("a fence record");
+    assert!(
+        fence["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("committed by backup attempt"),
+        "{fence:#}"
+    );
+    let staged: BTreeSet<String> = files_under(&job_dir.join(format!("staging/p00/{slow_task}")))
+        .iter()
+        .map(|f| f.split('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        staged,
+        BTreeSet::from([commit["attempt"].as_str().unwrap().to_string()]),
+        "only the committed attempt's files remain"
+    );
+    same_as_a_clean_run(d.path(), &spec, &out, "2");
+}

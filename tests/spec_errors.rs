@@ -229,3 +229,66 @@ fn feature_gated_operators() {
         );
     }
 }
+
+#[test]
+fn speculation_is_off_unless_asked_and_its_bounds_are_checked() {
+    let spec = |job: &str| {
+        let text = format!("input: {{uris: [a.jsonl]}}\noutput: {{uri: o}}\njob: {job}\n");
+        let env = |_: &str| None;
+        Spec::from_text(
+            &text,
+            "spec.yaml",
+            &Overrides::default(),
+            &env,
+            &mdf::ops::Catalog,
+        )
+    };
+    assert_eq!(spec("{}").unwrap().job.speculation, None);
+    assert_eq!(spec("{speculation: false}").unwrap().job.speculation, None);
+    let on = spec("{speculation: true}")
+        .unwrap()
+        .job
+        .speculation
+        .unwrap();
+    assert_eq!(
+        (on.quantile, on.factor, on.min_secs, on.max_share),
+        (0.9, 3.0, 60.0, 0.1)
+    );
+    // 0.1 of 1,000 tasks: 100 backups at most; at least one however few tasks.
+    assert_eq!((on.budget(1000), on.budget(3)), (100, 1));
+    // Judged once 90 % are terminal; the threshold never below min_secs.
+    assert_eq!((on.min_terminal(10), on.min_terminal(1)), (9, 1));
+    assert_eq!(
+        (on.threshold_ms(100_000), on.threshold_ms(1_000)),
+        (300_000, 60_000)
+    );
+    let some = spec("{speculation: {factor: 2, min_secs: 0}}")
+        .unwrap()
+        .job
+        .speculation
+        .unwrap();
+    assert_eq!(
+        (some.quantile, some.factor, some.threshold_ms(500)),
+        (0.9, 2.0, 1000)
+    );
+    assert_eq!(
+        errors(
+            "input: {uris: [a.jsonl]}\noutput: {uri: o}\njob: {speculation: {quantile: 0, factor: 0.5, max_share: 2, min_secs: -1, after: 3}}\n",
+            Overrides::default()
+        ),
+        vec![
+            "job.speculation.quantile: must be in (0, 1], found 0",
+            "job.speculation.factor: must be between 1 and 1000, found 0.5",
+            "job.speculation.min_secs: must be between 0 and 86400, found -1",
+            "job.speculation.max_share: must be in (0, 1], found 2",
+            "job.speculation.after: unknown field, expected one of: factor, max_share, min_secs, quantile",
+        ]
+    );
+    assert_eq!(
+        errors(
+            "input: {uris: [a.jsonl]}\noutput: {uri: o}\njob: {speculation: 3}\n",
+            Overrides::default()
+        ),
+        vec!["job.speculation: expected a map, found a number"]
+    );
+}

@@ -22,6 +22,8 @@ pub struct TaskCounts {
     pub leased: u64,
     pub committed: u64,
     pub failed: u64,
+    /// Committed by a backup attempt of a straggler (`job.speculation`).
+    pub by_backup: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -213,6 +215,7 @@ async fn status_with(
                 leased: 0,
                 committed: 0,
                 failed: 0,
+                by_backup: 0,
             },
             records_in: 0,
             records_out: 0,
@@ -224,7 +227,10 @@ async fn status_with(
         };
         for r in &records {
             match r.status {
-                TaskStatus::Committed => p.tasks.committed += 1,
+                TaskStatus::Committed => {
+                    p.tasks.committed += 1;
+                    p.tasks.by_backup += u64::from(r.speculative);
+                }
                 TaskStatus::Failed => {
                     p.tasks.failed += 1;
                     failed_tasks.push(FailedTask {
@@ -434,6 +440,18 @@ pub fn render(s: &JobStatus) -> String {
             p.records_out,
             p.rejected,
             p.requests.total()
+        );
+    }
+    let backups: Vec<String> = s
+        .phases
+        .iter()
+        .filter(|p| p.tasks.by_backup > 0)
+        .map(|p| format!("{}:{}", p.name, p.tasks.by_backup))
+        .collect();
+    if !backups.is_empty() {
+        out += &format!(
+            "tasks committed by backup attempts of stragglers: {}\n",
+            backups.join(" ")
         );
     }
     out += &operators(s);

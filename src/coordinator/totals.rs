@@ -133,6 +133,7 @@ mod tests {
                     leased: 0,
                     committed: 3,
                     failed: 0,
+                    by_backup: 0,
                 },
                 records_in: 3,
                 records_out: 3,

@@ -1,6 +1,8 @@
 //! `throttle`: passes records through unchanged at no more than `records_per_sec`.
 //! For pacing a stage against a rate-limited downstream, and for tests that need tasks
-//! to run long enough to be killed mid-way.
+//! to run long enough to be killed mid-way. With `when_env`, only processes whose
+//! environment sets that variable are slowed: one slow machine among fast ones, for
+//! straggler drills (`job.speculation`).
 use super::params::{Params, params};
 use super::{OpDef, Operator, Output, ProcessError, SchemaError};
 use crate::spec::reader::Obj;
@@ -22,6 +24,9 @@ params! {
     pub struct ThrottleParams {
         /// The most records per second through the stage (positive).
         records_per_sec: f64,
+        /// Throttle only in processes whose environment sets this variable (to a
+        /// non-empty value); elsewhere records pass at full speed.
+        when_env: Option<String>,
     }
 }
 
@@ -35,8 +40,16 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         o.error("records_per_sec", "must be positive");
         return None;
     }
+    let active = p
+        .when_env
+        .as_ref()
+        .is_none_or(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
     Some(Box::new(Throttle {
-        records_per_sec: p.records_per_sec,
+        records_per_sec: if active {
+            p.records_per_sec
+        } else {
+            f64::INFINITY
+        },
     }))
 }
 
@@ -46,7 +59,9 @@ impl Operator for Throttle {
     }
     fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
         let secs = batch.num_rows() as f64 / self.records_per_sec;
-        std::thread::sleep(Duration::from_secs_f64(secs.min(3600.0)));
+        if secs > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(secs.min(3600.0)));
+        }
         Ok(Output::default())
     }
 }

@@ -66,6 +66,9 @@ pub struct Held {
     pub failures: u32,
     pub last_error: Option<String>,
     pub lost: u32,
+    /// When this attempt claimed the lease, on the local clock (written into every
+    /// record of the attempt as `since_ms`).
+    pub since_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +120,7 @@ impl LeaseCtx<'_> {
             failures: held_like.failures,
             last_error: held_like.last_error.clone(),
             lost: held_like.lost,
+            since_ms: Some(held_like.since_ms),
         }
     }
 
@@ -146,6 +150,7 @@ impl LeaseCtx<'_> {
             failures,
             last_error,
             lost,
+            since_ms: now,
         };
         if fresh {
             let h = new_attempt(0, 0, None, 0);
@@ -194,6 +199,7 @@ impl LeaseCtx<'_> {
     }
 
     async fn try_create(&self, mut h: Held, seq: u64) -> Result<Option<Held>, ProtoError> {
+        h.since_ms = self.clock.now_ms();
         let write_id = self.entropy.hex_id(8);
         let rec = self.record(&h, seq, LeaseKind::Lease, &write_id);
         match create_json(
@@ -274,6 +280,44 @@ impl LeaseCtx<'_> {
                 seq,
             }),
         }
+    }
+
+    /// Ends whatever attempt holds the lease in `dir` by writing its next record, a
+    /// `release` whose error is `reason`, on behalf of `by` (a backup attempt that
+    /// committed the task): the holder's next renewal finds it and stops (fenced).
+    /// Retries while the holder's renewals win the race; gives up after a few rounds
+    /// (the holder's commit then finds the task committed instead). Returns whether
+    /// the fence landed.
+    pub async fn fence(&self, dir: &Path, by: &str, reason: &str) -> Result<bool, ProtoError> {
+        for _ in 0..5 {
+            let Some(top) = self.latest(dir).await? else {
+                return Ok(false);
+            };
+            if top.kind != LeaseKind::Lease {
+                // Already released (or fenced): nobody renews it.
+                return Ok(true);
+            }
+            let like = Held {
+                dir: dir.clone(),
+                seq: top.seq,
+                attempt: by.to_string(),
+                epoch: top.epoch,
+                expires_at_ms: 0,
+                failures: top.failures,
+                last_error: Some(reason.to_string()),
+                lost: top.lost,
+                since_ms: self.clock.now_ms(),
+            };
+            let write_id = self.entropy.hex_id(8);
+            let rec = self.record(&like, top.seq + 1, LeaseKind::Release, &write_id);
+            let path = seq_path(dir, top.seq + 1);
+            if let Created::Mine =
+                create_json(self.store, &path, &rec, &write_id, self.retry).await?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether `held` still has at least `margin_ms` to run on the local clock.

@@ -44,6 +44,20 @@ impl JobPaths {
     pub fn lease_dir(&self, phase: &str, task: &str) -> Path {
         self.p(&format!("leases/{phase}/{task}"))
     }
+    /// A task's backup lease (docs/PROTOCOL.md §4, "Backup attempts").
+    pub fn backup_dir(&self, phase: &str, task: &str) -> Path {
+        self.p(&format!("backups/{phase}/{task}"))
+    }
+    pub fn backups(&self, phase: &str) -> Path {
+        self.p(&format!("backups/{phase}"))
+    }
+    /// The `k`-th of a phase's backup budget tokens.
+    pub fn speculation_token(&self, phase: &str, k: u32) -> Path {
+        self.p(&format!("speculation/{phase}/{k:05}.json"))
+    }
+    pub fn speculation(&self, phase: &str) -> Path {
+        self.p(&format!("speculation/{phase}"))
+    }
     pub fn slot_dir(&self, phase: &str, slot: u32) -> Path {
         self.p(&format!("slots/{phase}/{slot:05}"))
     }

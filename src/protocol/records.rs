@@ -263,6 +263,11 @@ pub struct LeaseRecord {
     /// Takeovers of expired leases (workers lost mid-task).
     #[serde(default)]
     pub lost: u32,
+    /// When this attempt claimed the lease, on the holder's clock (the same clock as
+    /// `written_ms`): how long an attempt has run, for backup attempts (PROTOCOL.md
+    /// §4). Absent in records of older workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -589,6 +594,22 @@ pub struct CommitRecord {
     /// over every task of a step, means the components are final).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<u64>,
+    /// Committed by a backup attempt (`job.speculation`), which won against the
+    /// attempt holding the task's lease.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub speculative: bool,
+}
+
+/// `speculation/<phase>/<k:05>.json`: one of a phase's budget of backup attempts,
+/// taken (create-only) by the worker that runs the backup of `task`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpeculationToken {
+    pub version: u32,
+    pub task: String,
+    pub worker: String,
+    pub attempt: String,
+    pub write_id: String,
+    pub written_ms: u64,
 }
 
 /// One file listed in the output manifest.

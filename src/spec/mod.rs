@@ -240,6 +240,39 @@ pub struct JobSettings {
     /// then backs off as in an outage), and the first backoff between them.
     pub retry_attempts: u32,
     pub retry_base_millis: u64,
+    /// Backup attempts of stragglers (`job.speculation`); `None`: never.
+    pub speculation: Option<Speculation>,
+}
+
+/// `job.speculation`: when an idle worker runs a backup attempt of a task another
+/// live attempt holds (docs/PROTOCOL.md §4, "Backup attempts").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speculation {
+    /// Backups start only once this share of the phase's tasks is terminal.
+    pub quantile: f64,
+    /// A task qualifies once its attempt has run `factor` × the median duration of
+    /// the phase's committed tasks...
+    pub factor: f64,
+    /// ...and at least this long.
+    pub min_secs: f64,
+    /// At most `max(1, ceil(max_share × tasks))` backups per phase.
+    pub max_share: f64,
+}
+
+impl Speculation {
+    /// Backups allowed in a phase of `tasks` tasks.
+    pub fn budget(&self, tasks: usize) -> u32 {
+        ((self.max_share * tasks as f64).ceil() as u32).max(1)
+    }
+    /// Terminal tasks a phase of `tasks` needs before its stragglers are judged.
+    pub fn min_terminal(&self, tasks: usize) -> usize {
+        ((self.quantile * tasks as f64).floor() as usize).max(1)
+    }
+    /// The running time after which a task gets a backup, given the median duration
+    /// of the phase's committed tasks.
+    pub fn threshold_ms(&self, median_ms: u64) -> u64 {
+        (self.factor * median_ms as f64).max(self.min_secs * 1000.0) as u64
+    }
 }
 
 /// Column types a spec can declare (`input.schema`).
@@ -873,6 +906,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
     let retry_attempts = o.u64_in("retry_attempts", 8, 1, 100) as u32;
     let retry_base_millis = o.u64_in("retry_base_millis", 25, 1, 60_000);
+    let speculation = build_speculation(o);
     o.finish();
     JobSettings {
         task_bytes,
@@ -889,7 +923,51 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
         poll_millis,
         retry_attempts,
         retry_base_millis,
+        speculation,
     }
+}
+
+/// `job.speculation`: absent or `false` → off; `true` or a map → on (the map's fields
+/// override the defaults).
+fn build_speculation(o: &Obj) -> Option<Speculation> {
+    match o.raw("speculation") {
+        None | Some(serde_json::Value::Bool(false)) => return None,
+        Some(serde_json::Value::Bool(true)) => {
+            return Some(Speculation {
+                quantile: 0.9,
+                factor: 3.0,
+                min_secs: 60.0,
+                max_share: 0.1,
+            });
+        }
+        _ => {}
+    }
+    let s = o.obj("speculation");
+    let num = |key: &str, default: f64, ok: fn(f64) -> bool, what: &str| {
+        let v = s.opt_f64(key).unwrap_or(default);
+        if !ok(v) {
+            s.error(key, format!("must be {what}, found {v}"));
+        }
+        v
+    };
+    let out = Speculation {
+        quantile: num("quantile", 0.9, |v| v > 0.0 && v <= 1.0, "in (0, 1]"),
+        factor: num(
+            "factor",
+            3.0,
+            |v| (1.0..=1000.0).contains(&v),
+            "between 1 and 1000",
+        ),
+        min_secs: num(
+            "min_secs",
+            60.0,
+            |v| (0.0..=86_400.0).contains(&v),
+            "between 0 and 86400",
+        ),
+        max_share: num("max_share", 0.1, |v| v > 0.0 && v <= 1.0, "in (0, 1]"),
+    };
+    s.finish();
+    Some(out)
 }
 
 fn build_s3(o: &Obj) -> S3Settings {

@@ -66,6 +66,10 @@ pub struct WorkerReport {
     pub released: u64,
     pub fenced: u64,
     pub claims_lost: u64,
+    /// Backup attempts of stragglers this worker ran (`job.speculation`), and how
+    /// many of them committed the task.
+    pub backups: u64,
+    pub backups_won: u64,
     /// Every task of the job is terminal.
     pub job_complete: bool,
     /// Every task this worker's class may take is terminal (see
@@ -328,6 +332,13 @@ struct View {
     terminal: HashSet<Key>,
     seen_leased: HashSet<Key>,
     busy_until: HashMap<Key, u64>,
+    /// Backup attempts (`job.speculation`): when this worker last looked for
+    /// stragglers, tasks known to have had a backup, phases whose budget is spent,
+    /// and the median duration of each phase's committed tasks once known.
+    speculated_ms: Option<u64>,
+    backed_up: HashSet<Key>,
+    budget_spent: HashSet<usize>,
+    median_ms: HashMap<usize, u64>,
 }
 
 impl View {
@@ -470,6 +481,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         terminal: HashSet::new(),
         seen_leased: HashSet::new(),
         busy_until: HashMap::new(),
+        speculated_ms: None,
+        backed_up: HashSet::new(),
+        budget_spent: HashSet::new(),
+        median_ms: HashMap::new(),
     };
     let offset = seed as usize;
     let mut report = WorkerReport {
@@ -519,6 +534,29 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             break;
         }
         let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu, opts.cpu_work) else {
+            // Nothing to claim: a straggler of another worker may deserve a backup.
+            if let Some((p, task, held, slot)) = or_back_off!(
+                speculate(&ctx, &mut view, &store, &lease, opts.gpu, opts.cpu_work).await
+            ) {
+                attempts += 1;
+                report.backups += 1;
+                let key = (p, task.clone());
+                match task::run(&ctx, p, &task, held, slot, true).await {
+                    Ok(task::Outcome::Committed) => {
+                        report.committed += 1;
+                        report.backups_won += 1;
+                        view.terminal.insert(key);
+                    }
+                    Ok(task::Outcome::AlreadyCommitted) => {
+                        view.terminal.insert(key);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(task = %task, error = %e, "backup attempt ended with a storage error")
+                    }
+                }
+                continue;
+            }
             tokio::time::sleep(
                 poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1)),
             )
@@ -612,7 +650,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         };
         consecutive_lost = 0;
         attempts += 1;
-        let outcome = task::run(&ctx, p, &task, held, slot).await;
+        let outcome = task::run(&ctx, p, &task, held, slot, false).await;
         match outcome {
             Ok(task::Outcome::Committed) => {
                 report.committed += 1;
@@ -774,6 +812,215 @@ fn pick_among(
         }
     }
     None
+}
+
+/// A backup attempt to run now, if `job.speculation` is set and a straggler qualifies
+/// (docs/PROTOCOL.md §4, "Backup attempts"): a task of an unfinished phase this worker
+/// may take, at least `quantile` of whose tasks are terminal, held by a live attempt
+/// that has run longer than `factor` × the phase's median task (and `min_secs`) on
+/// its holder's clock, with no backup yet and a budget token left. Returns the task
+/// with its backup lease (and lease-cap slot) held. Looks at most once per
+/// `heartbeat_secs`, and at a few tasks per phase each time.
+async fn speculate(
+    ctx: &WorkerCtx,
+    view: &mut View,
+    store: &Arc<dyn object_store::ObjectStore>,
+    lease: &LeaseCtx<'_>,
+    gpu: bool,
+    cpu_work: bool,
+) -> Result<Option<(usize, String, Held, Option<Held>)>, ProtoError> {
+    let Some(spec) = ctx.job.spec.job.speculation.clone() else {
+        return Ok(None);
+    };
+    let now = ctx.clock.now_ms();
+    let every = ctx.job.spec.job.heartbeat_secs * 1000;
+    if view.speculated_ms.is_some_and(|t| now < t + every) {
+        return Ok(None);
+    }
+    view.speculated_ms = Some(now);
+    let paths = &ctx.job.paths;
+    let nphases = view.names.len() - 1;
+    let is_gpu = |p: usize| ctx.job.manifest.phases[p].gpu;
+    for p in (0..nphases).rev() {
+        let allowed = if gpu {
+            is_gpu(p) || cpu_work
+        } else {
+            !is_gpu(p)
+        };
+        if !allowed
+            || view.phase_done(p)
+            || view.budget_spent.contains(&p)
+            || view.barrier[p].is_some_and(|b| !view.phase_done(b))
+        {
+            continue;
+        }
+        let ids = &view.ids[p];
+        let terminal = ids
+            .iter()
+            .filter(|t| view.terminal.contains(&(p, (*t).clone())))
+            .count();
+        if terminal < spec.min_terminal(ids.len()) {
+            continue;
+        }
+        let name = view.names[p].clone();
+        // The median of up to 32 committed tasks (commit records are immutable).
+        let median = match view.median_ms.get(&p) {
+            Some(&m) => m,
+            None => {
+                let mut durations = Vec::new();
+                for &i in &view.order[p] {
+                    if durations.len() == 32 {
+                        break;
+                    }
+                    let t = &ids[i];
+                    if !view.terminal.contains(&(p, t.clone())) {
+                        continue;
+                    }
+                    let rec: Option<CommitRecord> = crate::protocol::io::get_json(
+                        store.as_ref(),
+                        &paths.commit(&name, t),
+                        &ctx.retry,
+                    )
+                    .await?;
+                    if let Some(r) =
+                        rec.filter(|r| r.status == crate::protocol::records::TaskStatus::Committed)
+                    {
+                        durations.push(r.finished_ms.saturating_sub(r.started_ms));
+                    }
+                }
+                if durations.is_empty() {
+                    continue;
+                }
+                durations.sort_unstable();
+                let m = durations[durations.len() / 2];
+                view.median_ms.insert(p, m);
+                m
+            }
+        };
+        let threshold = spec.threshold_ms(median);
+        for t in list_dirs(store.as_ref(), &paths.backups(&name), &ctx.retry).await? {
+            view.backed_up.insert((p, t));
+        }
+        let candidates: Vec<String> = view.order[p]
+            .iter()
+            .map(|&i| &ids[i])
+            .filter(|t| {
+                let key = (p, (*t).clone());
+                !view.terminal.contains(&key)
+                    && !view.backed_up.contains(&key)
+                    && (view.upstream[p].is_empty()
+                        || view.upstream[p]
+                            .get(*t)
+                            .is_some_and(|up| view.terminal.contains(up)))
+            })
+            .take(8)
+            .cloned()
+            .collect();
+        for t in candidates {
+            let Some(top) = lease.latest(&paths.lease_dir(&name, &t)).await? else {
+                continue;
+            };
+            let ran = top.since_ms.map(|s| top.written_ms.saturating_sub(s));
+            if top.kind != crate::protocol::records::LeaseKind::Lease
+                || ran.is_none_or(|r| r < threshold)
+            {
+                continue;
+            }
+            let slot = match ctx.job.spec.job.lease_caps.get(&name) {
+                None => None,
+                Some(&cap) => match acquire_slot(lease, ctx, &name, cap, 0).await? {
+                    Some(s) => Some(s),
+                    None => return Ok(None),
+                },
+            };
+            let release_slot = async |slot: &Option<Held>| {
+                if let Some(s) = slot {
+                    let _ = lease.release(s, None).await;
+                }
+            };
+            view.backed_up.insert((p, t.clone()));
+            let held = match lease.claim(&paths.backup_dir(&name, &t), true).await {
+                Ok(Claim::Acquired(h)) => h,
+                Ok(Claim::Busy { .. }) => {
+                    release_slot(&slot).await;
+                    continue;
+                }
+                Err(e) => {
+                    release_slot(&slot).await;
+                    return Err(e);
+                }
+            };
+            match take_token(
+                ctx,
+                store.as_ref(),
+                &name,
+                &t,
+                &held,
+                spec.budget(ids.len()),
+            )
+            .await
+            {
+                Ok(true) => {
+                    tracing::info!(
+                        phase = %name,
+                        task = %t,
+                        ran_secs = ran.unwrap_or(0) as f64 / 1000.0,
+                        median_secs = median as f64 / 1000.0,
+                        "starting a backup attempt of a straggler"
+                    );
+                    return Ok(Some((p, t, held, slot)));
+                }
+                Ok(false) => {
+                    view.budget_spent.insert(p);
+                    let _ = lease
+                        .release(&held, Some(("speculation budget spent".into(), 0)))
+                        .await;
+                    release_slot(&slot).await;
+                    break;
+                }
+                Err(e) => {
+                    let _ = lease.release(&held, None).await;
+                    release_slot(&slot).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Takes one of a phase's `budget` backup tokens for `task` (create-only, lowest
+/// free index first); false when every token is taken.
+async fn take_token(
+    ctx: &WorkerCtx,
+    store: &dyn object_store::ObjectStore,
+    phase: &str,
+    task: &str,
+    held: &Held,
+    budget: u32,
+) -> Result<bool, ProtoError> {
+    let paths = &ctx.job.paths;
+    let taken = list_all(store, &paths.speculation(phase), &ctx.retry)
+        .await?
+        .len() as u32;
+    for k in taken..budget {
+        let write_id = ctx.entropy.hex_id(8);
+        let token = crate::protocol::records::SpeculationToken {
+            version: VERSION,
+            task: task.to_string(),
+            worker: ctx.worker_id.clone(),
+            attempt: held.attempt.clone(),
+            write_id: write_id.clone(),
+            written_ms: ctx.clock.now_ms(),
+        };
+        let path = paths.speculation_token(phase, k);
+        if let crate::protocol::io::Created::Mine =
+            crate::protocol::io::create_json(store, &path, &token, &write_id, &ctx.retry).await?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 async fn acquire_slot(

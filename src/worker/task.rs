@@ -29,12 +29,18 @@ pub enum Outcome {
     Fenced,
 }
 
+/// Runs one attempt of `task` under the lease `held` (and the lease-cap `slot`).
+/// A `backup` attempt (docs/PROTOCOL.md §4, "Backup attempts") holds the task's
+/// backup lease instead: it also stops once the task is committed by the original,
+/// never records a failure (it releases its backup lease), and a backup that commits
+/// fences the original attempt.
 pub async fn run(
     ctx: &Arc<WorkerCtx>,
     phase: usize,
     task: &str,
     held: Held,
     slot: Option<Held>,
+    backup: bool,
 ) -> Result<Outcome, ProtoError> {
     let counts = Arc::new(RequestCounts::default());
     let reg = ctx.base.counting_into(counts.clone());
@@ -53,13 +59,22 @@ pub async fn run(
     let held = Arc::new(Mutex::new(held));
     let slot = Arc::new(Mutex::new(slot));
     let fenced = Arc::new(AtomicBool::new(false));
+    // A backup attempt: the original committed the task meanwhile.
+    let outraced = Arc::new(AtomicBool::new(false));
+    let commit_path = ctx.job.paths.commit(&phase_name, task);
 
     // Heartbeat: renew the lease (and slot) until told to stop; fenced → cancel.
     let hb = {
         let ctx = ctx.clone();
         let store = store.clone();
-        let (held, slot, cancel, fenced) =
-            (held.clone(), slot.clone(), cancel.clone(), fenced.clone());
+        let (held, slot, cancel, fenced, outraced, commit_path) = (
+            held.clone(),
+            slot.clone(),
+            cancel.clone(),
+            fenced.clone(),
+            outraced.clone(),
+            commit_path.clone(),
+        );
         tokio::spawn(async move {
             let every = Duration::from_secs(ctx.job.spec.job.heartbeat_secs);
             let lease = ctx.lease(store.as_ref());
@@ -92,13 +107,23 @@ pub async fn run(
                 {
                     tracing::warn!(error = %e, "slot renewal failed");
                 }
+                // Nobody fences a backup: it looks for the original's commit itself
+                // (one HEAD per beat, only while a backup runs).
+                if backup {
+                    use object_store::ObjectStoreExt;
+                    if store.head(&commit_path).await.is_ok() {
+                        outraced.store(true, Ordering::Relaxed);
+                        cancel.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
             }
         })
     };
 
     let attempt_id = held.lock().await.attempt.clone();
     let lost = held.lock().await.lost;
-    let result = if lost >= ctx.job.spec.job.max_lost_leases {
+    let result = if !backup && lost >= ctx.job.spec.job.max_lost_leases {
         Attempt::Failed(TaskError::LostTooOften(lost))
     } else if is_finalize {
         match super::finalize::run(ctx, &reg).await {
@@ -144,6 +169,32 @@ pub async fn run(
         discard_staged(ctx, &phase_name, task, &attempt_id).await;
         return Ok(Outcome::Fenced);
     }
+    if outraced.load(Ordering::Relaxed) {
+        tracing::info!(
+            task,
+            "the original attempt committed first; backup abandoned"
+        );
+        let _ = lease.release(&held, None).await;
+        release_slot().await;
+        discard_staged(ctx, &phase_name, task, &attempt_id).await;
+        return Ok(Outcome::AlreadyCommitted);
+    }
+    if backup && !matches!(result, Attempt::Done(_)) {
+        // A backup never records a failure: the original attempt's outcome counts.
+        let error = match &result {
+            Attempt::Failed(e) => Some((format!("backup attempt failed: {e}"), 0)),
+            _ => None,
+        };
+        tracing::warn!(task, error = ?error, "backup attempt ended without a result");
+        let _ = lease.release(&held, error).await;
+        release_slot().await;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            discard_staged(ctx, &phase_name, task, &attempt_id),
+        )
+        .await;
+        return Ok(Outcome::Released);
+    }
     let mut record = CommitRecord {
         version: VERSION,
         job_id: ctx.job.manifest.job_id.clone(),
@@ -164,6 +215,7 @@ pub async fn run(
         reused_from: None,
         shuffle: None,
         changed: None,
+        speculative: backup,
     };
     match result {
         Attempt::Done(p) => {
@@ -237,6 +289,16 @@ pub async fn run(
                 requests = record.requests.total(),
                 "task committed"
             );
+            if backup {
+                // Stop the original at its next renewal rather than let it run on
+                // to find the commit at its end.
+                let reason = format!("committed by backup attempt {}", record.attempt);
+                let original = ctx.job.paths.lease_dir(&phase_name, task);
+                if let Err(e) = lease.fence(&original, &record.attempt, &reason).await {
+                    tracing::warn!(error = %e, task, "could not fence the original attempt");
+                }
+                tracing::info!(phase = %phase_name, task, "backup attempt committed first");
+            }
             if record.status == TaskStatus::Committed
                 && is_label_step(ctx, phase)
                 && record.shuffle.is_none()
@@ -345,6 +407,7 @@ pub(super) async fn commit_converged(
         reused_from: None,
         shuffle: None,
         changed: None,
+        speculative: false,
     };
     let commit = |q: usize, t: String| {
         let (store, rec) = (store.clone(), record(q, &t));
