@@ -223,8 +223,9 @@ fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
     // upload that meets one fails its attempt (several puts an attempt, 3 % + 3 % of
     // them faulted): the default 3 attempts ran out for one task in a CI run. This
     // test is about exactly-once output under faults, so tasks get 8 attempts.
-    // Backup attempts of stragglers run among the kills and faults too (a low bar:
-    // half the tasks done, 1.5× the median), so a backup and its original race.
+    // Backup attempts of stragglers are on among the kills and faults (a low bar:
+    // half the tasks done, 1.5× the median, 1 s), so a backup and its original may
+    // race; the output must still be exactly once.
     let spec_text = |root: &str, out: &str| {
         format!(
             r#"

@@ -37,7 +37,7 @@ job: {lease_ttl_secs: soon, heartbeat_secs: 1}
             "input.uris: missing input: give input.uris in the spec or --input on the command line",
             "stages[0].params.feild: unknown field, expected one of: field, prefix",
             unknown.as_str(),
-            "output.compresion: unknown field, expected one of: compression, drop_columns, format, overwrite, row_group_rows, target_file_bytes, uri, zstd_level",
+            "output.compresion: unknown field, expected one of: compression, drop_columns, format, overwrite, row_group_rows, target_file_bytes, tokens, uri, zstd_level",
             "job.lease_ttl_secs: expected a non-negative integer, found a string",
             "inptu: unknown field, expected one of: input, job, name, output, rejects, stages, storage, version",
         ]
@@ -262,7 +262,7 @@ fn speculation_is_off_unless_asked_and_its_bounds_are_checked() {
         (on.threshold_ms(100_000), on.threshold_ms(1_000)),
         (300_000, 60_000)
     );
-    let some = spec("{speculation: {factor: 2, min_secs: 0}}")
+    let some = spec("{speculation: {factor: 2, min_secs: 1}}")
         .unwrap()
         .job
         .speculation
@@ -279,7 +279,7 @@ fn speculation_is_off_unless_asked_and_its_bounds_are_checked() {
         vec![
             "job.speculation.quantile: must be in (0, 1], found 0",
             "job.speculation.factor: must be between 1 and 1000, found 0.5",
-            "job.speculation.min_secs: must be between 0 and 86400, found -1",
+            "job.speculation.min_secs: must be between 1 and 86400, found -1",
             "job.speculation.max_share: must be in (0, 1], found 2",
             "job.speculation.after: unknown field, expected one of: factor, max_share, min_secs, quantile",
         ]
@@ -289,6 +289,6 @@ fn speculation_is_off_unless_asked_and_its_bounds_are_checked() {
             "input: {uris: [a.jsonl]}\noutput: {uri: o}\njob: {speculation: 3}\n",
             Overrides::default()
         ),
-        vec!["job.speculation: expected a map, found a number"]
+        vec!["job.speculation: expected a map, found an integer"]
     );
 }

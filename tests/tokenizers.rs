@@ -218,3 +218,205 @@ fn a_jobs_token_totals_per_language_and_source_reach_status_and_the_report() {
     assert!(html.contains("id=\"total-tokens-token_count-source\""));
     assert!(html.contains("part-0.jsonl"));
 }
+
+/// Every document of a token shard output, read back by scripts/token-shards-read.py
+/// (megatron-core's IndexedDataset when installed, else a numpy reader written from
+/// its documented layout), sorted.
+fn shard_docs(kind: &str, out: &Path, dtype: &str) -> (Vec<Vec<u32>>, serde_json::Value) {
+    let got = python(&[
+        &format!("{ROOT}/scripts/token-shards-read.py"),
+        kind,
+        out.to_str().unwrap(),
+        dtype,
+    ])
+    .expect("python3 with numpy");
+    let v: serde_json::Value = serde_json::from_str(&got).unwrap();
+    let mut docs: Vec<Vec<u32>> = serde_json::from_value(v["docs"].clone()).unwrap();
+    docs.sort();
+    (docs, v)
+}
+
+/// Token shards through `mdf run`: Megatron's indexed dataset (uint16, an end-of-
+/// document id, shuffled shards) and plain uint32 shards from a job whose workers
+/// were killed mid-task, each read back independently and equal, document for
+/// document, to the Python tokenizers package's ids (a null text is an empty
+/// document). A job without the token column is refused before any task, naming it.
+#[test]
+fn token_shards_read_back_as_the_python_packages_ids() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let n = 3000;
+    let tok = f.path("bpe.json");
+    let want_ids = python_ids(f, &tok, false);
+    let mut files: Vec<Vec<String>> = vec![vec![]; 3];
+    for (i, (text, _)) in f.rows.iter().take(n).enumerate() {
+        let text = (i % 101 != 0).then_some(text);
+        files[i % 3].push(serde_json::json!({ "text": text }).to_string());
+    }
+    for (i, lines) in files.iter().enumerate() {
+        write_lines(&input.join(format!("part-{i}.jsonl")), lines);
+    }
+    let want = |eod: Option<u32>| {
+        let mut docs: Vec<Vec<u32>> = (0..n)
+            .map(|i| {
+                let mut d = if i % 101 != 0 {
+                    want_ids[i].clone()
+                } else {
+                    vec![]
+                };
+                d.extend(eod);
+                d
+            })
+            .collect();
+        docs.sort();
+        docs
+    };
+    let spec = |name: &str, out: &Path, output: &str, throttle: &str| {
+        write_spec(
+            dir.path(),
+            &format!(
+                "name: {name}\ninput: {{uris: [\"{}/*\"], format: jsonl}}\n\
+                 stages: [{throttle}{{op: tokenize, params: {{tokenizer: \"{}\", ids: true}}}}]\n\
+                 output: {{uri: \"{}\", {output}}}\n\
+                 job: {{poll_millis: 50, lease_ttl_secs: 2, heartbeat_secs: 1, batch_rows: 50, max_files_per_task: 1}}\n",
+                input.display(),
+                tok.display(),
+                out.display()
+            ),
+        )
+    };
+
+    // Megatron: uint16 ids, an end-of-document id, documents shuffled per shard.
+    let out = dir.path().join("megatron");
+    let s = spec(
+        "megatron",
+        &out,
+        "format: megatron, tokens: {dtype: uint16, eod: 0, shuffle_seed: 11}",
+        "",
+    );
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "2", "--job-root"])
+            .arg(dir.path().join("jobs")),
+    );
+    let (docs, v) = shard_docs("megatron", &out, "");
+    assert_eq!(v["dtype"], "uint16", "{}", v["reader"]);
+    assert_eq!(v["shards"], 3, "one shard per input file");
+    assert_eq!(docs.len(), n);
+    assert!(
+        docs == want(Some(0)),
+        "megatron documents differ from the Python ids"
+    );
+    let manifest = manifest(&out);
+    let listed: Vec<&str> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 6, "{listed:?}");
+    assert!(listed.iter().all(|p| p.starts_with("shard-")), "{listed:?}");
+    assert_eq!(manifest["rows"], n as u64, "a document counted once");
+
+    // Plain uint32 shards, workers killed mid-task and replaced.
+    let out = dir.path().join("tokens");
+    let s = spec(
+        "tokens",
+        &out,
+        "format: tokens, tokens: {dtype: uint32}",
+        "{op: throttle, params: {records_per_sec: 1500}}, ",
+    );
+    let jobs = dir.path().join("jobs2");
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job = stdout(&o).lines().last().unwrap().to_string();
+    let spawn = |id: &str| {
+        mdf()
+            .args(["worker", "--job", &job, "--worker-id", id])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut a = spawn("a");
+    let mut b = spawn("b");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let mut c = spawn("c");
+    for w in [&mut b, &mut c] {
+        assert!(w.wait().unwrap().success());
+    }
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    let lost = files_under(&jobs)
+        .iter()
+        .filter(|f| f.contains("/leases/p00/"))
+        .any(|f| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(jobs.join(f)).unwrap()).unwrap();
+            v["lost"].as_u64().unwrap_or(0) > 0
+        });
+    assert!(lost, "the kill missed every task");
+    let (docs, v) = shard_docs("tokens", &out, "uint32");
+    assert_eq!(v["shards"], 3);
+    assert!(
+        docs == want(None),
+        "plain shard documents differ from the Python ids"
+    );
+    assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
+
+    // No token column: refused at submit, naming the field.
+    let s = spec(
+        "bad",
+        &dir.path().join("bad"),
+        "format: megatron, tokens: {column: ids}",
+        "",
+    );
+    let o = mdf()
+        .args(["submit", s.to_str().unwrap(), "--job-root"])
+        .arg(dir.path().join("jobs3"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("output.tokens.column: no column \"ids\" in the output"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// examples/tokens.yaml as a user runs it, with this test's GPT-2-style tokenizer:
+/// Megatron shards of the bundled sample, every kept document with the end id.
+#[test]
+fn the_tokens_example_writes_megatron_shards() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::copy(f.path("bpe.json"), dir.path().join("tokenizer.json")).unwrap();
+    run_ok(
+        mdf()
+            .current_dir(ROOT)
+            .args(["run", "examples/tokens.yaml", "--workers", "2", "-o"])
+            .arg(&out)
+            .args([
+                "--set",
+                "output.tokens.dtype=uint16",
+                "--set",
+                "output.tokens.eod=1",
+            ])
+            .arg("--job-root")
+            .arg(dir.path().join("jobs"))
+            .env("MDF_MODELS", dir.path()),
+    );
+    let (docs, v) = shard_docs("megatron", &out, "");
+    assert_eq!(v["dtype"], "uint16");
+    assert!(docs.len() > 100, "{} documents", docs.len());
+    assert!(docs.iter().all(|d| d.len() > 5 && d.last() == Some(&1)));
+    assert_eq!(manifest(&out)["rows"], docs.len() as u64);
+}

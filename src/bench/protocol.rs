@@ -153,6 +153,8 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             props: crate::io::write::parquet::properties(&spec.output),
             target_file_bytes: spec.output.target_file_bytes,
             writer: &crate::io::write::parquet::Parquet,
+            task: "bench".into(),
+            tokens: None,
             batch_rows: spec.job.batch_rows,
             batch_bytes: spec.job.batch_bytes,
             channel_batches: spec.job.channel_batches,

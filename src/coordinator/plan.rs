@@ -378,6 +378,31 @@ fn bind_dropping(
                 }
             }
             phase_out = Arc::new(Schema::new(fields));
+            if let Some(t) = &spec.output.tokens {
+                let ids = arrow_schema::DataType::List(Arc::new(arrow_schema::Field::new(
+                    "item",
+                    arrow_schema::DataType::UInt32,
+                    true,
+                )));
+                match phase_out.field_with_name(&t.column) {
+                    Ok(f) if f.data_type() == &ids => {}
+                    Ok(f) => errors.push(FieldError {
+                        path: "output.tokens.column".into(),
+                        message: format!(
+                            "column {:?} is {}, token shards need a list of uint32 token ids (tokenize with ids: true)",
+                            t.column,
+                            f.data_type()
+                        ),
+                    }),
+                    Err(_) => errors.push(FieldError {
+                        path: "output.tokens.column".into(),
+                        message: format!(
+                            "no column {:?} in the output; add a tokenize stage with ids: true (its ids_column)",
+                            t.column
+                        ),
+                    }),
+                }
+            }
         }
         out.push((phase_in, phase_out));
     }
@@ -441,6 +466,13 @@ pub fn fingerprints(
                 "drop_columns": o.drop_columns, "rejects": spec.rejects.uri,
                 "include_record": spec.rejects.include_record,
             });
+            // Parquet jobs keep the fingerprints they always had.
+            if o.format != crate::spec::OutputFormat::Parquet {
+                what["output"]["format"] = json!(o.format.name());
+            }
+            if let Some(t) = &o.tokens {
+                what["output"]["tokens"] = json!(t);
+            }
         } else {
             what["include_record"] = json!(spec.rejects.include_record);
         }

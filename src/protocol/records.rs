@@ -673,6 +673,15 @@ pub struct WorkerStats {
     pub claims_lost: u64,
     pub requests: RequestSnapshot,
     pub updated_ms: u64,
+    /// Backup attempts of stragglers this worker ran, and how many committed.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub backups: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub backups_won: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a record's `version` field refuses it. All are fatal: rereading the same

@@ -191,6 +191,11 @@ pub enum OutputFormat {
     Parquet,
     /// A Lance dataset (built with `--features lance`), committed in one transaction.
     Lance,
+    /// Megatron-LM indexed dataset shards (`.bin` + `.idx`) of a token-id column.
+    Megatron,
+    /// Plain token shards: raw little-endian ids (`.tokens`) and document offsets
+    /// (`.offsets`).
+    Tokens,
 }
 
 impl OutputFormat {
@@ -199,6 +204,8 @@ impl OutputFormat {
         match self {
             OutputFormat::Parquet => "parquet",
             OutputFormat::Lance => "lance",
+            OutputFormat::Megatron => "megatron",
+            OutputFormat::Tokens => "tokens",
         }
     }
 }
@@ -213,6 +220,54 @@ pub struct OutputSpec {
     pub row_group_rows: usize,
     pub drop_columns: Vec<String>,
     pub overwrite: bool,
+    /// `output.tokens`: the token shard settings (formats `megatron` and `tokens`).
+    pub tokens: Option<TokenShards>,
+}
+
+/// The element type of written token ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenDtype {
+    Uint16,
+    Int32,
+    Uint32,
+}
+
+impl TokenDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenDtype::Uint16 => "uint16",
+            TokenDtype::Int32 => "int32",
+            TokenDtype::Uint32 => "uint32",
+        }
+    }
+    pub fn size(self) -> usize {
+        match self {
+            TokenDtype::Uint16 => 2,
+            TokenDtype::Int32 | TokenDtype::Uint32 => 4,
+        }
+    }
+    /// The largest id the type holds.
+    pub fn max_id(self) -> u32 {
+        match self {
+            TokenDtype::Uint16 => u16::MAX as u32,
+            TokenDtype::Int32 => i32::MAX as u32,
+            TokenDtype::Uint32 => u32::MAX,
+        }
+    }
+}
+
+/// `output.tokens`: what a token shard writer writes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TokenShards {
+    /// The List<UInt32> column of token ids (`tokenize` with `ids: true`).
+    pub column: String,
+    pub dtype: TokenDtype,
+    /// Appended to every document (Megatron's `--append-eod`).
+    pub eod: Option<u32>,
+    /// Documents of each shard in a random order drawn from this seed (and the task
+    /// and shard), instead of input order.
+    pub shuffle_seed: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -809,6 +864,8 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     }
     let format = match o.opt_str("format").as_deref() {
         None | Some("parquet") => OutputFormat::Parquet,
+        Some("megatron") => OutputFormat::Megatron,
+        Some("tokens") => OutputFormat::Tokens,
         Some("lance") if cfg!(feature = "lance") => OutputFormat::Lance,
         Some("lance") => {
             sink.error(
@@ -820,7 +877,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         Some(f) => {
             sink.error(
                 &o.field_path("format"),
-                format!("unknown output format {f:?}, expected: parquet, lance"),
+                format!("unknown output format {f:?}, expected: parquet, lance, megatron, tokens"),
             );
             OutputFormat::Parquet
         }
@@ -845,6 +902,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let row_group_rows = o.u64_in("row_group_rows", 65_536, 1, 10_000_000) as usize;
     let drop_columns = o.opt_str_list("drop_columns").unwrap_or_default();
     let overwrite = o.opt_bool("overwrite").unwrap_or(false);
+    let tokens = build_tokens(o, format, sink);
     o.finish();
     Some(OutputSpec {
         uri: uri?.trim_end_matches('/').to_string(),
@@ -855,6 +913,68 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         row_group_rows,
         drop_columns,
         overwrite,
+        tokens,
+    })
+}
+
+/// `output.tokens`, for the token shard formats only.
+fn build_tokens(o: &Obj, format: OutputFormat, sink: &Sink) -> Option<TokenShards> {
+    let shards = matches!(format, OutputFormat::Megatron | OutputFormat::Tokens);
+    if !shards {
+        if o.has("tokens") {
+            sink.error(
+                &o.field_path("tokens"),
+                "only with output.format megatron or tokens",
+            );
+        }
+        return None;
+    }
+    let t = o.obj("tokens");
+    let column = t
+        .opt_str("column")
+        .unwrap_or_else(|| "token_ids".to_string());
+    // Megatron's readers know uint16 and int32 for token ids (its optimal_dtype);
+    // a plain shard holds any 16- or 32-bit unsigned id.
+    let (allowed, default): (&[TokenDtype], TokenDtype) = if format == OutputFormat::Megatron {
+        (&[TokenDtype::Uint16, TokenDtype::Int32], TokenDtype::Int32)
+    } else {
+        (
+            &[TokenDtype::Uint16, TokenDtype::Uint32],
+            TokenDtype::Uint32,
+        )
+    };
+    let dtype = match t.opt_str("dtype") {
+        None => default,
+        Some(d) => match allowed.iter().find(|a| a.name() == d) {
+            Some(a) => *a,
+            None => {
+                let names: Vec<&str> = allowed.iter().map(|a| a.name()).collect();
+                t.error(
+                    "dtype",
+                    format!(
+                        "{d:?} is not a {} token type, expected one of: {}",
+                        format.name(),
+                        names.join(", ")
+                    ),
+                );
+                default
+            }
+        },
+    };
+    let eod = t.opt_u64("eod").and_then(|e| match u32::try_from(e) {
+        Ok(e) if e <= dtype.max_id() => Some(e),
+        _ => {
+            t.error("eod", format!("{e} does not fit {}", dtype.name()));
+            None
+        }
+    });
+    let shuffle_seed = t.opt_u64("shuffle_seed");
+    t.finish();
+    Some(TokenShards {
+        column,
+        dtype,
+        eod,
+        shuffle_seed,
     })
 }
 
@@ -961,8 +1081,8 @@ fn build_speculation(o: &Obj) -> Option<Speculation> {
         min_secs: num(
             "min_secs",
             60.0,
-            |v| (0.0..=86_400.0).contains(&v),
-            "between 0 and 86400",
+            |v| (1.0..=86_400.0).contains(&v),
+            "between 1 and 86400",
         ),
         max_share: num("max_share", 0.1, |v| v > 0.0 && v <= 1.0, "in (0, 1]"),
     };

@@ -58,6 +58,19 @@ impl RequestSnapshot {
 }
 
 impl RequestCounts {
+    /// Adds counts made elsewhere (an attempt whose commit record will never carry
+    /// them).
+    pub fn add(&self, s: &RequestSnapshot) {
+        let a = |c: &AtomicU64, v: u64| c.fetch_add(v, Ordering::Relaxed);
+        a(&self.get, s.get);
+        a(&self.head, s.head);
+        a(&self.put, s.put);
+        a(&self.list, s.list);
+        a(&self.delete, s.delete);
+        a(&self.copy, s.copy);
+        a(&self.bytes_read, s.bytes_read);
+        a(&self.bytes_written, s.bytes_written);
+    }
     pub fn snapshot(&self) -> RequestSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         RequestSnapshot {

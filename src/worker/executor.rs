@@ -300,6 +300,12 @@ async fn records(
             Ok(w) => w,
             Err(e) => return Attempt::Failed(TaskError::Output(e)),
         },
+        task: run.task.to_string(),
+        tokens: if last {
+            spec.output.tokens.clone()
+        } else {
+            None
+        },
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,

@@ -108,6 +108,10 @@ pub struct WorkerCtx {
     pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
     /// Lease records of other attempts this worker has seen, for clock-free expiry.
     pub observed: crate::protocol::lease::Observations,
+    /// The worker's own request counters (`workers/<id>.json`): work outside tasks,
+    /// and the requests of attempts that commit nothing (released, fenced,
+    /// outraced), which no commit record carries.
+    pub counts: Arc<RequestCounts>,
 }
 
 impl WorkerCtx {
@@ -336,6 +340,10 @@ struct View {
     /// stragglers, tasks known to have had a backup, phases whose budget is spent,
     /// and the median duration of each phase's committed tasks once known.
     speculated_ms: Option<u64>,
+    /// Per candidate: the top lease record's seq when last looked at, and when (on
+    /// the local clock). A lease counts as live only when its holder renewed it
+    /// between two looks within one TTL: a dead holder is taken over, not backed up.
+    spec_seen: HashMap<Key, (u64, u64)>,
     backed_up: HashSet<Key>,
     budget_spent: HashSet<usize>,
     median_ms: HashMap<usize, u64>,
@@ -416,6 +424,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         ids: Default::default(),
         commits: Default::default(),
         observed: Default::default(),
+        counts: counts.clone(),
     });
     let job = &ctx.job;
     let lease = ctx.lease(store.as_ref());
@@ -482,6 +491,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         seen_leased: HashSet::new(),
         busy_until: HashMap::new(),
         speculated_ms: None,
+        spec_seen: HashMap::new(),
         backed_up: HashSet::new(),
         budget_spent: HashSet::new(),
         median_ms: HashMap::new(),
@@ -536,7 +546,16 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu, opts.cpu_work) else {
             // Nothing to claim: a straggler of another worker may deserve a backup.
             if let Some((p, task, held, slot)) = or_back_off!(
-                speculate(&ctx, &mut view, &store, &lease, opts.gpu, opts.cpu_work).await
+                speculate(
+                    &ctx,
+                    &mut view,
+                    &store,
+                    &lease,
+                    opts.gpu,
+                    opts.cpu_work,
+                    offset
+                )
+                .await
             ) {
                 attempts += 1;
                 report.backups += 1;
@@ -818,9 +837,11 @@ fn pick_among(
 /// (docs/PROTOCOL.md §4, "Backup attempts"): a task of an unfinished phase this worker
 /// may take, at least `quantile` of whose tasks are terminal, held by a live attempt
 /// that has run longer than `factor` × the phase's median task (and `min_secs`) on
-/// its holder's clock, with no backup yet and a budget token left. Returns the task
-/// with its backup lease (and lease-cap slot) held. Looks at most once per
-/// `heartbeat_secs`, and at a few tasks per phase each time.
+/// its holder's clock and that this worker saw renewed (a dead holder's task is taken
+/// over instead), not committed, with no backup yet and a budget token left. Returns
+/// the task with its backup lease (and lease-cap slot) held. Looks at most once per
+/// `heartbeat_secs`, and at 8 random candidates per phase each time.
+#[allow(clippy::too_many_arguments)]
 async fn speculate(
     ctx: &WorkerCtx,
     view: &mut View,
@@ -828,6 +849,7 @@ async fn speculate(
     lease: &LeaseCtx<'_>,
     gpu: bool,
     cpu_work: bool,
+    offset: usize,
 ) -> Result<Option<(usize, String, Held, Option<Held>)>, ProtoError> {
     let Some(spec) = ctx.job.spec.job.speculation.clone() else {
         return Ok(None);
@@ -882,13 +904,18 @@ async fn speculate(
                         &ctx.retry,
                     )
                     .await?;
-                    if let Some(r) =
-                        rec.filter(|r| r.status == crate::protocol::records::TaskStatus::Committed)
-                    {
-                        durations.push(r.finished_ms.saturating_sub(r.started_ms));
+                    // Real runs only: not skips committed without a lease, not
+                    // commits reused from another job.
+                    if let Some(r) = rec.filter(|r| {
+                        r.status == crate::protocol::records::TaskStatus::Committed
+                            && r.attempt != "converged"
+                            && r.reused_from.is_none()
+                            && r.finished_ms > r.started_ms
+                    }) {
+                        durations.push(r.finished_ms - r.started_ms);
                     }
                 }
-                if durations.is_empty() {
+                if durations.len() < 3 {
                     continue;
                 }
                 durations.sort_unstable();
@@ -901,9 +928,8 @@ async fn speculate(
         for t in list_dirs(store.as_ref(), &paths.backups(&name), &ctx.retry).await? {
             view.backed_up.insert((p, t));
         }
-        let candidates: Vec<String> = view.order[p]
+        let mut candidates: Vec<&String> = ids
             .iter()
-            .map(|&i| &ids[i])
             .filter(|t| {
                 let key = (p, (*t).clone());
                 !view.terminal.contains(&key)
@@ -913,22 +939,46 @@ async fn speculate(
                             .get(*t)
                             .is_some_and(|up| view.terminal.contains(up)))
             })
-            .take(8)
-            .cloned()
             .collect();
+        // 8 at random: every straggler of a long tail is someone's candidate.
+        let n = candidates.len().min(8);
+        for i in 0..n {
+            let j = i + ctx.entropy.below((candidates.len() - i) as u64) as usize;
+            candidates.swap(i, j);
+        }
+        let candidates: Vec<String> = candidates[..n].iter().map(|t| (*t).clone()).collect();
+        let ttl = ctx.ttl_ms();
         for t in candidates {
+            let key = (p, t.clone());
             let Some(top) = lease.latest(&paths.lease_dir(&name, &t)).await? else {
                 continue;
             };
+            let seen = ctx.clock.now_ms();
+            let before = view.spec_seen.insert(key.clone(), (top.seq, seen));
+            let renewed = before.is_some_and(|(seq, at)| seq != top.seq && seen <= at + ttl);
             let ran = top.since_ms.map(|s| top.written_ms.saturating_sub(s));
             if top.kind != crate::protocol::records::LeaseKind::Lease
+                || !renewed
                 || ran.is_none_or(|r| r < threshold)
             {
                 continue;
             }
+            // Committed since this worker's last listing: nothing to back up.
+            {
+                use object_store::ObjectStoreExt;
+                let path = paths.commit(&name, &t);
+                match ctx.retry.run(|| store.head(&path)).await {
+                    Ok(_) => {
+                        view.terminal.insert(key);
+                        continue;
+                    }
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(ProtoError::store(&path, e)),
+                }
+            }
             let slot = match ctx.job.spec.job.lease_caps.get(&name) {
                 None => None,
-                Some(&cap) => match acquire_slot(lease, ctx, &name, cap, 0).await? {
+                Some(&cap) => match acquire_slot(lease, ctx, &name, cap, offset).await? {
                     Some(s) => Some(s),
                     None => return Ok(None),
                 },
@@ -938,10 +988,11 @@ async fn speculate(
                     let _ = lease.release(s, None).await;
                 }
             };
-            view.backed_up.insert((p, t.clone()));
             let held = match lease.claim(&paths.backup_dir(&name, &t), true).await {
                 Ok(Claim::Acquired(h)) => h,
                 Ok(Claim::Busy { .. }) => {
+                    // Another worker backs it up.
+                    view.backed_up.insert(key);
                     release_slot(&slot).await;
                     continue;
                 }
@@ -950,6 +1001,7 @@ async fn speculate(
                     return Err(e);
                 }
             };
+            view.backed_up.insert(key);
             match take_token(
                 ctx,
                 store.as_ref(),
@@ -1052,6 +1104,8 @@ async fn write_stats(ctx: &WorkerCtx, r: &WorkerReport, counts: &RequestCounts) 
         tasks_committed: r.committed,
         tasks_failed: r.failed,
         claims_lost: r.claims_lost,
+        backups: r.backups,
+        backups_won: r.backups_won,
         requests: counts.snapshot(),
         updated_ms: ctx.clock.now_ms(),
     };

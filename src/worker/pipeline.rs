@@ -55,6 +55,10 @@ pub struct PipelineSpec {
     pub target_file_bytes: u64,
     /// The records' writer: `output.format`'s in the last phase, Parquet before.
     pub writer: &'static dyn Writer,
+    /// The task's id (writers derive deterministic choices from it).
+    pub task: String,
+    /// `output.tokens` (token shard writers).
+    pub tokens: Option<crate::spec::TokenShards>,
     pub batch_rows: usize,
     pub batch_bytes: usize,
     pub channel_batches: usize,
@@ -156,6 +160,8 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         schema: spec.output_schema.clone(),
         props: spec.props.clone(),
         target_bytes: spec.target_file_bytes,
+        task: spec.task.clone(),
+        tokens: spec.tokens.clone(),
     })?;
     let mut rejects = PartWriter::new(
         spec.registry.clone(),

@@ -43,6 +43,24 @@ pub async fn run(
     backup: bool,
 ) -> Result<Outcome, ProtoError> {
     let counts = Arc::new(RequestCounts::default());
+    let outcome = attempt(ctx, phase, task, held, slot, backup, counts.clone()).await;
+    // A commit record carries its attempt's requests; any other attempt's go to the
+    // worker's own counters, so `mdf status` and the costs include them.
+    if !matches!(outcome, Ok(Outcome::Committed | Outcome::Failed)) {
+        ctx.counts.add(&counts.snapshot());
+    }
+    outcome
+}
+
+async fn attempt(
+    ctx: &Arc<WorkerCtx>,
+    phase: usize,
+    task: &str,
+    held: Held,
+    slot: Option<Held>,
+    backup: bool,
+    counts: Arc<RequestCounts>,
+) -> Result<Outcome, ProtoError> {
     let reg = ctx.base.counting_into(counts.clone());
     let store = reg.open(&ctx.job.uri).map_err(|e| ProtoError::Corrupt {
         path: ctx.job.uri.to_uri_string(),

@@ -11,6 +11,7 @@
 #[cfg(feature = "lance")]
 pub mod lance;
 pub mod parquet;
+pub mod tokens;
 
 use crate::protocol::io::Retry;
 use crate::protocol::records::OutputFile;
@@ -63,6 +64,10 @@ pub struct WriteCtx {
     pub props: WriterProperties,
     /// A new file (fragment) is started once the current one reaches this size.
     pub target_bytes: u64,
+    /// The task whose attempt this is.
+    pub task: String,
+    /// `output.tokens` (the token shard writers).
+    pub tokens: Option<crate::spec::TokenShards>,
 }
 
 /// One attempt's writer; runs on a blocking thread.
@@ -111,6 +116,12 @@ pub trait Writer: Send + Sync {
         None
     }
 
+    /// Whether the output holds the records themselves (readable back as the planned
+    /// schema); the token shard writers hold only a token column's ids.
+    fn writes_records(&self) -> bool {
+        true
+    }
+
     /// The job-end commit, after every file is published and before the manifest is
     /// written; idempotent (a retried finalize commits again). Returns a version to
     /// log, if the format has one.
@@ -122,6 +133,8 @@ pub trait Writer: Send + Sync {
 /// Every writer, by name.
 pub static WRITERS: &[&dyn Writer] = &[
     &parquet::Parquet,
+    &tokens::Megatron,
+    &tokens::Tokens,
     #[cfg(feature = "lance")]
     &lance::Lance,
 ];
