@@ -55,18 +55,21 @@ def megatron(d, _dtype=None):
     for prefix in prefixes:
         dt, lengths, pointers, doc_idx = read_idx(prefix + ".idx")
         dtype = np.dtype(dt).name
+        assert doc_idx[0] == 0 and doc_idx[-1] == len(lengths), "document indices span the sequences"
+        assert all(a <= b for a, b in zip(doc_idx[:-1], doc_idx[1:])), "document indices ascend"
         if IndexedDataset is not None:
             ds = IndexedDataset(prefix)
             assert list(ds.document_indices) == list(doc_idx)
-            out.extend([int(x) for x in ds[i]] for i in range(len(ds)))
-            continue
-        data = np.memmap(prefix + ".bin", mode="r", order="C")
-        size = np.dtype(dt).itemsize
-        assert pointers[-1] + lengths[-1] * size == len(data) if len(lengths) else True
-        # Every document is one sequence (document_indices 0..=n).
-        assert list(doc_idx) == list(range(len(lengths) + 1)), "document indices"
-        for n, p in zip(lengths, pointers):
-            out.append([int(x) for x in np.frombuffer(data, dtype=dt, count=int(n), offset=int(p))])
+            seqs = [[int(x) for x in ds[i]] for i in range(len(ds))]
+        else:
+            data = np.memmap(prefix + ".bin", mode="r", order="C")
+            size = np.dtype(dt).itemsize
+            assert len(lengths) == 0 or pointers[-1] + lengths[-1] * size == len(data), "the .bin's size"
+            seqs = [[int(x) for x in np.frombuffer(data, dtype=dt, count=int(n), offset=int(p))]
+                    for n, p in zip(lengths, pointers)]
+        # Document d is the sequences doc_idx[d]..doc_idx[d+1] (none: an empty document).
+        for a, b in zip(doc_idx[:-1], doc_idx[1:]):
+            out.append([t for s in seqs[a:b] for t in s])
     print(json.dumps({"reader": reader, "dtype": dtype, "docs": out, "shards": len(prefixes)}))
 
 

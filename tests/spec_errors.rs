@@ -292,3 +292,65 @@ fn speculation_is_off_unless_asked_and_its_bounds_are_checked() {
         vec!["job.speculation: expected a map, found an integer"]
     );
 }
+
+#[test]
+fn token_shard_settings_are_checked_before_anything_runs() {
+    let e = |output: &str| {
+        errors(
+            &format!("input: {{uris: [a.jsonl]}}\noutput: {{uri: o, {output}}}\n"),
+            Overrides::default(),
+        )
+    };
+    assert_eq!(
+        e("tokens: {dtype: uint16}"),
+        vec!["output.tokens: only with output.format megatron or tokens"]
+    );
+    assert_eq!(
+        e("format: megatron, tokens: {dtype: uint32, eod: 70000, shuffle: 1}"),
+        vec![
+            "output.tokens.dtype: \"uint32\" is not a megatron token type, expected one of: uint16, int32",
+            "output.tokens.shuffle: unknown field, expected one of: column, dtype, eod, shuffle_seed",
+        ]
+    );
+    assert_eq!(
+        e("format: tokens, tokens: {dtype: uint16, eod: 70000}"),
+        vec!["output.tokens.eod: 70000 does not fit uint16"]
+    );
+    assert_eq!(
+        e("format: tokens, tokens: {dtype: int32}"),
+        vec![
+            "output.tokens.dtype: \"int32\" is not a tokens token type, expected one of: uint16, uint32"
+        ]
+    );
+    assert_eq!(
+        e("format: megatron, target_file_bytes: 8GiB"),
+        vec!["output.target_file_bytes: must be at most 4GiB for token shards"]
+    );
+    assert_eq!(
+        e("format: parquet3"),
+        vec![
+            "output.format: unknown output format \"parquet3\", expected: parquet, lance, megatron, tokens"
+        ]
+    );
+    // Defaults: the token_ids column, the 32-bit type of each format, no eod.
+    let env = |_: &str| None;
+    let spec = |f: &str| {
+        Spec::from_text(
+            &format!("input: {{uris: [a.jsonl]}}\noutput: {{uri: o, format: {f}}}\n"),
+            "spec.yaml",
+            &Overrides::default(),
+            &env,
+            &mdf::ops::Catalog,
+        )
+        .unwrap()
+        .output
+        .tokens
+        .unwrap()
+    };
+    let m = spec("megatron");
+    assert_eq!(
+        (m.column.as_str(), m.dtype, m.eod, m.shuffle_seed),
+        ("token_ids", mdf::spec::TokenDtype::Int32, None, None)
+    );
+    assert_eq!(spec("tokens").dtype, mdf::spec::TokenDtype::Uint32);
+}

@@ -302,6 +302,7 @@ fn token_shards_read_back_as_the_python_packages_ids() {
             .arg(dir.path().join("jobs")),
     );
     let (docs, v) = shard_docs("megatron", &out, "");
+    eprintln!("megatron shards read by: {}", v["reader"]);
     assert_eq!(v["dtype"], "uint16", "{}", v["reader"]);
     assert_eq!(v["shards"], 3, "one shard per input file");
     assert_eq!(docs.len(), n);

@@ -379,13 +379,12 @@ fn bind_dropping(
             }
             phase_out = Arc::new(Schema::new(fields));
             if let Some(t) = &spec.output.tokens {
-                let ids = arrow_schema::DataType::List(Arc::new(arrow_schema::Field::new(
-                    "item",
-                    arrow_schema::DataType::UInt32,
-                    true,
-                )));
+                let ids = |d: &arrow_schema::DataType| {
+                    matches!(d, arrow_schema::DataType::List(item)
+                        if item.data_type() == &arrow_schema::DataType::UInt32)
+                };
                 match phase_out.field_with_name(&t.column) {
-                    Ok(f) if f.data_type() == &ids => {}
+                    Ok(f) if ids(f.data_type()) => {}
                     Ok(f) => errors.push(FieldError {
                         path: "output.tokens.column".into(),
                         message: format!(

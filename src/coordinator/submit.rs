@@ -210,7 +210,17 @@ pub async fn submit(
 
     // 2. Reused commits.
     if let Some(old) = &opts.reuse {
-        out.reused = reuse_commits(reg, &plan, &paths, &job_id, old, &retry, entropy).await?;
+        out.reused = reuse_commits(
+            reg,
+            &plan,
+            &paths,
+            &job_id,
+            old,
+            spec.output.format,
+            &retry,
+            entropy,
+        )
+        .await?;
     }
 
     // 3. job.json, last.
@@ -246,12 +256,14 @@ pub async fn submit(
     Ok(out)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn reuse_commits(
     reg: &Registry,
     plan: &Plan,
     paths: &JobPaths,
     job_id: &str,
     old_uri: &str,
+    format: crate::spec::OutputFormat,
     retry: &Retry,
     entropy: &Entropy,
 ) -> Result<u64, SubmitError> {
@@ -269,6 +281,11 @@ async fn reuse_commits(
         let Some(old_phase) = by_fp.get(phase.fingerprint.as_str()) else {
             continue;
         };
+        // The last phase's files are the output format's: never reused into another
+        // (Parquet fingerprints predate the format's place in them).
+        if pi + 1 == plan.phases.len() && old.spec.output.format != format {
+            continue;
+        }
         let wanted: BTreeSet<&str> = plan.tasks[pi].iter().map(|t| t.task_id.as_str()).collect();
         for meta in list_all(old_store.as_ref(), &old.paths.commits(old_phase), retry).await? {
             let Some(task) = task_of(&meta.location) else {

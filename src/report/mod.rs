@@ -49,9 +49,10 @@ pub async fn samples(reg: &Registry, output: &str, n: usize, scan: usize) -> Sam
     })
     .await;
     if let Err(e) = kept {
+        // No kept samples (a Lance dataset, token shards): the rejects are still
+        // Parquet and still sampled.
         s.note = Some(format!("no samples: {e:#}"));
         s.kept.clear();
-        return s;
     }
     let mut per_reason: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen = 0;

@@ -16,6 +16,10 @@ pub enum OutputError {
         "{uri} is a Lance dataset: read it with pylance (lance.dataset({uri:?}).to_table()) or lancedb; `mdf inspect --rejects` shows its rejects"
     )]
     Lance { uri: String },
+    #[error(
+        "{uri} holds token shards (output.format megatron or tokens), not records: read them with Megatron's IndexedDataset or numpy.fromfile (docs/OPERATIONS.md); `mdf inspect --rejects` shows its rejects"
+    )]
+    TokenShards { uri: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -147,6 +151,17 @@ pub async fn walk(
     };
     if files.iter().any(|f| f.path.ends_with(".lance")) {
         return Err(OutputError::Lance {
+            uri: uri.to_string(),
+        });
+    }
+    if !rejects
+        && files.iter().any(|f| {
+            [".bin", ".idx", ".tokens", ".offsets"]
+                .iter()
+                .any(|e| f.path.ends_with(e))
+        })
+    {
+        return Err(OutputError::TokenShards {
             uri: uri.to_string(),
         });
     }

@@ -903,6 +903,13 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let drop_columns = o.opt_str_list("drop_columns").unwrap_or_default();
     let overwrite = o.opt_bool("overwrite").unwrap_or(false);
     let tokens = build_tokens(o, format, sink);
+    if tokens.is_some() && target_file_bytes > 4 << 30 {
+        // A shard is put as one object (S3: at most 5 GiB) and held in memory.
+        sink.error(
+            &o.field_path("target_file_bytes"),
+            "must be at most 4GiB for token shards",
+        );
+    }
     o.finish();
     Some(OutputSpec {
         uri: uri?.trim_end_matches('/').to_string(),

@@ -3,10 +3,12 @@
 //! * `output.format: megatron`: Megatron-LM's indexed dataset, one `.bin` (the token
 //!   ids of every document, back to back, little-endian `uint16` or `int32`) and one
 //!   `.idx` per shard: `MMIDIDX\0\0`, version 1 (u64), the dtype code (u8: 8 uint16,
-//!   4 int32), the sequence count n (u64), the document count n + 1 (u64), then n
-//!   int32 sequence lengths, n int64 byte offsets into the `.bin`, and n + 1 int64
-//!   document indices 0..=n (every document is one sequence), as
-//!   `megatron.core.datasets.indexed_dataset` writes and reads them.
+//!   4 int32), the sequence count n (u64), the document count + 1 (u64), then n
+//!   int32 sequence lengths, n int64 byte offsets into the `.bin`, and the int64
+//!   document indices (document d is sequences `[idx[d], idx[d+1])`: one sequence per
+//!   non-empty document, none for an empty one, as Megatron's builder records it), as
+//!   `megatron.core.datasets.indexed_dataset` writes and reads them (checked against
+//!   files its IndexedDatasetBuilder wrote, tests/fixtures/megatron/).
 //! * `output.format: tokens`: `.tokens` (the ids, little-endian `uint16` or `uint32`,
 //!   no header) and `.offsets` (n + 1 little-endian u64 token offsets: document d is
 //!   `tokens[offsets[d]..offsets[d+1]]`), readable with `numpy.fromfile`.
@@ -15,11 +17,15 @@
 //! the `eod` id when set; a null list is an empty document (so documents and records
 //! stay one to one). A shard is closed once its ids reach `output.target_file_bytes`;
 //! with `shuffle_seed` its documents are written in a random order drawn from the
-//! seed, the task id and the shard number (the same on every attempt). A shard is
-//! held in memory until it is written (ids as u32: 4 bytes per token), then put as
-//! two whole objects into the attempt's staging directory; publishing names them
-//! `shard-<task>-<n>.<ext>`. An id too large for `dtype` fails the task (a
-//! deterministic error naming the id and the setting).
+//! seed, the task id and the shard number (the same on every attempt and every
+//! build: a SplitMix64 Fisher-Yates of our own, not a library RNG whose stream may
+//! change between versions). A shard is held in memory until it is written (ids as
+//! u32, 4 bytes per token, and the encoded copy: about 3× `target_file_bytes` for
+//! uint16), then put as two whole objects into the attempt's staging directory
+//! (hence `target_file_bytes` ≤ 4 GiB for these formats); publishing names them
+//! `shard-<task>-<n>.<ext>`. A shard whose documents are all empty is not written
+//! (Megatron cannot map an empty `.bin`). An id too large for `dtype`, or a null
+//! inside an id list, fails the task (a deterministic error naming the setting).
 use super::{Sink, WriteCtx, WriteError, Writer};
 use crate::protocol::records::OutputFile;
 use crate::spec::{TokenDtype, TokenShards};
@@ -151,6 +157,11 @@ impl ShardWriter {
                 c.data_type()
             )));
         };
+        if values.null_count() > 0 {
+            return Err(self.invalid(format!(
+                "column {col:?} has null token ids inside its lists"
+            )));
+        }
         let values = values.values();
         let offsets = list.value_offsets();
         let max = self.settings.dtype.max_id();
@@ -182,15 +193,17 @@ impl ShardWriter {
 
     /// The open shard's document order: input order, or the seeded permutation.
     fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.lens.len()).collect();
-        if let Some(seed) = self.settings.shuffle_seed {
-            use rand::{SeedableRng, seq::SliceRandom};
-            let h =
-                crate::protocol::hash16(&[&seed.to_string(), &self.task, &self.shard.to_string()]);
-            let s = u64::from_str_radix(&h, 16).unwrap_or(seed);
-            order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(s));
+        match self.settings.shuffle_seed {
+            None => (0..self.lens.len()).collect(),
+            Some(seed) => {
+                let h = crate::protocol::hash16(&[
+                    &seed.to_string(),
+                    &self.task,
+                    &self.shard.to_string(),
+                ]);
+                permutation(self.lens.len(), u64::from_str_radix(&h, 16).unwrap_or(seed))
+            }
         }
-        order
     }
 
     /// Writes the open shard (data and index file) into the staging directory.
@@ -205,6 +218,11 @@ impl ShardWriter {
         for &l in &self.lens {
             starts.push(at);
             at += l;
+        }
+        if self.tokens.is_empty() {
+            // Only empty documents: nothing a reader could map.
+            self.lens.clear();
+            return Ok(());
         }
         let order = self.order();
         let mut data = Vec::with_capacity(self.tokens.len() * size);
@@ -233,9 +251,16 @@ impl ShardWriter {
                     TokenDtype::Uint16 => 8,
                     _ => 4,
                 });
-                idx.extend_from_slice(&(n as u64).to_le_bytes());
+                // One sequence per non-empty document (Megatron's builder records
+                // an empty document as a document of no sequences).
+                let seqs: Vec<usize> = order
+                    .iter()
+                    .copied()
+                    .filter(|&d| self.lens[d] > 0)
+                    .collect();
+                idx.extend_from_slice(&(seqs.len() as u64).to_le_bytes());
                 idx.extend_from_slice(&(n as u64 + 1).to_le_bytes());
-                for &d in &order {
+                for &d in &seqs {
                     let l = i32::try_from(self.lens[d]).map_err(|_| {
                         self.invalid(format!(
                             "a document of {} tokens is longer than Megatron's int32 sequence length",
@@ -245,11 +270,14 @@ impl ShardWriter {
                     idx.extend_from_slice(&l.to_le_bytes());
                 }
                 let mut ptr = 0i64;
-                for &d in &order {
+                for &d in &seqs {
                     idx.extend_from_slice(&ptr.to_le_bytes());
                     ptr += (self.lens[d] * size as u64) as i64;
                 }
-                for k in 0..=n as i64 {
+                let mut k = 0i64;
+                idx.extend_from_slice(&k.to_le_bytes());
+                for &d in &order {
+                    k += i64::from(self.lens[d] > 0);
                     idx.extend_from_slice(&k.to_le_bytes());
                 }
                 idx
@@ -300,6 +328,26 @@ impl ShardWriter {
         });
         Ok(())
     }
+}
+
+/// A permutation of `0..n` from `seed`: Fisher-Yates over SplitMix64, fixed here so
+/// that a seed means the same order in every build.
+pub fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        // Lemire's multiply-shift onto 0..=i.
+        let j = ((u128::from(next()) * (i as u128 + 1)) >> 64) as usize;
+        order.swap(i, j);
+    }
+    order
 }
 
 impl Sink for ShardWriter {
@@ -394,43 +442,64 @@ mod tests {
             .collect()
     }
 
+    /// Byte for byte what megatron-core's own IndexedDatasetBuilder writes for the
+    /// same documents (tests/fixtures/megatron/, by scripts/megatron-fixtures.py).
     #[test]
-    fn megatron_index_layout_byte_for_byte() {
-        let b = batch(&[Some(&[5, 6, 7]), None, Some(&[70_000])]);
+    fn megatron_shards_equal_megatrons_own_builder() {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/megatron");
+        let cases: [(&str, TokenDtype, Option<u32>, Vec<Option<&[u32]>>); 2] = [
+            (
+                "uint16-empty",
+                TokenDtype::Uint16,
+                None,
+                vec![Some(&[5, 6, 7]), None, Some(&[9, 10])],
+            ),
+            (
+                "int32-eod",
+                TokenDtype::Int32,
+                Some(2),
+                vec![Some(&[5, 6, 7]), Some(&[]), Some(&[70_000])],
+            ),
+        ];
+        for (name, dtype, eod, docs) in cases {
+            let files =
+                write(Layout::Megatron, dtype, eod, None, 1 << 20, &[batch(&docs)]).unwrap();
+            let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+            assert_eq!(names, ["shard-00000.bin", "shard-00000.idx"]);
+            assert_eq!(
+                (files[0].2, files[1].2),
+                (3, 0),
+                "{name}: rows are documents"
+            );
+            for (f, ext) in files.iter().zip(["bin", "idx"]) {
+                let want = std::fs::read(format!("{fixtures}/{name}.{ext}")).unwrap();
+                assert_eq!(f.1, want, "{name}.{ext} differs from Megatron's");
+            }
+        }
+        // Only empty documents: no shard at all (Megatron cannot map an empty .bin).
         let files = write(
             Layout::Megatron,
-            TokenDtype::Int32,
-            Some(2),
+            TokenDtype::Uint16,
+            None,
             None,
             1 << 20,
-            &[b],
+            &[batch(&[None, Some(&[])])],
         )
         .unwrap();
-        let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
-        assert_eq!(names, ["shard-00000.bin", "shard-00000.idx"]);
-        assert_eq!((files[0].2, files[1].2), (3, 0));
-        let ids: Vec<i32> = files[0]
-            .1
-            .chunks(4)
-            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        assert_eq!(ids, [5, 6, 7, 2, 2, 70_000, 2]);
-        let idx = &files[1].1;
-        let mut want = MEGATRON_HEADER.to_vec();
-        want.extend_from_slice(&1u64.to_le_bytes());
-        want.push(4);
-        want.extend_from_slice(&3u64.to_le_bytes());
-        want.extend_from_slice(&4u64.to_le_bytes());
-        for l in [4i32, 1, 2] {
-            want.extend_from_slice(&l.to_le_bytes());
-        }
-        for p in [0i64, 16, 20] {
-            want.extend_from_slice(&p.to_le_bytes());
-        }
-        for d in 0..4i64 {
-            want.extend_from_slice(&d.to_le_bytes());
-        }
-        assert_eq!(idx, &want);
+        assert!(files.is_empty());
+    }
+
+    #[test]
+    fn the_shuffle_is_a_fixed_function_of_its_seed() {
+        // Pinned: a seed must mean the same order in every build of mdf.
+        // (The value of a Python transcription of SplitMix64 + Fisher-Yates.)
+        assert_eq!(permutation(10, 42), [8, 3, 6, 5, 4, 0, 9, 2, 1, 7]);
+        let p = permutation(1000, 7);
+        let mut sorted = p.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
+        assert_ne!(p, permutation(1000, 8));
+        assert!(permutation(0, 1).is_empty() && permutation(1, 1) == [0]);
     }
 
     #[test]
@@ -535,6 +604,28 @@ mod tests {
         assert!(!e.is_retryable());
         assert!(e.to_string().contains("token id 65536"), "{e}");
         assert!(e.to_string().contains("use int32"), "{e}");
+        // A null id inside a list (pre-tokenized input) is refused, never written as 0.
+        let mut lb = ListBuilder::new(UInt32Builder::new());
+        lb.values().append_value(1);
+        lb.values().append_null();
+        lb.append(true);
+        let list = lb.finish();
+        let s = Schema::new(vec![Field::new(
+            "token_ids",
+            list.data_type().clone(),
+            true,
+        )]);
+        let b = RecordBatch::try_new(Arc::new(s), vec![Arc::new(list)]).unwrap();
+        let e = write(
+            Layout::Megatron,
+            TokenDtype::Int32,
+            None,
+            None,
+            1 << 20,
+            &[b],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("null token ids"), "{e}");
         let col = Arc::new(arrow_array::StringArray::from(vec!["x"]));
         let s = Schema::new(vec![Field::new("token_ids", DataType::Utf8, true)]);
         let b = RecordBatch::try_new(Arc::new(s), vec![col]).unwrap();
