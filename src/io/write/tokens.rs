@@ -447,7 +447,8 @@ mod tests {
     #[test]
     fn megatron_shards_equal_megatrons_own_builder() {
         let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/megatron");
-        let cases: [(&str, TokenDtype, Option<u32>, Vec<Option<&[u32]>>); 2] = [
+        type Case<'a> = (&'a str, TokenDtype, Option<u32>, Vec<Option<&'a [u32]>>);
+        let cases: [Case; 2] = [
             (
                 "uint16-empty",
                 TokenDtype::Uint16,
