@@ -197,13 +197,9 @@ async fn attempt(
         discard_staged(ctx, &phase_name, task, &attempt_id).await;
         return Ok(Outcome::AlreadyCommitted);
     }
-    if backup && !matches!(result, Attempt::Done(_)) {
-        // A backup never records a failure: the original attempt's outcome counts.
-        let error = match &result {
-            Attempt::Failed(e) => Some((format!("backup attempt failed: {e}"), 0)),
-            _ => None,
-        };
-        tracing::warn!(task, error = ?error, "backup attempt ended without a result");
+    // Hands the lease (and slot) back, with why, and removes what the attempt staged
+    // (bounded: the instance may be going away).
+    let give_back = async |error: Option<(String, u32)>| {
         let _ = lease.release(&held, error).await;
         release_slot().await;
         let _ = tokio::time::timeout(
@@ -211,6 +207,15 @@ async fn attempt(
             discard_staged(ctx, &phase_name, task, &attempt_id),
         )
         .await;
+    };
+    if backup && !matches!(result, Attempt::Done(_)) {
+        // A backup never records a failure: the original attempt's outcome counts.
+        let error = match &result {
+            Attempt::Failed(e) => Some((format!("backup attempt failed: {e}"), 0)),
+            _ => None,
+        };
+        tracing::warn!(task, error = ?error, "backup attempt ended without a result");
+        give_back(error).await;
         return Ok(Outcome::Released);
     }
     let mut record = CommitRecord {
@@ -245,14 +250,8 @@ async fn attempt(
         }
         Attempt::Cancelled => {
             // Shutdown: hand the lease back so another worker starts at once, then
-            // remove what the attempt staged (bounded: the instance may be going away).
-            let _ = lease.release(&held, None).await;
-            release_slot().await;
-            let _ = tokio::time::timeout(
-                Duration::from_secs(10),
-                discard_staged(ctx, &phase_name, task, &attempt_id),
-            )
-            .await;
+            // remove what the attempt staged.
+            give_back(None).await;
             return Ok(Outcome::Released);
         }
         Attempt::Failed(e) if e.is_retryable() => {

@@ -133,8 +133,8 @@ pub trait Writer: Send + Sync {
 /// Every writer, by name.
 pub static WRITERS: &[&dyn Writer] = &[
     &parquet::Parquet,
-    &tokens::Megatron,
-    &tokens::Tokens,
+    &tokens::MEGATRON,
+    &tokens::TOKENS,
     #[cfg(feature = "lance")]
     &lance::Lance,
 ];

@@ -54,9 +54,12 @@ impl Layout {
 }
 
 /// `output.format: megatron`.
-pub struct Megatron;
+pub static MEGATRON: Shards = Shards(Layout::Megatron);
 /// `output.format: tokens`.
-pub struct Tokens;
+pub static TOKENS: Shards = Shards(Layout::Plain);
+
+/// The token shard writer of one layout.
+pub struct Shards(Layout);
 
 fn open(layout: Layout, ctx: WriteCtx) -> Result<Box<dyn Sink>, WriteError> {
     let settings = ctx.tokens.clone().ok_or_else(|| WriteError::Invalid {
@@ -78,37 +81,21 @@ fn open(layout: Layout, ctx: WriteCtx) -> Result<Box<dyn Sink>, WriteError> {
     }))
 }
 
-/// Publishes `shard-00003.bin` of task `t` as `shard-t-00003.bin`.
-fn published(task: &str, staged: &str) -> Option<String> {
-    let name = staged.rsplit('/').next()?;
-    let rest = name.strip_prefix("shard-")?;
-    Some(format!("shard-{task}-{rest}"))
-}
-
-impl Writer for Megatron {
+impl Writer for Shards {
     fn name(&self) -> &'static str {
-        "megatron"
+        match self.0 {
+            Layout::Megatron => "megatron",
+            Layout::Plain => "tokens",
+        }
     }
     fn open(&self, ctx: WriteCtx) -> Result<Box<dyn Sink>, WriteError> {
-        open(Layout::Megatron, ctx)
+        open(self.0, ctx)
     }
+    /// Publishes `shard-00003.bin` of task `t` as `shard-t-00003.bin`.
     fn published_name(&self, task: &str, _n: usize, staged: &str) -> Option<String> {
-        published(task, staged)
-    }
-    fn writes_records(&self) -> bool {
-        false
-    }
-}
-
-impl Writer for Tokens {
-    fn name(&self) -> &'static str {
-        "tokens"
-    }
-    fn open(&self, ctx: WriteCtx) -> Result<Box<dyn Sink>, WriteError> {
-        open(Layout::Plain, ctx)
-    }
-    fn published_name(&self, task: &str, _n: usize, staged: &str) -> Option<String> {
-        published(task, staged)
+        let name = staged.rsplit('/').next()?;
+        let rest = name.strip_prefix("shard-")?;
+        Some(format!("shard-{task}-{rest}"))
     }
     fn writes_records(&self) -> bool {
         false
@@ -633,7 +620,9 @@ mod tests {
         let e = write(Layout::Plain, TokenDtype::Uint32, None, None, 1 << 20, &[b]).unwrap_err();
         assert!(e.to_string().contains("not a list of uint32"), "{e}");
         assert_eq!(
-            published("abc", "file:///x/staging/p00/abc/a1/shard-00002.idx").as_deref(),
+            TOKENS
+                .published_name("abc", 0, "file:///x/staging/p00/abc/a1/shard-00002.idx")
+                .as_deref(),
             Some("shard-abc-00002.idx")
         );
     }
