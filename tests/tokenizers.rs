@@ -372,6 +372,53 @@ fn token_shards_read_back_as_the_python_packages_ids() {
     );
     assert!(orphans(&out).is_empty(), "orphans: {:?}", orphans(&out));
 
+    // A vocabulary larger than the dtype, an eod outside the vocabulary: refused at
+    // submit, before any task reads input, naming the setting.
+    let big = dir.path().join("big.json");
+    let vocab: serde_json::Map<String, serde_json::Value> = (0..70_000u32)
+        .map(|i| (format!("w{i}"), serde_json::json!(i)))
+        .collect();
+    let big_tok = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
+        "decoder": null, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "w0"}
+    });
+    std::fs::write(&big, big_tok.to_string()).unwrap();
+    let refused = |tokenizer: &Path, output: &str| {
+        let s = write_spec(
+            dir.path(),
+            &format!(
+                "name: refused\ninput: {{uris: [\"{}/*\"], format: jsonl}}\n\
+                 stages: [{{op: tokenize, params: {{tokenizer: \"{}\", ids: true}}}}]\n\
+                 output: {{uri: \"{}\", {output}}}\n",
+                input.display(),
+                tokenizer.display(),
+                dir.path().join("refused").display()
+            ),
+        );
+        let o = mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(dir.path().join("jobs-refused"))
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        stderr(&o)
+    };
+    let e = refused(&big, "format: megatron, tokens: {dtype: uint16}");
+    assert!(
+        e.contains("output.tokens.dtype: uint16 holds ids up to 65535, but the tokenizer of stage tokenize has 70000 ids; use int32"),
+        "{e}"
+    );
+    let e = refused(&tok, "format: tokens, tokens: {dtype: uint16, eod: 60000}");
+    assert!(
+        e.contains("output.tokens.eod: 60000 is not an id of the tokenizer of stage tokenize"),
+        "{e}"
+    );
+    assert!(
+        !dir.path().join("jobs-refused/jobs").exists(),
+        "nothing written"
+    );
+
     // No token column: refused at submit, naming the field.
     let s = spec(
         "bad",

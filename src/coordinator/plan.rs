@@ -206,6 +206,71 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<Assets, PlanErr
     }
 }
 
+/// Token shards: the tokenizer of the `tokenize` stage that writes
+/// `output.tokens.column` must fit `output.tokens.dtype` (a GPT-2 vocabulary of 50,257
+/// ids fits uint16; Llama 3's 128,256 do not), and `eod` must be one of its ids.
+/// Read at submit (tokenizer.json is a few MB), so a wrong dtype is refused before
+/// any task reads its input rather than failing every task that meets a large id.
+async fn check_token_vocabulary(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
+    use object_store::ObjectStoreExt;
+    let Some(t) = &spec.output.tokens else {
+        return Ok(());
+    };
+    let Some(stage) = spec.stages.iter().rev().find(|st| {
+        st.op == "tokenize"
+            && st.params.get("ids").and_then(|v| v.as_bool()) == Some(true)
+            && st
+                .params
+                .get("ids_column")
+                .and_then(|v| v.as_str())
+                .unwrap_or("token_ids")
+                == t.column
+    }) else {
+        // Ids from elsewhere (an input column): checked as they are written.
+        return Ok(());
+    };
+    let Some(uri) = stage.params.get("tokenizer").and_then(|v| v.as_str()) else {
+        return Ok(());
+    };
+    let (store, u) = reg
+        .resolve(uri)
+        .map_err(|e| PlanError::Storage(format!("reading {uri}: {e}")))?;
+    let bytes = async { store.get(&u.path).await?.bytes().await }
+        .await
+        .map_err(|e| PlanError::Storage(format!("reading {uri}: {e}")))?;
+    let tok = crate::kernels::hf_tokenizer::Tokenizer::from_bytes(&bytes)
+        .map_err(|e| spec_err(format!("stages.{}.params.tokenizer", stage.name), e.0))?;
+    let vocab = tok.vocab_size() as u64;
+    if vocab > u64::from(t.dtype.max_id()) + 1 {
+        return Err(spec_err(
+            "output.tokens.dtype",
+            format!(
+                "{} holds ids up to {}, but the tokenizer of stage {} has {vocab} ids; use {}",
+                t.dtype.name(),
+                t.dtype.max_id(),
+                stage.name,
+                if spec.output.format == crate::spec::OutputFormat::Megatron {
+                    "int32"
+                } else {
+                    "uint32"
+                }
+            ),
+        ));
+    }
+    if let Some(eod) = t.eod
+        && u64::from(eod) >= vocab
+    {
+        return Err(spec_err(
+            "output.tokens.eod",
+            format!(
+                "{eod} is not an id of the tokenizer of stage {} ({vocab} ids)",
+                stage.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The version of an operator's asset file when the job was planned.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AssetVersion {
@@ -539,6 +604,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     let cols = input_columns(spec, reg, &files).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
+    check_token_vocabulary(spec, reg).await?;
     let phases_idx = spec.phases();
     let partitions = phases_idx
         .iter()
