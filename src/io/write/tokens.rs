@@ -423,6 +423,28 @@ mod tests {
             .collect())
     }
 
+    /// The documents of plain uint16 shards (`.tokens`, `.offsets` pairs), checking
+    /// each pair's offsets span its ids and its rows count its documents.
+    fn plain_docs(files: &[(String, Vec<u8>, u64)]) -> Vec<Vec<u32>> {
+        let mut docs = vec![];
+        for pair in files.chunks(2) {
+            assert!(pair[0].0.ends_with(".tokens") && pair[1].0.ends_with(".offsets"));
+            let ids: Vec<u32> = pair[0]
+                .1
+                .chunks(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
+                .collect();
+            let off = u64s(&pair[1].1);
+            assert_eq!(off[0], 0);
+            assert_eq!(*off.last().unwrap() as usize, ids.len());
+            assert_eq!(pair[0].2 as usize, off.len() - 1);
+            for w in off.windows(2) {
+                docs.push(ids[w[0] as usize..w[1] as usize].to_vec());
+            }
+        }
+        docs
+    }
+
     fn u64s(b: &[u8]) -> Vec<u64> {
         b.chunks(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
@@ -512,22 +534,7 @@ mod tests {
             "{} files",
             plain.len()
         );
-        let mut got: Vec<Vec<u32>> = vec![];
-        for pair in plain.chunks(2) {
-            assert!(pair[0].0.ends_with(".tokens") && pair[1].0.ends_with(".offsets"));
-            let ids: Vec<u32> = pair[0]
-                .1
-                .chunks(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
-                .collect();
-            let off = u64s(&pair[1].1);
-            assert_eq!(off[0], 0);
-            assert_eq!(*off.last().unwrap() as usize, ids.len());
-            assert_eq!(pair[0].2 as usize, off.len() - 1);
-            for w in off.windows(2) {
-                got.push(ids[w[0] as usize..w[1] as usize].to_vec());
-            }
-        }
+        let got = plain_docs(&plain);
         assert_eq!(got, docs, "input order, split into shards");
         // Shuffled: the same documents, another order, the same on every attempt.
         let a = write(
@@ -560,17 +567,7 @@ mod tests {
         )
         .unwrap();
         assert_ne!(a, other);
-        let mut shuffled: Vec<Vec<u32>> = vec![];
-        for pair in a.chunks(2) {
-            let ids: Vec<u32> = pair[0]
-                .1
-                .chunks(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
-                .collect();
-            for w in u64s(&pair[1].1).windows(2) {
-                shuffled.push(ids[w[0] as usize..w[1] as usize].to_vec());
-            }
-        }
+        let mut shuffled = plain_docs(&a);
         shuffled.sort();
         let mut sorted = docs.clone();
         sorted.sort();
