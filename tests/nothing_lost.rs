@@ -723,3 +723,51 @@ fn a_stale_finalize_never_publishes_into_an_output_another_job_took() {
     let text = format!("{st} {}", stderr(&o));
     assert!(text.contains("belongs to job"), "{text}");
 }
+
+/// `--reuse` never carries a last phase's files into another output format. Parquet
+/// fingerprints predate the format's place in them, so a job planned before it (here:
+/// a Parquet job's job.json made to say `megatron`, as a Lance job of that time had the
+/// Parquet fingerprint) matches a Parquet job's last phase; its staged files are the
+/// other format's and must not be published as `part-*.parquet`.
+#[test]
+fn reuse_never_carries_the_last_phase_across_output_formats() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    write_lines(&dir.join("in/a.jsonl"), &docs(5, 20));
+    // Same output (it is in the last phase's fingerprint), another job name.
+    let spec = |name: &str| {
+        write_spec(
+            dir,
+            &format!(
+                "name: {name}\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}/out\", overwrite: true}}\njob: {{poll_millis: 20}}\n",
+                dir.display(),
+                dir.display()
+            ),
+        )
+    };
+    let o = run_ok(
+        mdf()
+            .args(["run", spec("fmt-a").to_str().unwrap(), "--job-root"])
+            .arg(dir.join("jobs")),
+    );
+    let old = job_uri(&o);
+    let job_json = std::path::PathBuf::from(old.strip_prefix("file://").unwrap()).join("job.json");
+    let mut j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&job_json).unwrap()).unwrap();
+    j["spec"]["output"]["format"] = "megatron".into();
+    std::fs::write(&job_json, serde_json::to_vec(&j).unwrap()).unwrap();
+    let new = run_reusing(dir, &spec("fmt-b"), &old);
+    let commits =
+        std::path::PathBuf::from(new.strip_prefix("file://").unwrap()).join("commits/p00");
+    let recs = files_under(&commits);
+    assert!(!recs.is_empty());
+    for f in recs {
+        let c: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(commits.join(&f)).unwrap()).unwrap();
+        assert!(
+            c.get("reused_from").is_none(),
+            "reused across formats: {c:#}"
+        );
+    }
+    assert_eq!(output_ids(&dir.join("out")).len(), 20);
+}
