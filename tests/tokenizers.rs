@@ -11,24 +11,10 @@ mod common;
 use common::*;
 use mdf::kernels::hf_tokenizer::Tokenizer;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const TOKENIZERS: [&str; 3] = ["wordpiece", "bpe", "unigram"];
-
-fn python(args: &[&str]) -> Option<String> {
-    let o = Command::new("python3").args(args).output().ok()?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        if std::env::var_os("MDF_REQUIRE_ONNX").is_some() {
-            panic!("python3 {args:?}: {err}");
-        }
-        eprintln!("skipping: python3 {args:?}: {err}");
-        return None;
-    }
-    Some(String::from_utf8_lossy(&o.stdout).to_string())
-}
 
 struct Fixture {
     dir: tempfile::TempDir,

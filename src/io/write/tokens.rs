@@ -537,35 +537,22 @@ mod tests {
         let got = plain_docs(&plain);
         assert_eq!(got, docs, "input order, split into shards");
         // Shuffled: the same documents, another order, the same on every attempt.
-        let a = write(
-            Layout::Plain,
-            TokenDtype::Uint16,
-            None,
-            Some(7),
-            64,
-            std::slice::from_ref(&b),
-        )
-        .unwrap();
-        let again = write(
-            Layout::Plain,
-            TokenDtype::Uint16,
-            None,
-            Some(7),
-            64,
-            std::slice::from_ref(&b),
-        )
-        .unwrap();
+        let shuffled_with = |seed| {
+            write(
+                Layout::Plain,
+                TokenDtype::Uint16,
+                None,
+                Some(seed),
+                64,
+                std::slice::from_ref(&b),
+            )
+            .unwrap()
+        };
+        let a = shuffled_with(7);
+        let again = shuffled_with(7);
         assert_eq!(a, again);
         assert_ne!(a, plain);
-        let other = write(
-            Layout::Plain,
-            TokenDtype::Uint16,
-            None,
-            Some(8),
-            64,
-            std::slice::from_ref(&b),
-        )
-        .unwrap();
+        let other = shuffled_with(8);
         assert_ne!(a, other);
         let mut shuffled = plain_docs(&a);
         shuffled.sort();
