@@ -609,22 +609,9 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         }
         // A task seen leased may have been committed since our last listing; taking
         // over its expired lease would redo it for nothing. One HEAD settles it.
-        if !fresh {
-            use object_store::ObjectStoreExt;
-            let path = job.paths.commit(&phase_name, &task);
-            match retry.run(|| store.head(&path)).await {
-                Ok(_) => {
-                    outage.over();
-                    view.terminal.insert(key);
-                    continue;
-                }
-                Err(object_store::Error::NotFound { .. }) => outage.over(),
-                Err(e) => {
-                    outage.back_off(ProtoError::store(&path, e).into()).await?;
-                    need_refresh = true;
-                    continue;
-                }
-            }
+        if !fresh && or_back_off!(is_committed(&ctx, &store, &phase_name, &task).await) {
+            view.terminal.insert(key);
+            continue;
         }
         // Lease cap: hold a slot first.
         let slot = match job.spec.job.lease_caps.get(&phase_name) {
@@ -761,16 +748,30 @@ fn pick(ctx: &WorkerCtx, view: &View, gpu: bool, cpu_work: bool) -> Option<(usiz
 /// Whether every phase a worker of this class may take is terminal: no task it could
 /// run can appear again (a terminal phase never reopens).
 fn class_done(ctx: &WorkerCtx, view: &View, gpu: bool, cpu_work: bool) -> bool {
-    let nphases = view.names.len() - 1;
-    let is_gpu = |p: usize| p < nphases && ctx.job.manifest.phases[p].gpu;
-    let may_take = |p: usize| {
-        if gpu {
-            is_gpu(p) || cpu_work
-        } else {
-            !is_gpu(p)
-        }
-    };
-    (0..view.names.len()).all(|p| !may_take(p) || view.phase_done(p))
+    (0..view.names.len()).all(|p| !may_take(ctx, p, gpu, cpu_work) || view.phase_done(p))
+}
+
+/// Whether a worker of this class may take phase `p`'s tasks (the finalize phase,
+/// index `phases.len()`, is a CPU phase).
+fn may_take(ctx: &WorkerCtx, p: usize, gpu: bool, cpu_work: bool) -> bool {
+    let is_gpu = ctx.job.manifest.phases.get(p).is_some_and(|ph| ph.gpu);
+    if gpu { is_gpu || cpu_work } else { !is_gpu }
+}
+
+/// Whether `task` of `phase` has a commit record (one HEAD): a listing may be older.
+async fn is_committed(
+    ctx: &WorkerCtx,
+    store: &Arc<dyn object_store::ObjectStore>,
+    phase: &str,
+    task: &str,
+) -> Result<bool, ProtoError> {
+    use object_store::ObjectStoreExt;
+    let path = ctx.job.paths.commit(phase, task);
+    match ctx.retry.run(|| store.head(&path)).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(ProtoError::store(&path, e)),
+    }
 }
 
 fn pick_among(
@@ -862,14 +863,8 @@ async fn speculate(
     view.speculated_ms = Some(now);
     let paths = &ctx.job.paths;
     let nphases = view.names.len() - 1;
-    let is_gpu = |p: usize| ctx.job.manifest.phases[p].gpu;
     for p in (0..nphases).rev() {
-        let allowed = if gpu {
-            is_gpu(p) || cpu_work
-        } else {
-            !is_gpu(p)
-        };
-        if !allowed
+        if !may_take(ctx, p, gpu, cpu_work)
             || view.phase_done(p)
             || view.budget_spent.contains(&p)
             || view.barrier[p].is_some_and(|b| !view.phase_done(b))
@@ -964,17 +959,9 @@ async fn speculate(
                 continue;
             }
             // Committed since this worker's last listing: nothing to back up.
-            {
-                use object_store::ObjectStoreExt;
-                let path = paths.commit(&name, &t);
-                match ctx.retry.run(|| store.head(&path)).await {
-                    Ok(_) => {
-                        view.terminal.insert(key);
-                        continue;
-                    }
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(ProtoError::store(&path, e)),
-                }
+            if is_committed(ctx, store, &name, &t).await? {
+                view.terminal.insert(key);
+                continue;
             }
             let slot = match ctx.job.spec.job.lease_caps.get(&name) {
                 None => None,
