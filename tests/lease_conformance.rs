@@ -114,6 +114,7 @@ fn commit_record(h: &Held, e: &Entropy) -> CommitRecord {
         shuffle: None,
         changed: None,
         speculative: false,
+        tables: vec![],
     }
 }
 

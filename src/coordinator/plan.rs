@@ -199,8 +199,45 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<Assets, PlanErr
             }
         }
     }
+    if !errors.is_empty() {
+        return Err(PlanError::Spec(SpecErrors(errors)));
+    }
+    load_at_plan(spec, reg).await?;
+    Ok(versions)
+}
+
+/// Loads the assets of the operators that ask for it (`Operator::load_at_plan`:
+/// benchmark files), so content that cannot work (an empty benchmark) is refused at
+/// submit, naming the param, instead of failing every task.
+async fn load_at_plan(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
+    use object_store::ObjectStoreExt;
+    let ops = ops::build_stages(spec).map_err(PlanError::Spec)?;
+    let mut errors = Vec::new();
+    for (i, op) in ops.iter().enumerate().filter(|(_, op)| op.load_at_plan()) {
+        let mut fetched = Vec::new();
+        for a in op.assets() {
+            let (store, u) = reg
+                .resolve(&a.uri)
+                .map_err(|e| PlanError::Storage(format!("reading {}: {e}", a.uri)))?;
+            let bytes = async { store.get(&u.path).await?.bytes().await }
+                .await
+                .map_err(|e| PlanError::Storage(format!("reading {}: {e}", a.uri)))?;
+            fetched.push((a, bytes));
+        }
+        if let Err(e) = op.load(&fetched) {
+            let (path, message) = match e {
+                ops::LoadError::Asset {
+                    param,
+                    uri,
+                    message,
+                } => (format!("stages[{i}].{param}"), format!("{uri}: {message}")),
+                other => (format!("stages[{i}]"), other.to_string()),
+            };
+            errors.push(FieldError { path, message });
+        }
+    }
     if errors.is_empty() {
-        Ok(versions)
+        Ok(())
     } else {
         Err(PlanError::Spec(SpecErrors(errors)))
     }

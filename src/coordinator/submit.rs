@@ -329,14 +329,15 @@ async fn reuse_commits(
     Ok(reused)
 }
 
-/// Whether every file a commit record names (outputs, rejects, shuffle object) exists.
+/// Whether every file a commit record names (outputs, rejects, side tables, shuffle
+/// object) exists.
 async fn files_exist(
     reg: &Registry,
     rec: &CommitRecord,
     retry: &Retry,
 ) -> Result<bool, SubmitError> {
     use object_store::ObjectStoreExt;
-    for f in rec.outputs.iter().chain(&rec.rejects).chain(&rec.shuffle) {
+    for f in rec.staged_files() {
         let Ok((store, u)) = reg.resolve(&f.uri) else {
             return Ok(false);
         };

@@ -2,6 +2,7 @@
 //! knowledge of storage or scheduling. Large batches run in parallel on rayon; the
 //! worker calls them from its pipeline threads, never from the async runtime.
 pub mod clip_tokenizer;
+pub mod decont;
 pub mod encoder;
 pub mod fasttext;
 pub mod hamming;

@@ -15,7 +15,7 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
     match name {
         "text_length" | "length_filter" | "exact_key" | "minhash" | "gopher_quality"
         | "gopher_repetition" | "c4_quality" | "fineweb_quality" | "language_filter"
-        | "pii_redact" | "throttle" | "fasttext" | "tokenize" | "text_model" => {
+        | "pii_redact" | "throttle" | "fasttext" | "tokenize" | "text_model" | "decontaminate" => {
             vec![("text", DataType::Utf8)]
         }
         "html_extract" => vec![("html", DataType::Utf8)],
@@ -35,12 +35,15 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
 }
 
 /// The asset an operator loads here: a tiny fastText model for `fasttext` (its model
-/// is pure Rust, so it runs here), a tokenizer.json for `tokenize`, nothing for the
-/// rest.
+/// is pure Rust, so it runs here), a tokenizer.json for `tokenize`, a one-item
+/// benchmark for `decontaminate`, nothing for the rest.
 fn model_of(name: &str) -> bytes::Bytes {
     match name {
         "fasttext" => crate::kernels::fasttext::tests::model_bytes(3, 2, 4, 50, 2).into(),
         "tokenize" => crate::kernels::hf_tokenizer::tests::wordpiece_json().into(),
+        "decontaminate" => bytes::Bytes::from_static(
+            b"{\"question\": \"one two three four five six seven eight nine ten eleven twelve\", \"answer\": \"thirteen\"}\n",
+        ),
         _ => bytes::Bytes::new(),
     }
 }

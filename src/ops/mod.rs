@@ -11,6 +11,7 @@ pub mod clip_score_filter;
 pub mod column_filter;
 #[cfg(test)]
 mod conformance;
+pub mod decontaminate;
 pub mod dedup;
 #[cfg(feature = "onnx")]
 pub mod embedding_head;
@@ -84,6 +85,8 @@ pub struct Output {
     /// Per record: `None` keeps it, `Some` drops it with a reason. `None` here: the
     /// operator keeps every record (it only adds columns).
     pub verdicts: Option<Vec<Option<Drop>>>,
+    /// Rows of the operator's side table ([`Operator::table`]) for this batch.
+    pub table: Option<RecordBatch>,
 }
 
 impl Output {
@@ -92,6 +95,7 @@ impl Output {
         Output {
             columns,
             verdicts: None,
+            table: None,
         }
     }
     /// Verdicts only, no column added.
@@ -99,6 +103,7 @@ impl Output {
         Output {
             columns: vec![],
             verdicts: Some(verdicts),
+            table: None,
         }
     }
     /// Added columns (for every record) and verdicts.
@@ -106,7 +111,13 @@ impl Output {
         Output {
             columns,
             verdicts: Some(verdicts),
+            table: None,
         }
+    }
+    /// With rows of the operator's side table.
+    pub fn with_table(mut self, rows: RecordBatch) -> Output {
+        self.table = Some(rows);
+        self
     }
 }
 
@@ -161,6 +172,20 @@ pub trait Operator: Send + Sync {
     /// representative would lose its whole cluster) says no.
     fn splittable(&self) -> bool {
         true
+    }
+    /// The schema of a side table the operator reports into (which benchmark items
+    /// matched which documents): its rows, returned in [`Output::table`], are written
+    /// as Parquet under `<output>/_tables/<stage>/`, committed with the task like its
+    /// records and listed in the output manifest. Rows of records a task does not
+    /// commit (a failed attempt, a batch re-run record by record) are never written.
+    fn table(&self) -> Option<arrow_schema::SchemaRef> {
+        None
+    }
+    /// Whether the coordinator loads the assets at submit (small files whose content
+    /// can be wrong in ways worth refusing before any task starts: an empty benchmark
+    /// file). A load error then refuses the spec, naming the param.
+    fn load_at_plan(&self) -> bool {
+        false
     }
 }
 
@@ -275,6 +300,7 @@ pub static REGISTRY: &[OpDef] = &[
     fineweb_quality::DEF,
     language_filter::DEF,
     fasttext::DEF,
+    decontaminate::DEF,
     column_filter::DEF,
     pii_redact::DEF,
     image_metadata::DEF,

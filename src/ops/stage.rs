@@ -32,7 +32,7 @@ pub fn run_stage(
     out_schema: &SchemaRef,
     keep_records: bool,
 ) -> Result<(RecordBatch, Vec<Reject>), OpError> {
-    run_stage_observed(stage, op, batch, out_schema, keep_records, &mut |_| {})
+    run_stage_observed(stage, op, batch, out_schema, keep_records, &mut |_, _| {})
 }
 
 /// The columns whose distributions a stage records (see [`run_stage_observed`]):
@@ -52,18 +52,23 @@ pub fn histogram_columns(op: &dyn Operator, input: &Schema) -> Vec<String> {
 }
 
 /// [`run_stage`], handing `observe` the batch with the stage's columns added and no
-/// row dropped yet (an operator's scores for the records it rejects too).
+/// row dropped yet (an operator's scores for the records it rejects too), and the
+/// rows the operator gave its side table, if any.
 pub fn run_stage_observed(
     stage: &str,
     op: &dyn Operator,
     batch: RecordBatch,
     out_schema: &SchemaRef,
     keep_records: bool,
-    observe: &mut dyn FnMut(&RecordBatch),
+    observe: &mut dyn FnMut(&RecordBatch, Option<RecordBatch>),
 ) -> Result<(RecordBatch, Vec<Reject>), OpError> {
     let err = |e: &dyn std::fmt::Display| OpError::new(stage, e);
     inject_panic(stage, &batch);
-    let Output { columns, verdicts } = op
+    let Output {
+        columns,
+        verdicts,
+        table,
+    } = op
         .process(&batch)
         .map_err(|e| OpError::process(stage, &e))?;
     if let Some(v) = &verdicts
@@ -92,7 +97,13 @@ pub fn run_stage_observed(
         RecordBatch::try_new(out_schema.clone(), cols)
             .map_err(|e| err(&format!("produced a bad batch: {e}")))?
     };
-    observe(&batch);
+    if let Some(t) = &table {
+        match op.table() {
+            Some(schema) if t.schema() == schema => {}
+            _ => return Err(err(&"returned side table rows of another schema")),
+        }
+    }
+    observe(&batch, table);
     let Some(verdicts) = verdicts.filter(|v| v.iter().any(Option::is_some)) else {
         return Ok((batch, vec![]));
     };

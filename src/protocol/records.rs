@@ -598,6 +598,31 @@ pub struct CommitRecord {
     /// attempt holding the task's lease.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub speculative: bool,
+    /// Side table files (`ops::Operator::table`), by stage. Absent in records of
+    /// jobs without such a stage; an older build cannot run those (it does not know
+    /// their operators), so the field needs no new version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<TableFile>,
+}
+
+impl CommitRecord {
+    /// Every staged file the record names: outputs, rejects, side tables and the
+    /// shuffle object.
+    pub fn staged_files(&self) -> impl Iterator<Item = &OutputFile> {
+        self.outputs
+            .iter()
+            .chain(&self.rejects)
+            .chain(self.tables.iter().map(|t| &t.file))
+            .chain(&self.shuffle)
+    }
+}
+
+/// One file of a stage's side table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableFile {
+    /// The stage's name.
+    pub table: String,
+    pub file: OutputFile,
 }
 
 /// `speculation/<phase>/<k:05>.json`: one of a phase's budget of backup attempts,
@@ -642,6 +667,10 @@ pub struct OutputManifest {
     pub rejects_uri: String,
     pub rejects: Vec<ManifestFile>,
     pub failed_tasks: Vec<FailedTask>,
+    /// Side tables by stage, paths relative to the manifest's directory
+    /// (`_tables/<stage>/...`). Absent when no stage has one.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tables: BTreeMap<String, Vec<ManifestFile>>,
 }
 
 /// `submissions/<name>.json`: what a backend was asked to run for this job, so

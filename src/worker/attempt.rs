@@ -10,6 +10,8 @@ use crate::protocol::records::{OutputFile, TaskStats};
 pub(crate) struct Produced {
     pub outputs: Vec<OutputFile>,
     pub rejects: Vec<OutputFile>,
+    /// Side table files by stage.
+    pub tables: Vec<crate::protocol::records::TableFile>,
     pub stats: TaskStats,
     /// Dedup: keys object (map) or decisions object (reduce).
     pub shuffle: Option<OutputFile>,

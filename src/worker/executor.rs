@@ -15,7 +15,8 @@ use super::pipeline::{self, BoundStage, PipelineError, PipelineSpec};
 use crate::dedup::{self, ShuffleCtx};
 use crate::protocol::io::get_json;
 use crate::protocol::records::{
-    CommitRecord, InputSlice, OutputFile, PhaseKind, PhasePlan, TaskManifest, TaskStats, TaskStatus,
+    CommitRecord, InputSlice, OutputFile, PhaseKind, PhasePlan, TableFile, TaskManifest, TaskStats,
+    TaskStatus,
 };
 use crate::spec::Format;
 use crate::store::{Registry, Uri};
@@ -153,6 +154,7 @@ fn shuffled(
         Ok((file, stats, changed)) => Attempt::Done(Box::new(Produced {
             outputs: vec![],
             rejects: vec![],
+            tables: vec![],
             stats,
             shuffle: file,
             changed,
@@ -339,6 +341,16 @@ async fn records(
             Attempt::Done(Box::new(Produced {
                 outputs: out.outputs,
                 rejects: out.rejects,
+                tables: out
+                    .tables
+                    .into_iter()
+                    .flat_map(|(table, files)| {
+                        files.into_iter().map(move |file| TableFile {
+                            table: table.clone(),
+                            file,
+                        })
+                    })
+                    .collect(),
                 stats: out.stats,
                 shuffle,
                 changed: None,

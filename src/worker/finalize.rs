@@ -3,7 +3,7 @@
 //! delete every other object under the output and rejects prefixes, and remove staged
 //! attempt directories that no commit references (the janitor).
 use super::WorkerCtx;
-use super::publish::{self, Target};
+use super::publish::{self, Kind, TABLES_DIR, Target};
 use crate::protocol::io::{get_json, list_all, put_json};
 use crate::protocol::records::{
     CommitRecord, FailedTask, ManifestFile, OWNER_MARKER, OutputFile, OutputManifest, OwnerMarker,
@@ -13,7 +13,7 @@ use crate::store::{Registry, Uri};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub const MANIFEST: &str = "_manifest.json";
@@ -169,7 +169,11 @@ pub async fn run(
     }
     // (prefix, sweep, the prefix whose marker owns it)
     let mut prefixes = match dataset {
-        Some(dir) => vec![(out_uri.child(dir), false, out_uri.clone())],
+        // The side tables beside a dataset: listed and swept as the output would be.
+        Some(dir) => vec![
+            (out_uri.child(dir), false, out_uri.clone()),
+            (out_uri.child(TABLES_DIR), sweep_out, out_uri.clone()),
+        ],
         None => vec![(out_uri.clone(), sweep_out, out_uri.clone())],
     };
     if managed || !rej_in_out {
@@ -214,9 +218,11 @@ pub async fn run(
                 path: m.location.clone(),
             }
             .to_uri_string();
-            // A rejects prefix at or above a Lance dataset never sweeps the dataset.
+            // A rejects prefix at or above a Lance dataset never sweeps the dataset
+            // (the side tables beside it are the job's).
             let lances = managed
                 && m.location.prefix_matches(&out_uri.path)
+                && !m.location.prefix_matches(&out_uri.child(TABLES_DIR).path)
                 && !(rej_uri.store == out_uri.store
                     && rej_uri.path.prefix_matches(&out_uri.path)
                     && rej_uri.path != out_uri.path);
@@ -291,10 +297,21 @@ pub async fn run(
         blake3: t.blake3.clone(),
         task: t.task.clone(),
     };
-    let mut files: Vec<ManifestFile> = targets.iter().filter(|t| t.data).map(file).collect();
-    let mut rejects: Vec<ManifestFile> = targets.iter().filter(|t| !t.data).map(file).collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    rejects.sort_by(|a, b| a.path.cmp(&b.path));
+    let of = |k: &Kind| -> Vec<ManifestFile> {
+        let mut v: Vec<ManifestFile> = targets.iter().filter(|t| t.kind == *k).map(file).collect();
+        v.sort_by(|a, b| a.path.cmp(&b.path));
+        v
+    };
+    let (files, rejects) = (of(&Kind::Data), of(&Kind::Rejects));
+    let mut tables: BTreeMap<String, Vec<ManifestFile>> = BTreeMap::new();
+    for t in &targets {
+        if let Kind::Table(name) = &t.kind {
+            tables.entry(name.clone()).or_default().push(file(t));
+        }
+    }
+    for v in tables.values_mut() {
+        v.sort_by(|a, b| a.path.cmp(&b.path));
+    }
     let manifest = OutputManifest {
         version: VERSION,
         job_id: job.manifest.job_id.clone(),
@@ -305,6 +322,7 @@ pub async fn run(
         rejects_uri: job.manifest.rejects_uri.clone(),
         rejects,
         failed_tasks: failed,
+        tables,
     };
     if let Some(other) = taken(out_uri.clone()).await? {
         return Err(format!(
@@ -341,12 +359,7 @@ async fn janitor(
 ) -> Result<(), crate::protocol::io::ProtoError> {
     let keep: BTreeSet<String> = records
         .iter()
-        .flat_map(|r| {
-            r.outputs
-                .iter()
-                .chain(r.rejects.iter())
-                .chain(r.shuffle.iter())
-        })
+        .flat_map(|r| r.staged_files())
         .filter_map(|f| f.uri.rsplit_once('/').map(|(dir, _)| dir.to_string()))
         .collect();
     let staging = ctx.job.paths.staging();

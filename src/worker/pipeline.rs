@@ -86,6 +86,8 @@ pub struct KeysSpec {
 pub struct PipelineOutput {
     pub outputs: Vec<OutputFile>,
     pub rejects: Vec<OutputFile>,
+    /// The side tables' files, by stage name (`ops::Operator::table`).
+    pub tables: Vec<(String, Vec<OutputFile>)>,
     pub stats: TaskStats,
     /// The dedup key entries (`dedup::keys::entry_size` bytes each, in memory or spilled),
     /// when `keys` was set.
@@ -121,6 +123,8 @@ pub use crate::panic::{join_error, panic_message};
 enum Out {
     Batch(RecordBatch),
     Rejects(Vec<Reject>),
+    /// Side table rows of the stage at this index.
+    Table(usize, RecordBatch),
 }
 
 /// Runs the pipeline to completion on the calling (blocking) thread and two helpers.
@@ -172,6 +176,13 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         spec.props.clone(),
         spec.target_file_bytes,
     );
+    // One writer per stage with a side table, created on its first rows.
+    let mut tables: Vec<Option<PartWriter>> = spec.stages.iter().map(|_| None).collect();
+    let abort_tables = |tables: Vec<Option<PartWriter>>| {
+        for t in tables.into_iter().flatten() {
+            t.abort();
+        }
+    };
     std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let tx = tx_read;
@@ -211,10 +222,16 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     }
                     Item::Batch(b) => b,
                 };
-                for (st, stat) in spec.stages.iter().zip(stats.iter_mut()) {
+                for (i, (st, stat)) in spec.stages.iter().zip(stats.iter_mut()).enumerate() {
                     let t0 = Instant::now();
                     let n_in = batch.num_rows() as u64;
-                    let (kept, rj) = run_guarded(st, batch, spec.keep_rejected_records, stat)?;
+                    let (kept, rj, rows) =
+                        run_guarded(st, batch, spec.keep_rejected_records, stat)?;
+                    for r in rows {
+                        if r.num_rows() > 0 && tx.send(Out::Table(i, r)).is_err() {
+                            return Err(PipelineError::Cancelled);
+                        }
+                    }
                     stat.record_batch(t0.elapsed().as_nanos() as u64);
                     stat.records_in += n_in;
                     stat.records_out += kept.num_rows() as u64;
@@ -293,6 +310,22 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     }
                     rejects.write(&rejects_batch(&r))
                 }
+                Out::Table(i, rows) => {
+                    let st = &spec.stages[i];
+                    tables[i]
+                        .get_or_insert_with(|| {
+                            PartWriter::new(
+                                spec.registry.clone(),
+                                spec.handle.clone(),
+                                spec.out_dir.clone(),
+                                &format!("table-{}", st.name),
+                                rows.schema(),
+                                spec.props.clone(),
+                                spec.target_file_bytes,
+                            )
+                        })
+                        .write(&rows)
+                }
             };
             if let Err(e) = r {
                 write_err = Some(e.into());
@@ -319,6 +352,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         if let Some(e) = write_err {
             data.abort();
             rejects.abort();
+            abort_tables(tables);
             return Err(e);
         }
         let (stage_stats, keys) = match staged {
@@ -326,6 +360,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             Err(e) => {
                 data.abort();
                 rejects.abort();
+                abort_tables(tables);
                 return Err(e);
             }
         };
@@ -334,6 +369,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             Err(e) => {
                 data.abort();
                 rejects.abort();
+                abort_tables(tables);
                 return Err(e);
             }
         };
@@ -349,10 +385,17 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         }
         let outputs = data.finish()?;
         let rejects = rejects.finish()?;
+        let mut table_files = Vec::new();
+        for (st, t) in spec.stages.iter().zip(tables) {
+            if let Some(t) = t {
+                table_files.push((st.name.clone(), t.finish()?));
+            }
+        }
         stats.output_bytes = outputs.iter().map(|f| f.bytes).sum();
         Ok(PipelineOutput {
             outputs,
             rejects,
+            tables: table_files,
             stats,
             keys,
         })
@@ -364,13 +407,17 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
 /// `operator_panic` rejects (with the message) and the others run again as one batch.
 /// A stage that must see whole batches, a panic no single record causes, or a panic
 /// of the rest fails the task with the panic's message.
+type Guarded = (RecordBatch, Vec<Reject>, Vec<RecordBatch>);
+
+/// Also returns the side table rows of the records it ran (those of a run that
+/// panicked, and of the single-record probes, are dropped).
 fn run_guarded(
     st: &BoundStage,
     batch: RecordBatch,
     keep_records: bool,
     stat: &mut StageStats,
-) -> Result<(RecordBatch, Vec<Reject>), PipelineError> {
-    let run = |b: RecordBatch, observe: &mut dyn FnMut(&RecordBatch)| {
+) -> Result<Guarded, PipelineError> {
+    let run = |b: RecordBatch, observe: &mut dyn FnMut(&RecordBatch, Option<RecordBatch>)| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             ops::run_stage_observed(
                 &st.name,
@@ -386,17 +433,25 @@ fn run_guarded(
             message: panic_message(p.as_ref()),
         })
     };
-    let first = match run(batch.clone(), &mut |b| observe(b, st, stat)) {
-        Ok(r) => return Ok(r?),
+    let mut rows = Vec::new();
+    let first = match run(batch.clone(), &mut |b, t| {
+        observe(b, st, stat);
+        rows.extend(t);
+    }) {
+        Ok(r) => {
+            let (kept, rejects) = r?;
+            return Ok((kept, rejects, rows));
+        }
         Err(e) => e,
     };
+    rows.clear();
     if !st.op.splittable() {
         return Err(first);
     }
     let mut bad = Vec::new();
     for row in 0..batch.num_rows() {
         if let Err(PipelineError::OperatorPanicked { message, .. }) =
-            run(batch.slice(row, 1), &mut |_| {})
+            run(batch.slice(row, 1), &mut |_, _| {})
         {
             bad.push((row, message));
         }
@@ -455,11 +510,14 @@ fn run_guarded(
         arrow_select::filter::filter_record_batch(&batch, &arrow_array::BooleanArray::from(mask))
             .map_err(op_err)?;
     if rest.num_rows() == 0 {
-        return Ok((RecordBatch::new_empty(st.out_schema.clone()), rejects));
+        return Ok((RecordBatch::new_empty(st.out_schema.clone()), rejects, rows));
     }
-    let (kept, rj) = run(rest, &mut |b| observe(b, st, stat))??;
+    let (kept, rj) = run(rest, &mut |b, t| {
+        observe(b, st, stat);
+        rows.extend(t);
+    })??;
     rejects.extend(rj);
-    Ok((kept, rejects))
+    Ok((kept, rejects, rows))
 }
 
 /// Adds a batch (the stage's columns added, nothing dropped yet) to the stage's
@@ -592,7 +650,7 @@ mod tests {
     fn records_that_panic_alone_are_quarantined_and_the_rest_run_on() {
         let batch = ops::testing::text_batch(&[Some("ok"), Some("bad!"), None, Some("fine")]);
         let mut h = Default::default();
-        let (kept, rejects) = run_guarded(&stage(Fragile("bad")), batch, true, &mut h).unwrap();
+        let (kept, rejects, _) = run_guarded(&stage(Fragile("bad")), batch, true, &mut h).unwrap();
         assert_eq!(strings(&kept, "id"), ["r0", "r2", "r3"]);
         assert_eq!(rejects.len(), 1);
         let r = &rejects[0];
@@ -630,7 +688,7 @@ mod tests {
         ));
         // A one-record batch that panics is that record's: quarantined.
         let batch = ops::testing::text_batch(&[Some("x1")]);
-        let (kept, rejects) = run_guarded(&stage(Fragile("x")), batch, true, &mut h).unwrap();
+        let (kept, rejects, _) = run_guarded(&stage(Fragile("x")), batch, true, &mut h).unwrap();
         assert_eq!((kept.num_rows(), rejects.len()), (0, 1));
     }
 

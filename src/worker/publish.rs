@@ -16,9 +16,21 @@ pub struct Target {
     pub rows: u64,
     pub bytes: u64,
     pub blake3: String,
-    pub data: bool,
+    pub kind: Kind,
     pub task: String,
 }
+
+/// What a published file is, for the output manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Data,
+    Rejects,
+    /// A side table of the stage so named.
+    Table(String),
+}
+
+/// Where side tables are published, under the output.
+pub const TABLES_DIR: &str = "_tables";
 
 /// The files of a commit record to publish; refused if the record names a file
 /// outside the job's staging area.
@@ -30,21 +42,21 @@ pub fn targets(
     rec: &CommitRecord,
     writer: &dyn crate::io::write::Writer,
 ) -> Result<Vec<Target>, crate::protocol::ForeignFile> {
-    for f in rec.outputs.iter().chain(&rec.rejects) {
+    for f in rec.staged_files() {
         paths.check_file(
             &f.uri,
             rec.reused_from.as_deref(),
             job.reused_from.as_deref(),
         )?;
     }
-    let target = |f: &OutputFile, root: &str, rel: String, data: bool| Target {
+    let target = |f: &OutputFile, root: &str, rel: String, kind: Kind| Target {
         from: f.uri.clone(),
         to: format!("{root}/{rel}"),
         rel,
         rows: f.rows,
         bytes: f.bytes,
         blake3: f.blake3.clone(),
-        data,
+        kind,
         task: rec.task_id.clone(),
     };
     let mut out = Vec::new();
@@ -52,13 +64,29 @@ pub fn targets(
     if last {
         for (n, f) in rec.outputs.iter().enumerate() {
             if let Some(rel) = writer.published_name(&rec.task_id, n, &f.uri) {
-                out.push(target(f, &job.output_uri, rel, true));
+                out.push(target(f, &job.output_uri, rel, Kind::Data));
             }
         }
     }
     for (n, f) in rec.rejects.iter().enumerate() {
         let rel = format!("{}-{}-{n:05}.parquet", rec.phase, rec.task_id);
-        out.push(target(f, &job.rejects_uri, rel, false));
+        out.push(target(f, &job.rejects_uri, rel, Kind::Rejects));
+    }
+    // Numbered within each table, in the record's order.
+    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
+    for t in &rec.tables {
+        let n = seen.entry(t.table.as_str()).or_default();
+        let rel = format!(
+            "{TABLES_DIR}/{}/{}-{}-{:05}.parquet",
+            t.table, rec.phase, rec.task_id, *n
+        );
+        *n += 1;
+        out.push(target(
+            &t.file,
+            &job.output_uri,
+            rel,
+            Kind::Table(t.table.clone()),
+        ));
     }
     Ok(out)
 }

@@ -148,6 +148,7 @@ async fn attempt(
             Ok((outputs, stats)) => Attempt::Done(Box::new(Produced {
                 outputs,
                 rejects: vec![],
+                tables: vec![],
                 stats,
                 shuffle: None,
                 changed: None,
@@ -239,11 +240,13 @@ async fn attempt(
         shuffle: None,
         changed: None,
         speculative: backup,
+        tables: vec![],
     };
     match result {
         Attempt::Done(p) => {
             record.outputs = p.outputs;
             record.rejects = p.rejects;
+            record.tables = p.tables;
             record.stats = p.stats;
             record.shuffle = p.shuffle;
             record.changed = p.changed;
@@ -425,6 +428,7 @@ pub(super) async fn commit_converged(
         shuffle: None,
         changed: None,
         speculative: false,
+        tables: vec![],
     };
     let commit = |q: usize, t: String| {
         let (store, rec) = (store.clone(), record(q, &t));

@@ -168,6 +168,12 @@ pub fn orphans(out: &Path) -> Vec<String> {
         let p = rejects_dir.join(r["path"].as_str().unwrap());
         listed.push(p.strip_prefix(out).unwrap().to_string_lossy().into_owned());
     }
+    // Side tables, relative to the output.
+    for files in m["tables"].as_object().into_iter().flat_map(|t| t.values()) {
+        for f in files.as_array().unwrap() {
+            listed.push(f["path"].as_str().unwrap().to_string());
+        }
+    }
     listed.push("_manifest.json".into());
     // The job's owner marker (docs/PROTOCOL.md §3), not data.
     listed.push("_mdf_owner.json".into());
