@@ -406,3 +406,36 @@ fn bad_benchmarks_and_params_are_refused_at_submit_naming_the_field() {
         "{err}"
     );
 }
+
+#[test]
+fn the_decontaminate_example_drops_the_leaked_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    run_ok(
+        mdf()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "examples/decontaminate.yaml", "--workers", "2", "-o"])
+            .arg(&out)
+            .arg("--job-root")
+            .arg(dir.path().join("jobs")),
+    );
+    let m = manifest(&out);
+    let files = m["tables"]["decont"].as_array().unwrap();
+    let b: Vec<_> = files
+        .iter()
+        .flat_map(|f| read_parquet(&out.join(f["path"].as_str().unwrap())))
+        .collect();
+    let mut items = strings(&b, "item");
+    items.sort();
+    assert_eq!(
+        items,
+        ["leaked-0", "leaked-1"],
+        "the two leaked items, nothing else"
+    );
+    let ids: BTreeSet<String> = strings(&b, "id").into_iter().collect();
+    assert!(
+        ids.iter().all(|i| !output_ids(&out).contains(i)),
+        "matched documents are gone"
+    );
+    assert!(orphans(&out).is_empty());
+}
