@@ -101,6 +101,10 @@ fn segments_of(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+/// The most text a gzipped benchmark may inflate to (the largest public benchmarks
+/// are a few hundred MB).
+const MAX_BENCHMARK_BYTES: u64 = 2 << 30;
+
 /// The items of a benchmark file as (id, segments), JSON objects either way.
 fn items(bytes: &[u8], uri: &str, p: &DecontParams) -> Result<Vec<(String, Vec<String>)>, String> {
     let rows: Vec<serde_json::Map<String, serde_json::Value>> = if uri.ends_with(".parquet") {
@@ -108,8 +112,18 @@ fn items(bytes: &[u8], uri: &str, p: &DecontParams) -> Result<Vec<(String, Vec<S
     } else {
         let text = if bytes.starts_with(&[0x1f, 0x8b]) {
             let mut s = String::new();
-            std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(bytes), &mut s)
-                .map_err(|e| format!("not gzipped UTF-8 JSONL: {e}"))?;
+            let gz = flate2::read::MultiGzDecoder::new(bytes);
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(gz, MAX_BENCHMARK_BYTES + 1),
+                &mut s,
+            )
+            .map_err(|e| format!("not gzipped UTF-8 JSONL: {e}"))?;
+            if s.len() as u64 > MAX_BENCHMARK_BYTES {
+                return Err(format!(
+                    "inflates to over {} GiB: not a benchmark (a gzip bomb?)",
+                    MAX_BENCHMARK_BYTES >> 30
+                ));
+            }
             s
         } else {
             String::from_utf8(bytes.to_vec()).map_err(|e| format!("not UTF-8: {e}"))?

@@ -70,9 +70,35 @@ pub fn simplify(text: &str) -> String {
     bare.trim_matches(py_space).to_string()
 }
 
-fn specials() -> &'static HashMap<&'static str, &'static [&'static str]> {
-    static S: OnceLock<HashMap<&str, &[&str]>> = OnceLock::new();
-    S.get_or_init(|| tables::SPECIALS.iter().copied().collect())
+/// spaCy's special cases, and the longest key: a longer string is never looked up
+/// (hashing it on every step of peeling a long run of affixes would be quadratic).
+struct Specials {
+    map: HashMap<&'static str, &'static [&'static str]>,
+    longest: usize,
+}
+
+impl Specials {
+    fn get(&self, s: &str) -> Option<&&'static [&'static str]> {
+        if s.len() > self.longest {
+            return None;
+        }
+        self.map.get(s)
+    }
+    fn contains_key(&self, s: &str) -> bool {
+        self.get(s).is_some()
+    }
+}
+
+fn specials() -> &'static Specials {
+    static S: OnceLock<Specials> = OnceLock::new();
+    S.get_or_init(|| Specials {
+        map: tables::SPECIALS.iter().copied().collect(),
+        longest: tables::SPECIALS
+            .iter()
+            .map(|(k, _)| k.len())
+            .max()
+            .unwrap_or(0),
+    })
 }
 
 fn first_len(s: &str, set: &[(char, char)]) -> usize {
@@ -86,7 +112,20 @@ fn first_len(s: &str, set: &[(char, char)]) -> usize {
 /// leftmost start at which a suffix reaches the end (a unit or currency after an
 /// ASCII digit, or one suffix character).
 fn suffix_len(s: &str) -> usize {
-    for (p, _) in s.char_indices() {
+    // Only the last few characters can start a suffix (the longest is a unit of a
+    // few bytes): scanning from the start would make peeling a long run of suffix
+    // characters (`★★★…`) quadratic.
+    let longest = tables::AFTER_DIGIT
+        .iter()
+        .map(|u| u.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let mut from = s.len().saturating_sub(longest);
+    while !s.is_char_boundary(from) {
+        from -= 1;
+    }
+    for (p, _) in s[from..].char_indices().map(|(i, c)| (i + from, c)) {
         let rest = &s[p..];
         let after_digit = s[..p].ends_with(|c: char| c.is_ascii_digit());
         if after_digit && tables::AFTER_DIGIT.contains(&rest) {
@@ -316,13 +355,14 @@ impl Index {
         let mut ws = Vec::new();
         words(&simplified, &mut ws);
         let mut out: Vec<Match> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for_each_ngram(&word_hashes(&ws), self.n, |i, h| {
             let Some(&f) = self.first.get(&h) else {
                 return;
             };
             let extra = self.more.get(&h).map(Vec::as_slice).unwrap_or(&[]);
             for &item in std::iter::once(&f).chain(extra) {
-                if !out.iter().any(|m| m.item == item) {
+                if seen.insert(item) {
                     out.push(Match {
                         item,
                         ngram: ws[i..i + self.n].join(" "),
@@ -378,6 +418,16 @@ mod tests {
         assert_eq!(toks("‘dont"), ["‘", "do", "nt"]);
         assert_eq!(toks("intel® core™"), ["intel", "®", "core", "™"]);
         assert_eq!(toks("x  y"), ["x", "y"]);
+    }
+
+    #[test]
+    fn long_runs_of_affix_characters_are_cut_in_linear_time() {
+        let stars = "★".repeat(200_000);
+        let t = std::time::Instant::now();
+        assert_eq!(toks(&stars).len(), 200_000);
+        let units = format!("0{}", "km".repeat(100_000));
+        assert!(!toks(&units).is_empty());
+        assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
     }
 
     #[test]
