@@ -22,11 +22,19 @@ from datatrove.utils.text import PUNCTUATION, simplify_text
 from spacy.lang.char_classes import _units, _currency
 
 tok = spacy.blank("en").tokenizer
-survivors = [
-    chr(cp)
-    for cp in range(0x110000)
-    if not (0xD800 <= cp < 0xE000) and not chr(cp).isspace() and simplify_text(chr(cp)) == chr(cp)
-]
+# Every character simplify_text can output: its fixed points, and what others
+# decompose into after the punctuation pass (U+037E → `;`, ≠ → `=`), which spaCy then
+# sees too.
+survivors = sorted(
+    {
+        c
+        for cp in range(0x110000)
+        if not (0xD800 <= cp < 0xE000)
+        for c in simplify_text(chr(cp))
+        if not c.isspace()
+    }
+)
+surviving = set(survivors)
 pre = [c for c in survivors if (m := tok.prefix_search(c)) and m.end() == len(c)]
 suf = [c for c in survivors if (m := tok.suffix_search("x" + c)) and m.start() == 1]
 inf = [
@@ -40,14 +48,14 @@ cands = set(c for c in survivors) | set(_units.split()) | set(_currency.replace(
 after_digit = sorted(
     u
     for u in cands
-    if simplify_text(u) == u
+    if all(c in surviving for c in u)
     and u not in suf
     and (m := tok.suffix_search("0" + u))
     and m.start() == 1
 )
 specials = {}
 for k in tok.rules:
-    if k and " " not in k and simplify_text(k) == k:
+    if k and " " not in k and all(c in surviving for c in k):
         specials[k] = [t.text for t in tok(k)]
 
 

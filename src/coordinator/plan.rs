@@ -202,15 +202,15 @@ pub async fn check_assets(spec: &Spec, reg: &Registry) -> Result<Assets, PlanErr
     if !errors.is_empty() {
         return Err(PlanError::Spec(SpecErrors(errors)));
     }
-    load_at_plan(spec, reg).await?;
+    load_at_plan(spec, reg, &versions).await?;
     Ok(versions)
 }
 
 /// Loads the assets of the operators that ask for it (`Operator::load_at_plan`:
 /// benchmark files), so content that cannot work (an empty benchmark) is refused at
 /// submit, naming the param, instead of failing every task.
-async fn load_at_plan(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
-    use object_store::ObjectStoreExt;
+/// Each asset is read at the version just checked (its etag, as workers read it).
+async fn load_at_plan(spec: &Spec, reg: &Registry, versions: &Assets) -> Result<(), PlanError> {
     let ops = ops::build_stages(spec).map_err(PlanError::Spec)?;
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate().filter(|(_, op)| op.load_at_plan()) {
@@ -219,12 +219,21 @@ async fn load_at_plan(spec: &Spec, reg: &Registry) -> Result<(), PlanError> {
             let (store, u) = reg
                 .resolve(&a.uri)
                 .map_err(|e| PlanError::Storage(format!("reading {}: {e}", a.uri)))?;
-            let bytes = async { store.get(&u.path).await?.bytes().await }
+            let opts = object_store::GetOptions {
+                if_match: versions.get(&a.uri).and_then(|v| v.etag.clone()),
+                ..Default::default()
+            };
+            let bytes = async { store.get_opts(&u.path, opts).await?.bytes().await }
                 .await
                 .map_err(|e| PlanError::Storage(format!("reading {}: {e}", a.uri)))?;
             fetched.push((a, bytes));
         }
-        if let Err(e) = op.load(&fetched) {
+        // Building an index from a large benchmark is CPU work: off the runtime.
+        let loading = op.clone();
+        let loaded = tokio::task::spawn_blocking(move || loading.load(&fetched))
+            .await
+            .map_err(|e| PlanError::Storage(format!("loading the assets of stage {i}: {e}")))?;
+        if let Err(e) = loaded {
             let (path, message) = match e {
                 ops::LoadError::Asset {
                     param,

@@ -48,6 +48,10 @@ params! {
         /// The column naming the benchmark of a document's first match (null when
         /// clean); `<column>_items` counts the items it matched.
         column: String = "contamination",
+        /// The most items of one document listed in the side table (the first ones
+        /// it matches; `<column>_items` counts them all): a page that dumps a whole
+        /// benchmark does not write a row per item.
+        max_table_items: usize [1, 1000000] = 100,
     }
 }
 
@@ -80,14 +84,33 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     }))
 }
 
-/// A benchmark's name: its file name without extensions (`mmlu.jsonl.gz` → `mmlu`).
-fn benchmark_name(uri: &str) -> String {
-    let file = uri.rsplit('/').next().unwrap_or(uri);
-    file.split('.')
-        .next()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(file)
-        .to_string()
+/// The benchmarks' names: each file's name without extensions (`mmlu.jsonl.gz` →
+/// `mmlu`), with as many of its folders as it takes to tell them apart (Hugging Face
+/// layouts name every file `test-00000-of-00001.parquet`: `mmlu/test-00000-of-00001`).
+fn benchmark_names(uris: &[String]) -> Vec<String> {
+    let parts: Vec<Vec<&str>> = uris
+        .iter()
+        .map(|u| {
+            let mut p: Vec<&str> = u.split('/').filter(|s| !s.is_empty()).collect();
+            if let Some(last) = p.last_mut() {
+                *last = last
+                    .split('.')
+                    .next()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(last);
+            }
+            p
+        })
+        .collect();
+    let name = |p: &[&str], k: usize| p[p.len().saturating_sub(k)..].join("/");
+    let longest = parts.iter().map(Vec::len).max().unwrap_or(1);
+    (1..=longest)
+        .map(|k| parts.iter().map(|p| name(p, k)).collect::<Vec<_>>())
+        .find(|names| {
+            let set: std::collections::BTreeSet<&String> = names.iter().collect();
+            set.len() == names.len()
+        })
+        .unwrap_or_else(|| uris.to_vec())
 }
 
 /// The text segments of one JSON value of a field.
@@ -97,7 +120,12 @@ fn segments_of(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Number(n) => out.push(n.to_string()),
         serde_json::Value::Bool(b) => out.push(b.to_string()),
         serde_json::Value::Array(a) => a.iter().for_each(|x| segments_of(x, out)),
-        serde_json::Value::Null | serde_json::Value::Object(_) => {}
+        // SQuAD's `answers: {text: [...], answer_start: [...]}`: its strings.
+        serde_json::Value::Object(o) => o
+            .values()
+            .filter(|x| !x.is_number())
+            .for_each(|x| segments_of(x, out)),
+        serde_json::Value::Null => {}
     }
 }
 
@@ -219,14 +247,15 @@ impl Operator for Op {
             return Ok(());
         }
         let mut index = Index::new(self.p.n);
-        for (a, bytes) in assets {
+        let names = benchmark_names(&self.p.benchmarks);
+        for (k, (a, bytes)) in assets.iter().enumerate() {
             let bad = |message: String| LoadError::Asset {
                 param: a.param.clone(),
                 uri: a.uri.clone(),
                 message,
             };
             let rows = items(bytes, &a.uri, &self.p).map_err(bad)?;
-            let b = index.benchmark(&benchmark_name(&a.uri));
+            let b = index.benchmark(names.get(k).unwrap_or(&a.uri));
             let mut usable = 0;
             for (id, segs) in rows {
                 let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
@@ -283,7 +312,7 @@ impl Operator for Op {
                 reason: "contaminated",
                 detail: Some(format!("{b0}:{i0}: {}", m0.ngram)),
             }));
-            for m in ms {
+            for m in ms.iter().take(self.p.max_table_items) {
                 let (b, i) = name(m);
                 t[0].append_value(ids.map(|a| a.value(row)).unwrap_or_default());
                 t[1].append_value(b);
@@ -372,6 +401,22 @@ mod tests {
             col(3)[1],
             "the old town of the",
             "across question and answer"
+        );
+    }
+
+    #[test]
+    fn benchmarks_are_named_apart_by_their_folders() {
+        let n = |u: &[&str]| benchmark_names(&u.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            n(&["evals/mmlu.jsonl.gz", "s3://b/gsm8k.parquet"]),
+            ["mmlu", "gsm8k"]
+        );
+        assert_eq!(
+            n(&[
+                "hf/mmlu/test-00000-of-00001.parquet",
+                "hf/gsm8k/test-00000-of-00001.parquet"
+            ]),
+            ["mmlu/test-00000-of-00001", "gsm8k/test-00000-of-00001"]
         );
     }
 

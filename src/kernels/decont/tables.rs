@@ -37,12 +37,15 @@ pub(super) const PUNCTUATION: &[(char, char)] = &[
 ];
 
 pub(super) const PREFIX: &[(char, char)] = &[
+    ('\u{3b}', '\u{3e}'),
+    ('\u{60}', '\u{60}'),
     ('\u{a1}', '\u{a1}'),
     ('\u{a3}', '\u{a3}'),
     ('\u{a5}', '\u{a7}'),
     ('\u{a9}', '\u{a9}'),
     ('\u{ae}', '\u{ae}'),
     ('\u{b0}', '\u{b0}'),
+    ('\u{b4}', '\u{b4}'),
     ('\u{b7}', '\u{b7}'),
     ('\u{bf}', '\u{bf}'),
     ('\u{482}', '\u{482}'),
@@ -142,6 +145,7 @@ pub(super) const PREFIX: &[(char, char)] = &[
     ('\u{2f00}', '\u{2fd5}'),
     ('\u{2ff0}', '\u{2ffb}'),
     ('\u{3004}', '\u{3004}'),
+    ('\u{3008}', '\u{3009}'),
     ('\u{300e}', '\u{300f}'),
     ('\u{3012}', '\u{3015}'),
     ('\u{3020}', '\u{3020}'),
@@ -234,11 +238,15 @@ pub(super) const PREFIX: &[(char, char)] = &[
 ];
 
 pub(super) const SUFFIX: &[(char, char)] = &[
+    ('\u{3b}', '\u{3c}'),
+    ('\u{3e}', '\u{3e}'),
+    ('\u{60}', '\u{60}'),
     ('\u{a1}', '\u{a1}'),
     ('\u{a6}', '\u{a6}'),
     ('\u{a9}', '\u{a9}'),
     ('\u{ae}', '\u{ae}'),
     ('\u{b0}', '\u{b0}'),
+    ('\u{b4}', '\u{b4}'),
     ('\u{b7}', '\u{b7}'),
     ('\u{bf}', '\u{bf}'),
     ('\u{482}', '\u{482}'),
@@ -336,6 +344,7 @@ pub(super) const SUFFIX: &[(char, char)] = &[
     ('\u{2f00}', '\u{2fd5}'),
     ('\u{2ff0}', '\u{2ffb}'),
     ('\u{3004}', '\u{3004}'),
+    ('\u{3008}', '\u{3009}'),
     ('\u{300e}', '\u{300f}'),
     ('\u{3012}', '\u{3015}'),
     ('\u{3020}', '\u{3020}'),
@@ -428,6 +437,7 @@ pub(super) const SUFFIX: &[(char, char)] = &[
 ];
 
 pub(super) const INFIX: &[(char, char)] = &[
+    ('\u{3c}', '\u{3e}'),
     ('\u{a6}', '\u{a6}'),
     ('\u{a9}', '\u{a9}'),
     ('\u{ae}', '\u{ae}'),
@@ -726,6 +736,7 @@ pub(super) const AFTER_DIGIT: &[&str] = &[
 ];
 
 pub(super) const SPECIALS: &[(&str, &[&str])] = &[
+    ("\u{3c}space\u{3e}", &["\u{3c}space\u{3e}"]),
     ("aint", &["ai", "nt"]),
     ("arent", &["are", "nt"]),
     ("cannot", &["can", "not"]),
