@@ -257,20 +257,8 @@ fn flags_the_documents_datatrove_flags_and_reports_the_matches() {
         "- {op: throttle, params: {records_per_sec: 400}}",
     );
     let jobs = dir.path().join("jobs");
-    let o = run_ok(
-        mdf()
-            .args(["submit", s.to_str().unwrap(), "--job-root"])
-            .arg(&jobs),
-    );
-    let job = stdout(&o).lines().last().unwrap().to_string();
-    let spawn = |id: &str| {
-        mdf()
-            .args(["worker", "--job", &job, "--worker-id", id])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let job = submit_job(&s, &jobs);
+    let spawn = |id: &str| spawn_worker(&job, id);
     let mut a = spawn("a");
     let mut b2 = spawn("b");
     // Killed once it holds a task (its first lease), a little into it.
@@ -298,15 +286,7 @@ fn flags_the_documents_datatrove_flags_and_reports_the_matches() {
     }
     let st = status_json(&job);
     assert_eq!(st["succeeded"], true, "{st:#}");
-    let lost = files_under(&jobs)
-        .iter()
-        .filter(|f| f.contains("/leases/p00/"))
-        .any(|f| {
-            let v: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(jobs.join(f)).unwrap()).unwrap();
-            v["lost"].as_u64().unwrap_or(0) > 0
-        });
-    assert!(lost, "the kill missed every task");
+    assert!(a_lease_was_lost(&jobs, "p00"), "the kill missed every task");
     let kept: BTreeSet<String> = strings(&output_batches(&dropped), "doc")
         .into_iter()
         .collect();

@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn pylance(script: &str, args: &[&str]) -> Option<serde_json::Value> {
@@ -120,20 +120,8 @@ fn killed_workers_leave_no_fragment_in_the_dataset() {
     let slow = "  - op: throttle\n    params: {records_per_sec: 60}\n";
     let s = spec(d.path(), &out, "lance", slow);
     let jobs = d.path().join("jobs");
-    let o = run_ok(
-        mdf()
-            .args(["submit", s.to_str().unwrap(), "--job-root"])
-            .arg(&jobs),
-    );
-    let job = stdout(&o).lines().last().unwrap().to_string();
-    let spawn = |id: &str| {
-        mdf()
-            .args(["worker", "--job", &job, "--worker-id", id])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let job = submit_job(&s, &jobs);
+    let spawn = |id: &str| spawn_worker(&job, id);
     // Two workers killed mid-task (their attempts had written Lance files), then one
     // that finishes the job.
     let mut a = spawn("a");

@@ -316,20 +316,8 @@ fn token_shards_read_back_as_the_python_packages_ids() {
         "{op: throttle, params: {records_per_sec: 1500}}, ",
     );
     let jobs = dir.path().join("jobs2");
-    let o = run_ok(
-        mdf()
-            .args(["submit", s.to_str().unwrap(), "--job-root"])
-            .arg(&jobs),
-    );
-    let job = stdout(&o).lines().last().unwrap().to_string();
-    let spawn = |id: &str| {
-        mdf()
-            .args(["worker", "--job", &job, "--worker-id", id])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let job = submit_job(&s, &jobs);
+    let spawn = |id: &str| spawn_worker(&job, id);
     let mut a = spawn("a");
     let mut b = spawn("b");
     std::thread::sleep(std::time::Duration::from_millis(400));
@@ -341,15 +329,7 @@ fn token_shards_read_back_as_the_python_packages_ids() {
     }
     let st = status_json(&job);
     assert_eq!(st["succeeded"], true, "{st:#}");
-    let lost = files_under(&jobs)
-        .iter()
-        .filter(|f| f.contains("/leases/p00/"))
-        .any(|f| {
-            let v: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(jobs.join(f)).unwrap()).unwrap();
-            v["lost"].as_u64().unwrap_or(0) > 0
-        });
-    assert!(lost, "the kill missed every task");
+    assert!(a_lease_was_lost(&jobs, "p00"), "the kill missed every task");
     let (docs, v) = shard_docs("tokens", &out, "uint32");
     assert_eq!(v["shards"], 3);
     assert!(

@@ -264,3 +264,37 @@ pub fn python(args: &[&str]) -> Option<String> {
     }
     Some(String::from_utf8_lossy(&o.stdout).to_string())
 }
+
+/// Submits a spec to `jobs` without running it; returns the job's URI.
+pub fn submit_job(spec: &Path, jobs: &Path) -> String {
+    let o = run_ok(
+        mdf()
+            .args(["submit", spec.to_str().unwrap(), "--job-root"])
+            .arg(jobs),
+    );
+    stdout(&o).lines().last().unwrap().to_string()
+}
+
+/// Starts `mdf worker` on `job` as worker `id`, its output discarded.
+pub fn spawn_worker(job: &str, id: &str) -> std::process::Child {
+    mdf()
+        .args(["worker", "--job", job, "--worker-id", id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Whether some task of `phase` under `jobs` was taken over after its worker was lost
+/// (a lease record counts `lost` attempts).
+pub fn a_lease_was_lost(jobs: &Path, phase: &str) -> bool {
+    files_under(jobs)
+        .iter()
+        .filter(|f| f.contains(&format!("/leases/{phase}/")))
+        .any(|f| {
+            std::fs::read(jobs.join(f))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|v| v["lost"].as_u64().unwrap_or(0) > 0)
+        })
+}

@@ -420,7 +420,11 @@ mod tests {
         assert_eq!(toks("x  y"), ["x", "y"]);
         // Punctuation that only appears after the decomposition: spaCy still cuts it.
         assert_eq!(toks("if a≠b then"), ["if", "a", "=", "b", "then"]);
-        assert_eq!(toks("x\u{37e}y"), ["x;y"], "a prefix and suffix, not an infix");
+        assert_eq!(
+            toks("x\u{37e}y"),
+            ["x;y"],
+            "a prefix and suffix, not an infix"
+        );
     }
 
     #[test]
