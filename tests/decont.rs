@@ -130,6 +130,7 @@ stages:
       id_field: id
       action: {action}
 output: {{uri: "{}"}}
+job: {{max_files_per_task: 1}}
 "#,
             dir.display(),
             q.display(),
