@@ -97,7 +97,7 @@ pub fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
 
 /// One line about a planned phase: its kind, tasks and stages.
 fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
-    use crate::protocol::records::PhaseKind;
+    use crate::protocol::records::{DedupPhaseKind as DedupKind, PhaseKind};
     let stages: Vec<&str> = ph
         .stages
         .iter()
@@ -107,7 +107,20 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
         PhaseKind::Map if stages.is_empty() => "copy".to_string(),
         PhaseKind::Map => stages.join(" → "),
         PhaseKind::Reduce => match ph.dedup.as_ref().map(|d| &d.params.kind) {
-            Some(k) if !k.is_exact() => format!(
+            Some(DedupKind::Substring {
+                min_tokens,
+                keep_first,
+                ..
+            }) => format!(
+                "substring reduce: windows of {min_tokens} words seen twice marked ({}), one task per hash range (after every p{:02} task)",
+                if *keep_first {
+                    "the first occurrence kept"
+                } else {
+                    "every occurrence cut"
+                },
+                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
+            ),
+            Some(k) if k.is_near() => format!(
                 "near-dup candidates ({}), one task per band-key range (after every p{:02} task)",
                 near_kind(k),
                 ph.dedup.as_ref().map_or(0, |d| d.map_phase)
@@ -141,6 +154,7 @@ fn near_kind(k: &crate::protocol::records::DedupPhaseKind) -> String {
             threshold,
         } => format!("minhash {bands}×{rows}, Jaccard ≥ {threshold}"),
         DedupKind::Phash { radius } => format!("phash, Hamming ≤ {radius}"),
+        DedupKind::Substring { min_tokens, .. } => format!("substrings of {min_tokens} words"),
     }
 }
 

@@ -433,6 +433,22 @@ fn bind_dropping(
                 schema = Arc::new(Schema::new(fields));
             }
         }
+        if pi > 0
+            && let Some((i, d)) = ops::dedup_ending(spec, &phases[pi - 1])
+            && matches!(d.kind, crate::dedup::DedupKind::Substring { .. })
+        {
+            let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+            for f in crate::dedup::apply::substring_fields() {
+                if schema.index_of(f.name()).is_ok() {
+                    errors.push(FieldError {
+                        path: format!("stages[{i}].params.kind"),
+                        message: format!("the input already has a column {:?}", f.name()),
+                    });
+                }
+                fields.push(Arc::new(f));
+            }
+            schema = Arc::new(Schema::new(fields));
+        }
         let phase_in = schema.clone();
         for &i in idxs {
             match ops::output_schema(operators[i].as_ref(), &schema) {

@@ -9,25 +9,84 @@ use super::format::{self, format_id, parse_id};
 use super::params::CLUSTER_COLUMN;
 use super::propagate::{is_record_step, step_outcome};
 use super::shuffle::{ShuffleCtx, read_sections};
+use super::substring::Mark;
 use crate::kernels::FastMap;
-use crate::ops::{Drop, Operator, Output, ProcessError, SchemaError};
-use crate::protocol::records::DedupPhase;
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use crate::kernels::substring;
+use crate::ops::{Drop, Operator, Output, ProcessError, SchemaError, Total};
+use crate::protocol::records::{DedupPhase, DedupPhaseKind};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-/// The apply filter of map task `map_task`'s records: their decisions, read from the
-/// store.
+/// The apply filter of map task `map_task`'s records: their decisions (exact, near
+/// duplicates) or the spans to cut (substrings), read from the store.
 pub async fn filter_for(
     sc: &ShuffleCtx<'_>,
     d: &DedupPhase,
     map_task: &str,
-) -> Result<Apply, DedupError> {
-    Ok(Apply {
+) -> Result<Arc<dyn Operator>, DedupError> {
+    if let DedupPhaseKind::Substring {
+        min_tokens,
+        min_chars,
+        ..
+    } = d.params.kind
+    {
+        let t = map_index(sc, d, map_task)?;
+        return Ok(Arc::new(SubstringApply {
+            ranges: ranges_for(sc, d.map_phase + 1, t as u64, min_tokens).await?,
+            field: d.params.key.clone(),
+            min_chars,
+        }));
+    }
+    Ok(Arc::new(Apply {
         decisions: decisions_for(sc, d, map_task).await?,
         cluster_column: d.params.cluster_column,
+    }))
+}
+
+/// The index of a map task among its phase's sorted task ids (its section).
+fn map_index(sc: &ShuffleCtx<'_>, d: &DedupPhase, map_task: &str) -> Result<usize, DedupError> {
+    sc.task_ids(d.map_phase)
+        .iter()
+        .position(|x| x == map_task)
+        .ok_or_else(|| DedupError::Plan(format!("map task {map_task} is not in the job")))
+}
+
+/// The token ranges to cut from one map task's records, by id (merged where they
+/// overlap or touch): section `section` of every marks object of `phase`, each mark
+/// a window of `k` tokens. Marks arrive sorted by (id, pos) per reducer and are merged
+/// as they arrive, so memory grows with the cut spans, not with the marked windows.
+async fn ranges_for(
+    sc: &ShuffleCtx<'_>,
+    phase: usize,
+    section: u64,
+    k: u32,
+) -> Result<FastMap<u128, Vec<(u32, u32)>>, DedupError> {
+    let mut out: FastMap<u128, Vec<(u32, u32)>> = FastMap::default();
+    let never = AtomicBool::new(false);
+    read_sections(sc, phase, section, &never, |_, uri, b| {
+        let mut cur: Option<(u128, u32, u32)> = None;
+        let mut flush = |c: Option<(u128, u32, u32)>| {
+            if let Some((id, a, z)) = c {
+                out.entry(id).or_default().push((a, z));
+            }
+        };
+        for m in format::decode::<Mark>(&b).map_err(|e| DedupError::format(uri, e))? {
+            let end = m.pos.saturating_add(k);
+            match &mut cur {
+                Some((id, _, z)) if *id == m.id && m.pos <= *z => *z = (*z).max(end),
+                _ => flush(cur.replace((m.id, m.pos, end))),
+            }
+        }
+        flush(cur);
+        Ok(())
     })
+    .await?;
+    for v in out.values_mut() {
+        *v = substring::merge(std::mem::take(v));
+    }
+    Ok(out)
 }
 
 /// The decisions about one map task's records from every reduce task: id →
@@ -38,12 +97,8 @@ pub async fn decisions_for(
     map_task: &str,
 ) -> Result<FastMap<u128, u128>, DedupError> {
     let reduce_phase = d.map_phase + 1;
-    let t = sc
-        .task_ids(d.map_phase)
-        .iter()
-        .position(|x| x == map_task)
-        .ok_or_else(|| DedupError::Plan(format!("map task {map_task} is not in the job")))?;
-    if !d.params.kind.is_exact() {
+    let t = map_index(sc, d, map_task)?;
+    if d.params.kind.is_near() {
         return near_decisions_for(sc, d, t).await;
     }
     decisions_in(sc, reduce_phase, t as u64).await
@@ -156,5 +211,152 @@ impl Operator for Apply {
             vec![]
         };
         Ok(Output::annotated(added, verdicts))
+    }
+}
+
+/// The column of the bytes a substring dedup cut from each record's text.
+pub const REMOVED_BYTES: &str = "substr_removed_bytes";
+/// The column of the spans a substring dedup cut from each record's text.
+pub const REMOVED_SPANS: &str = "substr_removed_spans";
+/// The reject reason of a record a substring dedup left too short.
+pub const SUBSTRING_DUPLICATE: &str = "substring_duplicate";
+
+/// The columns a substring dedup's apply adds after the text (docs/DEDUP.md).
+pub fn substring_fields() -> Vec<Field> {
+    vec![
+        Field::new(REMOVED_BYTES, DataType::UInt64, false),
+        Field::new(REMOVED_SPANS, DataType::UInt32, false),
+    ]
+}
+
+/// The apply stage of an exact-substring dedup: cuts each record's marked token
+/// ranges out of its text (the column `field`, rewritten), counts what it cut
+/// ([`REMOVED_BYTES`], [`REMOVED_SPANS`]), reports every cut span (its side table:
+/// record id, byte range in the text as it reached the stage) and rejects a record
+/// left with fewer than `min_chars` non-whitespace characters.
+pub struct SubstringApply {
+    /// Merged token ranges to cut, by record id.
+    pub ranges: FastMap<u128, Vec<(u32, u32)>>,
+    pub field: String,
+    pub min_chars: u32,
+}
+
+impl SubstringApply {
+    fn table_schema() -> arrow_schema::SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(crate::records::ID, DataType::Utf8, false),
+            Field::new("start", DataType::UInt64, false),
+            Field::new("end", DataType::UInt64, false),
+        ]))
+    }
+}
+
+impl Operator for SubstringApply {
+    fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
+        if input.field_with_name(crate::records::ID).is_err() {
+            return Err(SchemaError::Other("no id column".into()));
+        }
+        crate::ops::require_text_param(input, "params.key", &self.field)?;
+        let text = input
+            .field_with_name(&self.field)
+            .map_err(|e| SchemaError::Other(e.to_string()))?;
+        let mut f = vec![text.clone()];
+        f.extend(substring_fields());
+        Ok(f)
+    }
+    fn replaces(&self) -> bool {
+        true
+    }
+    /// Never record by record: quarantining the record that holds a span's kept first
+    /// occurrence would lose the span from the corpus.
+    fn splittable(&self) -> bool {
+        false
+    }
+    fn histograms(&self) -> Vec<String> {
+        vec![REMOVED_BYTES.into(), REMOVED_SPANS.into()]
+    }
+    fn totals(&self) -> Vec<Total> {
+        [REMOVED_BYTES, REMOVED_SPANS]
+            .map(|c| Total {
+                column: c.into(),
+                by: vec![],
+                by_source: false,
+            })
+            .into()
+    }
+    fn table(&self) -> Option<arrow_schema::SchemaRef> {
+        Some(Self::table_schema())
+    }
+    fn process(&self, batch: &RecordBatch) -> Result<Output, ProcessError> {
+        let ids = batch
+            .column_by_name(crate::records::ID)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| ProcessError::MissingColumn(crate::records::ID.into()))?;
+        let texts = batch
+            .column_by_name(&self.field)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| ProcessError::MissingColumn(self.field.clone()))?;
+        let n = batch.num_rows();
+        let (mut text, mut bytes, mut spans) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut verdicts = Vec::with_capacity(n);
+        let (mut t_id, mut t_start, mut t_end) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            let cut = (!texts.is_null(i))
+                .then(|| parse_id(ids.value(i)))
+                .flatten()
+                .and_then(|id| self.ranges.get(&id))
+                .map(|r| {
+                    let t = texts.value(i);
+                    (t, substring::byte_spans(&substring::tokens(t), r))
+                })
+                .filter(|(_, s)| !s.is_empty());
+            let Some((t, s)) = cut else {
+                text.push(texts.is_valid(i).then(|| texts.value(i).to_string()));
+                bytes.push(0u64);
+                spans.push(0u32);
+                verdicts.push(None);
+                continue;
+            };
+            let kept = substring::cut(t, &s);
+            let removed: u64 = s.iter().map(|&(a, z)| u64::from(z - a)).sum();
+            for &(a, z) in &s {
+                t_id.push(ids.value(i));
+                t_start.push(u64::from(a));
+                t_end.push(u64::from(z));
+            }
+            let left = kept.chars().filter(|c| !c.is_whitespace()).count();
+            verdicts.push((left < self.min_chars as usize).then(|| Drop {
+                reason: SUBSTRING_DUPLICATE,
+                detail: Some(format!(
+                    "{removed} of {} bytes in {} spans repeat elsewhere; {left} characters left",
+                    t.len(),
+                    s.len()
+                )),
+            }));
+            text.push(Some(kept));
+            bytes.push(removed);
+            spans.push(s.len() as u32);
+        }
+        let table = RecordBatch::try_new(
+            Self::table_schema(),
+            vec![
+                Arc::new(StringArray::from(t_id)),
+                Arc::new(UInt64Array::from(t_start)),
+                Arc::new(UInt64Array::from(t_end)),
+            ],
+        )?;
+        Ok(Output::annotated(
+            vec![
+                Arc::new(StringArray::from(text)),
+                Arc::new(UInt64Array::from(bytes)),
+                Arc::new(UInt32Array::from(spans)),
+            ],
+            verdicts,
+        )
+        .with_table(table))
     }
 }

@@ -12,6 +12,8 @@ pub const KEYS_MAGIC: &[u8; 8] = b"MDFKEYS1";
 pub const DECISIONS_MAGIC: &[u8; 8] = b"MDFDECS1";
 /// Near-duplicate step objects: edges by partition (then decisions by map task).
 pub const EDGES_MAGIC: &[u8; 8] = b"MDFNEAR1";
+/// Exact-substring marks objects: the windows to cut, by map task.
+pub const MARKS_MAGIC: &[u8; 8] = b"MDFMARK1";
 /// Bytes before the offsets table in both objects: magic, count, reserved.
 pub const HEADER: u64 = 16;
 

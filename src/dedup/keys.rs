@@ -8,6 +8,7 @@ use super::format::parse_id;
 use super::near::append_entries;
 use super::params::{DedupKind, DedupParams, Keep};
 use super::sort::Fixed;
+use super::substring::WindowEntry;
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
 use arrow_schema::DataType;
 
@@ -28,6 +29,9 @@ pub fn append_keys(
         .column_by_name(crate::records::ID)
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
         .ok_or(KeyError::NoIdColumn)?;
+    if let DedupKind::Substring { min_tokens, .. } = p.kind {
+        return append_windows(batch, ids, &p.key, min_tokens as usize, out);
+    }
     let ranks: Option<Vec<f64>> = match &p.keep {
         Keep::LowestId => None,
         Keep::Highest(c) => {
@@ -77,6 +81,37 @@ pub fn append_keys(
     Ok(())
 }
 
+/// Exact substrings: one [`WindowEntry`] per window of `k` tokens of each record's
+/// text (none for a null or shorter text).
+fn append_windows(
+    batch: &RecordBatch,
+    ids: &StringArray,
+    column: &str,
+    k: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), KeyError> {
+    let col = batch
+        .column_by_name(column)
+        .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
+    let texts = col
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
+    let texts: Vec<Option<&str>> = texts.iter().collect();
+    let windows = crate::kernels::substring::batch_window_hashes(&texts, k);
+    out.reserve(windows.iter().map(Vec::len).sum::<usize>() * WindowEntry::SIZE);
+    for (i, ws) in windows.iter().enumerate() {
+        if ws.is_empty() {
+            continue;
+        }
+        let id = parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
+        for &(pos, hash) in ws {
+            WindowEntry { hash, id, pos }.put(out);
+        }
+    }
+    Ok(())
+}
+
 /// The key column of a batch, read as bytes per row: the 16-byte key, the
 /// signature, or the perceptual hash as 8 little-endian bytes.
 enum KeyValues<'a> {
@@ -98,6 +133,7 @@ impl<'a> KeyValues<'a> {
                 .map(KeyValues::U64)
                 .or_else(|| any.downcast_ref().map(KeyValues::I64))
                 .or_else(|| any.downcast_ref().map(KeyValues::Hex)),
+            DedupKind::Substring { .. } => None,
         };
         v.ok_or_else(|| KeyError::KeyType(col.data_type().clone()))
     }

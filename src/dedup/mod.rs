@@ -2,7 +2,8 @@
 //! the survivors. A dedup is a two-pass shuffle through the object store: map tasks
 //! write a keys object ([`keys`], [`spill`]), reduce tasks decide each key range
 //! ([`reduce`] over [`exact`]; near duplicates: candidates and label steps,
-//! [`propagate`] over [`near`] and [`rounds`]), apply tasks reject the duplicates
+//! [`propagate`] over [`near`] and [`rounds`]; exact substrings: [`reduce`] over
+//! [`substring`]), apply tasks reject the duplicates
 //! ([`apply`]). [`plan`] adds the phases to a job; [`format`] and [`sort`] are the
 //! shared object layout and bounded-memory sort.
 //!
@@ -12,7 +13,7 @@
 //! [`propagate::near_step`], [`apply::filter_for`] and [`shuffle::write_keys`].
 //!
 //! Inside, files only point down this list (no import loop): `error`, `sort`,
-//! `format`, `params`, `exact`, `near`, `rounds`, `keys`, `spill`, `shuffle`, `reduce`,
+//! `format`, `params`, `exact`, `near`, `rounds`, `substring`, `keys`, `spill`, `shuffle`, `reduce`,
 //! `propagate`, `apply`, `plan`.
 pub mod apply;
 pub mod error;
@@ -28,6 +29,7 @@ pub mod rounds;
 pub mod shuffle;
 pub mod sort;
 pub mod spill;
+pub mod substring;
 
 pub use error::{DedupError, FormatError, KeyError, ParamsError};
 pub use exact::{Decision, KeyEntry, Sourced, finish_reduce};

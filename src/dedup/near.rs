@@ -98,7 +98,9 @@ pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: 
     let mut keys = Vec::new();
     let mut payload = vec![0u8; p];
     match kind {
-        DedupKind::Exact => unreachable!("exact keys are KeyEntry"),
+        DedupKind::Exact | DedupKind::Substring { .. } => {
+            unreachable!("exact keys are KeyEntry, windows WindowEntry")
+        }
         DedupKind::Minhash { bands, rows, .. } => {
             minhash::band_keys_le(value, *bands as usize, *rows as usize, &mut keys);
             minhash::low_bytes_le(value, &mut payload);
@@ -121,7 +123,7 @@ pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: 
 /// Whether two payloads are near duplicates.
 pub fn verified(kind: &DedupKind, a: &[u8], b: &[u8]) -> bool {
     match kind {
-        DedupKind::Exact => true,
+        DedupKind::Exact | DedupKind::Substring { .. } => true,
         DedupKind::Minhash {
             bands,
             rows,

@@ -34,6 +34,15 @@ impl From<&DedupParams> for DedupPhaseParams {
                     threshold,
                 },
                 &DedupKind::Phash { radius } => DedupPhaseKind::Phash { radius },
+                &DedupKind::Substring {
+                    min_tokens,
+                    keep_first,
+                    min_chars,
+                } => DedupPhaseKind::Substring {
+                    min_tokens,
+                    keep_first,
+                    min_chars,
+                },
             },
             max_rounds: p.max_rounds,
         }
@@ -72,6 +81,15 @@ impl From<&DedupPhaseKind> for DedupKind {
                 threshold,
             },
             &DedupPhaseKind::Phash { radius } => DedupKind::Phash { radius },
+            &DedupPhaseKind::Substring {
+                min_tokens,
+                keep_first,
+                min_chars,
+            } => DedupKind::Substring {
+                min_tokens,
+                keep_first,
+                min_chars,
+            },
         }
     }
 }
@@ -137,6 +155,22 @@ mod tests {
                     true,
                 ),
                 r#"{"key":"content_key","keep":{"highest":"score"},"partitions":null,"memory_bytes":1073741824,"cluster_column":true,"kind":{"type":"phash","radius":4},"max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    key: "text".into(),
+                    ..params(
+                        Keep::LowestId,
+                        DedupKind::Substring {
+                            min_tokens: 50,
+                            keep_first: false,
+                            min_chars: 7,
+                        },
+                        None,
+                        false,
+                    )
+                },
+                r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"substring","min_tokens":50,"keep_first":false,"min_chars":7},"max_rounds":32}"#,
             ),
         ];
         for (p, want) in cases {

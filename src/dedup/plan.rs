@@ -69,7 +69,7 @@ pub fn shuffle_phases(
     map_out: &Schema,
     first: usize,
 ) -> Vec<(PhasePlan, Vec<TaskManifest>)> {
-    let steps = if dd.params.kind.is_exact() {
+    let steps = if !dd.params.kind.is_near() {
         0
     } else {
         2 * dd.params.max_rounds - 1

@@ -10,6 +10,7 @@ use super::shuffle::{
     ShuffleCtx, partition_of_task, read_sections, section, spill_dir, upload_file,
 };
 use super::sort::ExternalSort;
+use super::substring::{self, WindowEntry, WindowSourced};
 use crate::protocol::io::get_json;
 use crate::protocol::records::{
     CLUSTER_SIZE, CommitRecord, DedupPhase, OutputFile, TaskStats, TaskStatus,
@@ -36,6 +37,9 @@ pub async fn reduce(
         DedupError::Plan(format!("task {task} is not a partition of {}", plan.name))
     })?;
     let dir = spill_dir();
+    if let super::DedupKind::Substring { keep_first, .. } = params.kind {
+        return substring_reduce(sc, d, r, keep_first, out_dir, cancel, task).await;
+    }
     let mut sorter = ExternalSort::<Sourced>::new(params.memory_bytes / 2, dir.clone());
     // Keys objects hold KeyEntry; the task is known by which object it came from.
     let mut input_bytes = read_sections(sc, d.map_phase, r as u64, cancel, |ti, uri, b| {
@@ -76,6 +80,72 @@ pub async fn reduce(
         });
     }
     // Keys in, distinct keys out; the duplicates become rejects in the apply phase.
+    let ts = TaskStats {
+        records_in: stats.keys,
+        records_out: stats.distinct,
+        input_bytes,
+        output_bytes: len,
+        histograms: [(CLUSTER_SIZE.to_string(), stats.cluster_sizes)].into(),
+        ..Default::default()
+    };
+    Ok((
+        OutputFile {
+            uri: uri.to_uri_string(),
+            rows: stats.duplicates,
+            bytes: len,
+            blake3,
+        },
+        ts,
+    ))
+}
+
+/// An exact-substring reduce: the windows of hash range `r` from every committed map
+/// task, sorted and marked in bounded memory; the marks object into `out_dir`.
+async fn substring_reduce(
+    sc: &ShuffleCtx<'_>,
+    d: &DedupPhase,
+    r: u32,
+    keep_first: bool,
+    out_dir: &Uri,
+    cancel: &AtomicBool,
+    task: &str,
+) -> Result<(OutputFile, TaskStats), DedupError> {
+    let dir = spill_dir();
+    let memory = d.params.memory_bytes;
+    let mut sorter = ExternalSort::<WindowSourced>::new(memory / 2, dir.clone());
+    let input_bytes = read_sections(sc, d.map_phase, r as u64, cancel, |ti, uri, b| {
+        for e in format::entries::<WindowEntry>(&b).map_err(|e| DedupError::format(uri, e))? {
+            sorter
+                .push(WindowSourced { e, task: ti as u32 })
+                .map_err(|e| DedupError::local(format!("spilling to {}", dir.display()), e))?;
+        }
+        Ok(())
+    })
+    .await?;
+    let n_tasks = sc.task_ids(d.map_phase).len() as u32;
+    let (file, len, stats) = tokio::task::spawn_blocking(move || {
+        substring::finish_reduce(sorter, keep_first, memory, dir, n_tasks)
+    })
+    .await
+    .map_err(DedupError::joined)?
+    .map_err(|e| DedupError::local("reduce spill", e))?;
+    if stats.spilled_bytes > 0 {
+        tracing::info!(
+            task,
+            spilled_bytes = stats.spilled_bytes,
+            "partition exceeded the reduce memory budget and spilled to disk"
+        );
+    }
+    let uri = out_dir.child("marks.bin");
+    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
+    if written != len {
+        return Err(DedupError::ShortWrite {
+            what: "marks object",
+            written,
+            len,
+        });
+    }
+    // Windows in, distinct windows out; the marked windows are cut in the apply phase.
     let ts = TaskStats {
         records_in: stats.keys,
         records_out: stats.distinct,

@@ -17,6 +17,7 @@ pub mod lang;
 pub mod minhash;
 pub mod quality;
 pub mod resample;
+pub mod substring;
 pub mod text;
 pub mod url;
 pub mod vision;

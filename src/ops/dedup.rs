@@ -44,16 +44,31 @@ pub enum DedupKind {
     /// 64-bit perceptual hashes within Hamming distance `radius` (exact, by
     /// pigeonhole bands).
     Phash { radius: u32 },
+    /// Exact substrings: every window of `min_tokens` whitespace tokens of the text
+    /// column that occurs more than once in the corpus is cut, at every occurrence
+    /// but the first (`keep_first`) or at all of them; a record left with fewer than
+    /// `min_chars` non-whitespace characters is rejected.
+    Substring {
+        min_tokens: u32,
+        keep_first: bool,
+        min_chars: u32,
+    },
 }
 
 impl DedupKind {
     pub fn is_exact(&self) -> bool {
         *self == DedupKind::Exact
     }
-    /// Key entries per record: one, or one per band.
+    /// Near duplicates: reduced by label propagation (MinHash, phash).
+    pub fn is_near(&self) -> bool {
+        matches!(self, DedupKind::Minhash { .. } | DedupKind::Phash { .. })
+    }
+    /// Key entries per record: one, one per band, or (substrings) one per token,
+    /// estimated for a 2 KiB record of about 5 bytes per token.
     pub fn keys_per_record(&self) -> u64 {
         match self {
             DedupKind::Exact => 1,
+            DedupKind::Substring { .. } => 400,
             DedupKind::Minhash { bands, .. } => *bands as u64,
             DedupKind::Phash { radius } => *radius as u64 + 1,
         }
@@ -62,6 +77,7 @@ impl DedupKind {
     pub fn entry_bytes(&self) -> u64 {
         match self {
             DedupKind::Exact => 40,
+            DedupKind::Substring { .. } => 36,
             _ => 44 + self.payload_len() as u64,
         }
     }
@@ -70,7 +86,7 @@ impl DedupKind {
     /// shuffle has an entry type for.
     pub fn payload_len(&self) -> usize {
         match self {
-            DedupKind::Exact => 0,
+            DedupKind::Exact | DedupKind::Substring { .. } => 0,
             DedupKind::Phash { .. } => 8,
             DedupKind::Minhash { bands, rows, .. } => {
                 let k = (bands * rows) as usize;
@@ -122,8 +138,21 @@ pub const CLUSTER_COLUMN: &str = "dup_cluster";
 /// Parses a dedup stage's params (every error into the reader's sink).
 pub fn parse(p: &Obj) -> Option<DedupParams> {
     let key = p.req_str("key");
+    let substring = p.raw("kind").and_then(|k| k.as_str()) == Some("substring");
+    let mut keep_first = true;
     let keep = match p.raw("keep") {
         None => Keep::LowestId,
+        Some(serde_json::Value::String(s)) if substring && (s == "first" || s == "none") => {
+            keep_first = s == "first";
+            Keep::LowestId
+        }
+        Some(k) if substring => {
+            p.sink.error(
+                &p.field_path("keep"),
+                format!("substring: expected first or none, found {k}"),
+            );
+            Keep::LowestId
+        }
         Some(serde_json::Value::String(s)) if s == "lowest_id" => Keep::LowestId,
         Some(serde_json::Value::String(s)) => {
             p.sink.error(
@@ -181,15 +210,26 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
         Some("phash") => DedupKind::Phash {
             radius: p.u64_in("radius", 4, 0, 31) as u32,
         },
+        Some("substring") => DedupKind::Substring {
+            min_tokens: p.u64_in("min_tokens", 50, 2, 100_000) as u32,
+            keep_first,
+            min_chars: p.u64_in("min_chars", 50, 0, u32::MAX.into()) as u32,
+        },
         Some(other) => {
             p.sink.error(
                 &p.field_path("kind"),
-                format!("expected exact, minhash or phash, found {other:?}"),
+                format!("expected exact, minhash, phash or substring, found {other:?}"),
             );
             DedupKind::Exact
         }
     };
-    let max_rounds = if kind.is_exact() {
+    if substring && cluster_column {
+        p.sink.error(
+            &p.field_path("cluster_column"),
+            "substring dedup cuts spans out of records, it has no clusters",
+        );
+    }
+    let max_rounds = if !kind.is_near() {
         default_rounds()
     } else {
         p.u64_in("max_rounds", default_rounds().into(), 2, 64) as u32
@@ -252,19 +292,19 @@ fn params_doc() -> Vec<ParamDoc> {
             "key",
             "string",
             None,
-            "The key column: a 16-byte key (exact), a MinHash signature (minhash) or a 64-bit perceptual hash (phash).",
+            "The key column: a 16-byte key (exact), a MinHash signature (minhash), a 64-bit perceptual hash (phash), or the text column (substring).",
         ),
         p(
             "kind",
             "string",
             Some("\"exact\""),
-            "exact, minhash or phash.",
+            "exact, minhash, phash or substring (exact-substring dedup: repeated spans of min_tokens words are cut out of the text).",
         ),
         p(
             "keep",
             "string or map",
             Some("\"lowest_id\""),
-            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}.",
+            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}. substring: first (the occurrence in the lowest record id, then position, stays) or none (every occurrence is cut).",
         ),
         p(
             "partitions",
@@ -315,6 +355,18 @@ fn params_doc() -> Vec<ParamDoc> {
             "phash: the largest Hamming distance of duplicates, 0 to 31.",
         ),
         p(
+            "min_tokens",
+            "integer",
+            Some("50"),
+            "substring: the shortest repeated span cut, in whitespace-separated words, 2 to 100000.",
+        ),
+        p(
+            "min_chars",
+            "integer",
+            Some("50"),
+            "substring: a record left with fewer non-whitespace characters is rejected (substring_duplicate).",
+        ),
+        p(
             "max_rounds",
             "integer",
             Some("32"),
@@ -362,6 +414,10 @@ impl DedupParams {
             DedupKind::Phash { .. } => Some((
                 vec![DataType::UInt64, DataType::Int64, DataType::Utf8],
                 "a 64-bit perceptual hash (uint64, int64 or 16 hex digits)".to_string(),
+            )),
+            DedupKind::Substring { .. } => Some((
+                vec![DataType::Utf8],
+                "the text column substrings are cut from (a string)".to_string(),
             )),
         };
         if let Some((types, what)) = near {

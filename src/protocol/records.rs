@@ -156,11 +156,24 @@ pub enum DedupPhaseKind {
     Phash {
         radius: u32,
     },
+    /// Exact substrings (docs/DEDUP.md): windows of `min_tokens` words.
+    Substring {
+        min_tokens: u32,
+        keep_first: bool,
+        min_chars: u32,
+    },
 }
 
 impl DedupPhaseKind {
     pub fn is_exact(&self) -> bool {
         *self == DedupPhaseKind::Exact
+    }
+    /// Reduced by label propagation (MinHash, phash): the near-duplicate phases.
+    pub fn is_near(&self) -> bool {
+        matches!(
+            self,
+            DedupPhaseKind::Minhash { .. } | DedupPhaseKind::Phash { .. }
+        )
     }
 }
 

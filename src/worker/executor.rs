@@ -74,10 +74,7 @@ pub(super) trait PhaseExecutor: Send + Sync {
 
 /// The executor of a phase's tasks, from its plan.
 pub(super) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
-    let near = plan
-        .dedup
-        .as_ref()
-        .is_some_and(|d| !d.params.kind.is_exact());
+    let near = plan.dedup.as_ref().is_some_and(|d| d.params.kind.is_near());
     match plan.kind {
         PhaseKind::Map => Box::new(RecordsPhase),
         PhaseKind::Reduce if !near => Box::new(ExactReduce),
@@ -185,21 +182,21 @@ impl PhaseExecutor for ApplyPhase {
             Ok(f) => f,
             Err(e) => return Attempt::Failed(e.into()),
         };
-        let mut stages = vec![BoundStage {
-            name: d.stage.clone(),
-            op: Arc::new(filter),
-            out_schema: Arc::new(plan.input_schema.clone()),
-            then_keep: None,
-            histograms: vec![],
-            totals: vec![],
-        }];
-        stages.extend(run.ctx.stages[run.phase].iter().cloned());
         // Its records are the map task's (the phase before the reduce).
         let input_schema = Arc::new(
             run.ctx.job.manifest.phases[d.map_phase]
                 .output_schema
                 .clone(),
         );
+        let mut stages = vec![BoundStage {
+            name: d.stage.clone(),
+            histograms: crate::ops::histogram_columns(filter.as_ref(), &input_schema),
+            totals: filter.totals(),
+            op: filter,
+            out_schema: Arc::new(plan.input_schema.clone()),
+            then_keep: None,
+        }];
+        stages.extend(run.ctx.stages[run.phase].iter().cloned());
         records(run, stages, input_schema, d.map_phase).await
     }
 }

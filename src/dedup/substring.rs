@@ -1,0 +1,386 @@
+//! Exact-substring dedup's shuffle (docs/DEDUP.md, "Exact substrings"): the window
+//! entries a map task writes ([`WindowEntry`]: one per window of `min_tokens` tokens
+//! of every record), the same with the map task a reducer read them from
+//! ([`WindowSourced`]), the marks a reducer writes ([`Mark`]: a window to cut), and the
+//! pure computation between them: group equal window hashes, keep the first
+//! occurrence (lowest record id, then position) or none, mark the rest. No store
+//! access: the reduce and apply tasks do the I/O.
+use super::exact::ReduceStats;
+use super::format::{MARKS_MAGIC, Sections};
+use super::sort::{BufferPool, ExternalSort, Fixed, flag_sort, range_sort};
+use std::cmp::Ordering;
+use std::path::PathBuf;
+
+/// One window of one record, as a map task writes it into its keys object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowEntry {
+    /// The window's 128-bit hash ([`crate::kernels::substring::window_hashes`]).
+    pub hash: u128,
+    pub id: u128,
+    /// The position of the window's first token in the record's text.
+    pub pos: u32,
+}
+
+impl Fixed for WindowEntry {
+    const SIZE: usize = 36;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.hash.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.pos.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        WindowEntry {
+            hash: u128::from_le_bytes(b[0..16].try_into().expect("16")),
+            id: u128::from_le_bytes(b[16..32].try_into().expect("16")),
+            pos: u32::from_le_bytes(b[32..36].try_into().expect("4")),
+        }
+    }
+    /// Hash, then the first occurrence first: lowest id, then lowest position.
+    fn order(&self, o: &Self) -> Ordering {
+        (self.hash, self.id, self.pos).cmp(&(o.hash, o.id, o.pos))
+    }
+}
+
+/// A window entry with the index of the map task it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSourced {
+    pub e: WindowEntry,
+    pub task: u32,
+}
+
+impl Fixed for WindowSourced {
+    const SIZE: usize = 40;
+    fn put(&self, out: &mut Vec<u8>) {
+        self.e.put(out);
+        out.extend_from_slice(&self.task.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        WindowSourced {
+            e: WindowEntry::get(&b[..36]),
+            task: u32::from_le_bytes(b[36..40].try_into().expect("4")),
+        }
+    }
+    fn pool() -> Option<&'static BufferPool<Self>> {
+        static POOL: BufferPool<WindowSourced> = BufferPool::new();
+        Some(&POOL)
+    }
+    /// Hashes are spread evenly over the partition's range: see [`range_sort`].
+    fn sort(buf: &mut [Self]) {
+        range_sort(
+            buf,
+            &[&|x: &Self| (x.e.hash >> 64) as u64, &|x: &Self| {
+                x.e.hash as u64
+            }],
+            &Self::order,
+        );
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        self.e.order(&o.e).then_with(|| self.task.cmp(&o.task))
+    }
+}
+
+/// A window to cut: record `id` of map task `task`, tokens `pos..pos + min_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub task: u32,
+    pub pos: u32,
+    pub id: u128,
+}
+
+impl Fixed for Mark {
+    const SIZE: usize = 24;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.task.to_le_bytes());
+        out.extend_from_slice(&self.pos.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        Mark {
+            task: u32::from_le_bytes(b[0..4].try_into().expect("4")),
+            pos: u32::from_le_bytes(b[4..8].try_into().expect("4")),
+            id: u128::from_le_bytes(b[8..24].try_into().expect("16")),
+        }
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        (self.task, self.id, self.pos).cmp(&(o.task, o.id, o.pos))
+    }
+    fn pool() -> Option<&'static BufferPool<Self>> {
+        static POOL: BufferPool<Mark> = BufferPool::new();
+        Some(&POOL)
+    }
+    /// By task (a counting pass), then each task's (id, pos) by [`range_sort`].
+    fn sort(buf: &mut [Self]) {
+        let tasks = buf.iter().map(|d| d.task as usize + 1).max().unwrap_or(0);
+        if buf.len() < 256 || tasks > buf.len() {
+            buf.sort_unstable_by(Self::order);
+            return;
+        }
+        let starts = flag_sort(buf, tasks, |d| d.task as usize);
+        for w in starts.windows(2) {
+            range_sort(
+                &mut buf[w[0]..w[1]],
+                &[&|d: &Self| (d.id >> 64) as u64, &|d: &Self| d.id as u64],
+                &Self::order,
+            );
+        }
+    }
+}
+
+/// Groups sorted window entries by hash and marks, in every group of two or more,
+/// each occurrence but the first (`keep_first`) or all of them. Counts: `keys` windows,
+/// `distinct` hashes, `duplicates` marks; `cluster_sizes`, occurrences per hash.
+pub fn mark(
+    sorted: impl Iterator<Item = std::io::Result<WindowSourced>>,
+    keep_first: bool,
+    memory_bytes: u64,
+    dir: PathBuf,
+) -> std::io::Result<(ExternalSort<Mark>, ReduceStats)> {
+    let mut out = ExternalSort::<Mark>::new(memory_bytes / 2, dir);
+    let mut stats = ReduceStats::default();
+    let mark_of = |x: &WindowSourced| Mark {
+        task: x.task,
+        pos: x.e.pos,
+        id: x.e.id,
+    };
+    let mut first: Option<WindowSourced> = None;
+    let mut size = 0u64;
+    for x in sorted {
+        let x = x?;
+        stats.keys += 1;
+        match &first {
+            Some(f) if f.e.hash == x.e.hash => {
+                if size == 1 && !keep_first {
+                    out.push(mark_of(f))?;
+                    stats.duplicates += 1;
+                }
+                out.push(mark_of(&x))?;
+                stats.duplicates += 1;
+                size += 1;
+            }
+            _ => {
+                if size > 0 {
+                    stats.cluster_sizes.record(size as f64);
+                }
+                stats.distinct += 1;
+                first = Some(x);
+                size = 1;
+            }
+        }
+    }
+    if size > 0 {
+        stats.cluster_sizes.record(size as f64);
+    }
+    Ok((out, stats))
+}
+
+/// The rest of a substring reduce once every entry is in `sorter`: merge, mark, and
+/// write the marks object (one section per map task, sorted by (id, pos)) to a local
+/// file. Returns it, its length and the counts.
+pub fn finish_reduce(
+    sorter: ExternalSort<WindowSourced>,
+    keep_first: bool,
+    memory_bytes: u64,
+    dir: PathBuf,
+    map_tasks: u32,
+) -> std::io::Result<(std::fs::File, u64, ReduceStats)> {
+    let spilled = sorter.spilled_bytes;
+    let merged = sorter.finish()?;
+    let (marks, mut stats) = mark(merged, keep_first, memory_bytes, dir.clone())?;
+    stats.spilled_bytes = spilled + marks.spilled_bytes;
+    let mut out = Sections::new(map_tasks as usize, &dir)?;
+    out.push_all(marks.finish()?, |m| m.task as usize)?;
+    let (file, len) = out.finish(MARKS_MAGIC)?;
+    Ok((file, len, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dedup::format::{check_header, decode, section_of};
+    use std::io::Read;
+
+    fn w(hash: u128, id: u128, pos: u32, task: u32) -> WindowSourced {
+        WindowSourced {
+            e: WindowEntry { hash, id, pos },
+            task,
+        }
+    }
+
+    #[test]
+    fn sorts_equal_a_comparison_sort() {
+        let mut next = crate::kernels::xorshift(0x2545_F491_4F6C_DD1Du64);
+        for (n, spread) in [(10, 64), (5_000, 64), (70_000, 30), (3_000, 0)] {
+            let mut v: Vec<WindowSourced> = (0..n)
+                .map(|_| {
+                    let h = if spread == 0 {
+                        7
+                    } else {
+                        next() >> (64 - spread)
+                    };
+                    w(
+                        ((h as u128) << 64) | (next() % 3) as u128,
+                        (next() % 50) as u128,
+                        (next() % 100) as u32,
+                        (next() % 4) as u32,
+                    )
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_by(WindowSourced::order);
+            WindowSourced::sort(&mut v);
+            assert!(v == want, "n={n} spread={spread}");
+            let mut m: Vec<Mark> = v
+                .iter()
+                .map(|x| Mark {
+                    task: x.task,
+                    pos: x.e.pos,
+                    id: x.e.id << 64 | x.e.hash,
+                })
+                .collect();
+            let mut want = m.clone();
+            want.sort_by(Mark::order);
+            Mark::sort(&mut m);
+            assert!(m == want, "marks n={n}");
+        }
+    }
+
+    /// Every occurrence of a repeated window but the lowest (id, pos) is marked (all
+    /// of them without `keep_first`); single windows never are; spilling changes
+    /// nothing; each map task's section holds its marks sorted by (id, pos).
+    #[test]
+    fn marks_every_repeat_and_do_not_depend_on_spilling() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut input = Vec::new();
+        for h in 0..400u128 {
+            for copy in 0..(h % 4) as u32 {
+                // The same window in records of several tasks, twice in one record.
+                let id = 1000 - h + (copy as u128 % 2);
+                input.push(w(h << 100, id, copy * 7, copy % 3));
+            }
+        }
+        for keep_first in [true, false] {
+            let run = |memory: u64| {
+                let mut s = ExternalSort::<WindowSourced>::new(memory, dir.path().to_path_buf());
+                for x in input.iter().rev() {
+                    s.push(*x).unwrap();
+                }
+                let (mut f, len, stats) =
+                    finish_reduce(s, keep_first, memory, dir.path().to_path_buf(), 3).unwrap();
+                let mut b = Vec::new();
+                f.read_to_end(&mut b).unwrap();
+                assert_eq!(b.len() as u64, len);
+                (b, stats)
+            };
+            let (a, sa) = run(1 << 30);
+            let (b, sb) = run(4096);
+            assert_eq!(a, b, "spilling changed the marks object");
+            assert!(sb.spilled_bytes > 0 && sa.spilled_bytes == 0);
+            check_header(&a, MARKS_MAGIC, 3).unwrap();
+            // Brute force: per hash, the occurrences sorted by (id, pos).
+            let mut want: Vec<Mark> = Vec::new();
+            for h in 0..400u128 {
+                let mut occ: Vec<&WindowSourced> =
+                    input.iter().filter(|x| x.e.hash == h << 100).collect();
+                occ.sort_by_key(|x| (x.e.id, x.e.pos));
+                if occ.len() < 2 {
+                    continue;
+                }
+                for x in &occ[usize::from(keep_first)..] {
+                    want.push(Mark {
+                        task: x.task,
+                        pos: x.e.pos,
+                        id: x.e.id,
+                    });
+                }
+            }
+            want.sort_by(Mark::order);
+            let mut got = Vec::new();
+            for t in 0..3 {
+                let s: Vec<Mark> = decode(section_of(&a, t).unwrap()).unwrap();
+                assert!(s.iter().all(|m| m.task == t as u32));
+                assert!(s.windows(2).all(|p| p[0].order(&p[1]).is_lt()));
+                got.extend(s);
+            }
+            assert_eq!(got, want, "keep_first={keep_first}");
+            assert_eq!(sa.duplicates, want.len() as u64);
+            assert_eq!(sa.keys, input.len() as u64);
+            assert_eq!(sa.distinct, 300);
+        }
+    }
+
+    /// Window hashes are 128 bits because colliding windows are cut as if repeated.
+    /// Forced here with hashes cut to 24 bits: distinct windows collide in about
+    /// D²/2²⁵ pairs (the birthday bound docs/DEDUP.md extrapolates to 128 bits:
+    /// 1.5 × 10⁻¹⁷ colliding pairs at 10¹¹ windows), and every collision marks windows
+    /// that occur once, which the full hashes never do.
+    #[test]
+    fn forced_collisions_follow_the_birthday_bound_and_cut_unique_windows() {
+        use crate::kernels::substring::{window_hashes, window_hashes_with};
+        use std::collections::HashMap;
+        let mut next = crate::kernels::xorshift(0x5DEE_CE66_D1CE_4E5Bu64);
+        let docs: Vec<String> = (0..4000)
+            .map(|_| {
+                (0..30)
+                    .map(|_| format!("w{}", next() % 5000))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        let (k, bits) = (5, 24);
+        let short = |w: &[u8]| xxhash_rust::xxh3::xxh3_128(w) >> (128 - bits);
+        let entries = |hash: &dyn Fn(&str) -> Vec<(u32, u128)>| -> Vec<WindowSourced> {
+            let mut v: Vec<WindowSourced> = docs
+                .iter()
+                .enumerate()
+                .flat_map(|(d, t)| {
+                    hash(t)
+                        .into_iter()
+                        .map(move |(pos, hash)| w(hash, d as u128, pos, 0))
+                })
+                .collect();
+            v.sort_by(WindowSourced::order);
+            v
+        };
+        let full = entries(&|t| window_hashes(t, k));
+        let cut = entries(&|t| window_hashes_with(t, k, short));
+        // Distinct windows by full hash, and the colliding pairs among them.
+        let at = |v: &[WindowSourced]| -> HashMap<(u128, u32), u128> {
+            v.iter().map(|x| ((x.e.id, x.e.pos), x.e.hash)).collect()
+        };
+        let (fa, ca) = (at(&full), at(&cut));
+        let mut groups: HashMap<u128, std::collections::HashSet<u128>> = HashMap::new();
+        for (place, h) in &ca {
+            groups.entry(*h).or_default().insert(fa[place]);
+        }
+        let d = fa.values().collect::<std::collections::HashSet<_>>().len() as f64;
+        let pairs: f64 = groups
+            .values()
+            .map(|g| (g.len() * (g.len() - 1) / 2) as f64)
+            .sum();
+        let expected = d * (d - 1.0) / 2.0 / 2f64.powi(bits);
+        assert!(
+            (pairs - expected).abs() < 0.3 * expected,
+            "{pairs} colliding pairs of {d} distinct windows, expected {expected:.0}"
+        );
+        let marks = |v: &[WindowSourced]| -> Vec<Mark> {
+            let dir = std::env::temp_dir();
+            let (m, _) = mark(v.iter().copied().map(Ok), true, 1 << 30, dir).unwrap();
+            m.finish_in_memory().ok().unwrap()
+        };
+        let (mf, mc) = (marks(&full), marks(&cut));
+        let unique: Vec<&Mark> = mc.iter().filter(|m| !mf.contains(m)).collect();
+        assert!(
+            unique.len() as f64 >= expected * 0.5,
+            "{} wrong marks",
+            unique.len()
+        );
+        // Each wrong mark is a window whose short hash a different window shares.
+        for m in &unique {
+            assert!(groups[&ca[&(m.id, m.pos)]].len() >= 2);
+        }
+        assert!(
+            mf.iter().all(|m| mc.contains(m)),
+            "collisions only add marks"
+        );
+    }
+}

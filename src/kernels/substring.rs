@@ -1,0 +1,154 @@
+//! Exact-substring dedup's text side (docs/DEDUP.md, "Exact substrings"): a
+//! document's tokens (whitespace-separated words) with their byte ranges, the 128-bit
+//! hash of every window of `k` consecutive tokens, and the cut of marked token ranges
+//! out of the text. Pure: text in, numbers and text out.
+//!
+//! A window's hash is xxh3-128 of its tokens joined by one space: tokens hold no
+//! whitespace, so the joined bytes name the token sequence unambiguously, and two
+//! windows that differ only in the whitespace between their words are the same
+//! window. For text that is not built to collide, N windows have about N²/2¹²⁹
+//! colliding pairs: 1.5 × 10⁻¹⁷ at N = 10¹¹ (a 100-billion-token corpus), far below
+//! 10⁻¹² per corpus.
+
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+/// The seed of window hashes (fixed: hashes are compared across tasks and jobs).
+const SEED: u64 = 0x6d64_665f_7375_6273; // "mdf_subs"
+
+/// A document's tokens: byte ranges into the text, in order.
+pub fn tokens(text: &str) -> Vec<(u32, u32)> {
+    let base = text.as_ptr() as usize;
+    text.split_whitespace()
+        .map(|w| {
+            let s = w.as_ptr() as usize - base;
+            (s as u32, (s + w.len()) as u32)
+        })
+        .collect()
+}
+
+/// The hash of every window of `k` tokens, by the position of its first token:
+/// `(position, hash)` for positions `0..=tokens - k` (none for a shorter document).
+pub fn window_hashes(text: &str, k: usize) -> Vec<(u32, u128)> {
+    window_hashes_with(text, k, |w| xxh3_128_with_seed(w, SEED))
+}
+
+/// [`window_hashes`] of a batch of texts (`None`: no text, no windows), in parallel.
+pub fn batch_window_hashes(texts: &[Option<&str>], k: usize) -> Vec<Vec<(u32, u128)>> {
+    use rayon::prelude::*;
+    texts
+        .par_iter()
+        .with_min_len(8)
+        .map(|t| t.map_or_else(Vec::new, |t| window_hashes(t, k)))
+        .collect()
+}
+
+/// [`window_hashes`] with another hash function (tests force collisions with one).
+pub fn window_hashes_with(text: &str, k: usize, hash: impl Fn(&[u8]) -> u128) -> Vec<(u32, u128)> {
+    let toks = tokens(text);
+    if k == 0 || toks.len() < k {
+        return vec![];
+    }
+    // The tokens joined by single spaces, and where each starts and ends there.
+    let mut joined = Vec::with_capacity(text.len());
+    let mut spans = Vec::with_capacity(toks.len());
+    for &(s, e) in &toks {
+        if !joined.is_empty() {
+            joined.push(b' ');
+        }
+        let a = joined.len();
+        joined.extend_from_slice(&text.as_bytes()[s as usize..e as usize]);
+        spans.push((a, joined.len()));
+    }
+    (0..=toks.len() - k)
+        .map(|i| (i as u32, hash(&joined[spans[i].0..spans[i + k - 1].1])))
+        .collect()
+}
+
+/// Token ranges `[start, end)` sorted and merged where they overlap or touch.
+pub fn merge(mut ranges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
+    for (a, b) in ranges {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// The byte spans of merged token ranges: from the first byte of a range's first
+/// token to the last byte of its last token (the whitespace around a span stays).
+/// Ranges past the document's tokens are clipped (they cannot come from its own
+/// windows; a decision about another text is ignored rather than trusted).
+pub fn byte_spans(tokens: &[(u32, u32)], ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let n = tokens.len() as u32;
+    ranges
+        .iter()
+        .filter_map(|&(a, b)| {
+            let b = b.min(n);
+            (a < b).then(|| (tokens[a as usize].0, tokens[b as usize - 1].1))
+        })
+        .collect()
+}
+
+/// The text without the byte spans (sorted, disjoint, on char boundaries: token
+/// edges are).
+pub fn cut(text: &str, spans: &[(u32, u32)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0usize;
+    for &(s, e) in spans {
+        out.push_str(&text[at..s as usize]);
+        at = e as usize;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_whitespace_words_with_their_bytes() {
+        let t = "  héllo\u{a0}wörld\n\tfoo  ";
+        let toks = tokens(t);
+        let words: Vec<&str> = toks
+            .iter()
+            .map(|&(s, e)| &t[s as usize..e as usize])
+            .collect();
+        assert_eq!(words, ["héllo", "wörld", "foo"]);
+    }
+
+    #[test]
+    fn windows_ignore_the_whitespace_between_words_and_nothing_else() {
+        let a = window_hashes("one two  three four", 3);
+        let b = window_hashes("x one\ntwo three\u{2003}four", 3);
+        assert_eq!(a.len(), 2);
+        assert_eq!(b.len(), 3);
+        assert_eq!(a[0].1, b[1].1);
+        assert_eq!(a[1].1, b[2].1);
+        assert_ne!(a[0].1, a[1].1);
+        // "ab c" and "a bc" join differently: not the same window.
+        assert_ne!(window_hashes("ab c", 2)[0].1, window_hashes("a bc", 2)[0].1);
+        assert!(window_hashes("one two", 3).is_empty());
+        assert!(window_hashes("", 1).is_empty());
+    }
+
+    #[test]
+    fn marked_ranges_become_byte_spans_cut_from_the_text() {
+        let t = "keep this then cut these words but keep the end";
+        let toks = tokens(t);
+        let ranges = merge(vec![(3, 5), (4, 6), (9, 10), (6, 6)]);
+        assert_eq!(ranges, vec![(3, 6), (9, 10)]);
+        let spans = byte_spans(&toks, &ranges);
+        assert_eq!(
+            &t[spans[0].0 as usize..spans[0].1 as usize],
+            "cut these words"
+        );
+        assert_eq!(cut(t, &spans), "keep this then  but keep the ");
+        // Touching ranges merge; ranges past the end are clipped.
+        assert_eq!(merge(vec![(0, 2), (2, 4)]), vec![(0, 4)]);
+        assert_eq!(byte_spans(&toks, &[(9, 40), (40, 50)]).len(), 1);
+    }
+}

@@ -1,0 +1,489 @@
+//! Exact-substring dedup (`dedup` with `kind: substring`) against a suffix-array
+//! reference built here by brute force, on real text (../shared/data/extraction-wceb)
+//! with passages copied between pages: the byte spans `mdf run` cuts (its side table)
+//! must be exactly the spans of every window of `min_tokens` words that occurs more
+//! than once, at every occurrence but the first (lowest record id, then position) or
+//! at all of them; the same with other worker and partition counts and a worker
+//! killed mid-task.
+mod common;
+
+use common::*;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+const K: usize = 12;
+
+fn data() -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/extraction-wceb");
+    assert!(
+        d.is_dir(),
+        "{} is missing: the substring reference runs on the shared real-text data",
+        d.display()
+    );
+    d
+}
+
+/// Real pages, and pages made of them: every 4th page gets a passage of another page
+/// pasted into its middle, every 9th is copied whole under another name.
+fn corpus() -> Vec<(String, String)> {
+    let mut pages = Vec::new();
+    for source in ["cleaneval", "l3s-gn1"] {
+        let p = data().join(source).join("ground-truth.json");
+        let d: BTreeMap<String, serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        for (k, v) in d.into_iter().take(180) {
+            let t = v.get("text").unwrap_or(&v).as_str().unwrap_or("");
+            pages.push((format!("{source}/{k}"), t.to_string()));
+        }
+    }
+    let n = pages.len();
+    let mut out = pages.clone();
+    for i in (0..n).step_by(4) {
+        let src = &pages[(i * 7 + 3) % n].1;
+        let words: Vec<&str> = src.split_whitespace().collect();
+        if words.len() < 40 {
+            continue;
+        }
+        let a = (i * 13) % (words.len() - 30);
+        let len = 15 + (i * 31) % 60;
+        let passage = words[a..(a + len).min(words.len())].join(" ");
+        let t = &out[i].1;
+        // At a word boundary near the middle (a char boundary: whitespace is one).
+        let mid = t[..t.len() / 2].rfind(char::is_whitespace).unwrap_or(0);
+        out[i].1 = format!("{} {passage}{}", &t[..mid], &t[mid..]);
+    }
+    for i in (0..n).step_by(9) {
+        out.push((format!("copy-of/{}", out[i].0), out[i].1.clone()));
+    }
+    out
+}
+
+fn write_corpus(dir: &Path, docs: &[(String, String)], files: usize) {
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    for f in 0..files {
+        let lines: Vec<String> = docs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % files == f)
+            .map(|(_, (d, t))| serde_json::json!({"doc": d, "text": t}).to_string())
+            .collect();
+        write_lines(&dir.join(format!("in/part-{f}.jsonl")), &lines);
+    }
+}
+
+fn spec(dir: &Path, out: &Path, keep: &str, partitions: u32, extra: &str) -> PathBuf {
+    write_spec(
+        dir,
+        &format!(
+            r#"
+version: 1
+name: substr-{keep}
+input: {{uris: ["{}/in/*.jsonl"]}}
+stages:
+  {extra}
+  - name: substr
+    op: dedup
+    params: {{key: text, kind: substring, min_tokens: {K}, keep: {keep}, min_chars: 20, partitions: {partitions}}}
+output: {{uri: "{}"}}
+job: {{max_files_per_task: 1}}
+"#,
+            dir.display(),
+            out.display()
+        ),
+    )
+}
+
+/// The reference: a suffix array over the corpus's words (each document closed by a
+/// separator of its own, so no match crosses documents), adjacent suffixes sharing
+/// at least `k` words grouped; in each group of two or more, every occurrence but the
+/// first by (id, position) (or all, without `keep_first`) marks its `k` words; the
+/// marked words of a document, merged, as byte spans. Words: maximal runs of
+/// non-whitespace characters.
+fn reference(
+    docs: &[(u128, &str)],
+    k: usize,
+    keep_first: bool,
+) -> BTreeMap<u128, Vec<(usize, usize)>> {
+    let mut vocab: HashMap<&str, usize> = HashMap::new();
+    let mut seq: Vec<usize> = Vec::new();
+    let mut at: Vec<(usize, usize)> = Vec::new(); // (doc, word) of each position
+    let mut words: Vec<Vec<(usize, usize)>> = Vec::new();
+    for (d, (_, t)) in docs.iter().enumerate() {
+        let mut w = Vec::new();
+        let mut start = None;
+        for (i, c) in t.char_indices().chain([(t.len(), ' ')]) {
+            match (c.is_whitespace(), start) {
+                (true, Some(s)) => {
+                    w.push((s, i));
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+        }
+        for (j, &(s, e)) in w.iter().enumerate() {
+            let n = vocab.len();
+            seq.push(*vocab.entry(&t[s..e]).or_insert(n));
+            at.push((d, j));
+        }
+        seq.push(usize::MAX - d); // this document's separator
+        at.push((d, usize::MAX));
+        words.push(w);
+    }
+    // Suffix array by prefix doubling; LCP by Kasai's algorithm.
+    let n = seq.len();
+    let mut rank: Vec<usize> = seq.clone();
+    let mut sa: Vec<usize> = (0..n).collect();
+    let mut h = 1;
+    loop {
+        let key = |i: usize| (rank[i], if i + h < n { Some(rank[i + h]) } else { None });
+        sa.sort_unstable_by_key(|&i| key(i));
+        let mut next = vec![0; n];
+        for j in 1..n {
+            next[sa[j]] = next[sa[j - 1]] + usize::from(key(sa[j]) != key(sa[j - 1]));
+        }
+        let done = next[sa[n - 1]] == n - 1;
+        rank = next;
+        if done {
+            break;
+        }
+        h *= 2;
+    }
+    let mut lcp = vec![0usize; n];
+    let mut l = 0usize;
+    for i in 0..n {
+        if rank[i] == 0 {
+            l = 0;
+            continue;
+        }
+        let j = sa[rank[i] - 1];
+        while i + l < n && j + l < n && seq[i + l] == seq[j + l] {
+            l += 1;
+        }
+        lcp[rank[i]] = l;
+        l = l.saturating_sub(1);
+    }
+    let mut marked: Vec<Vec<(usize, usize)>> = vec![Vec::new(); docs.len()];
+    let mut j = 0;
+    while j < n {
+        let mut e = j + 1;
+        while e < n && lcp[e] >= k {
+            e += 1;
+        }
+        if e - j >= 2 {
+            let mut occ: Vec<(u128, usize, usize)> = sa[j..e]
+                .iter()
+                .map(|&p| (docs[at[p].0].0, at[p].1, at[p].0))
+                .collect();
+            occ.sort_unstable();
+            for &(_, w, d) in &occ[usize::from(keep_first)..] {
+                marked[d].push((w, w + k));
+            }
+        }
+        j = e;
+    }
+    let mut out = BTreeMap::new();
+    for (d, mut m) in marked.into_iter().enumerate() {
+        if m.is_empty() {
+            continue;
+        }
+        m.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::new();
+        for (a, b) in m {
+            match merged.last_mut() {
+                Some(x) if a <= x.1 => x.1 = x.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        let w = &words[d];
+        out.insert(
+            docs[d].0,
+            merged.iter().map(|&(a, b)| (w[a].0, w[b - 1].1)).collect(),
+        );
+    }
+    out
+}
+
+/// Every record's (id, doc, text as it arrived), from the output and the rejects
+/// (whose records are kept as they reached the stage).
+fn records(out: &Path) -> BTreeMap<u128, (String, Option<String>)> {
+    let b = output_batches(out);
+    let mut r = BTreeMap::new();
+    for ((id, doc), text) in strings(&b, "id")
+        .into_iter()
+        .zip(strings(&b, "doc"))
+        .zip(strings(&b, "text"))
+    {
+        r.insert(u128::from_str_radix(&id, 16).unwrap(), (doc, Some(text)));
+    }
+    let m = manifest(out);
+    for f in m["rejects"].as_array().unwrap() {
+        let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
+        for ((id, reason), rec) in strings(&rj, "id")
+            .into_iter()
+            .zip(strings(&rj, "reason"))
+            .zip(strings(&rj, "record"))
+        {
+            assert_eq!(reason, "substring_duplicate");
+            let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
+            let id = u128::from_str_radix(&id, 16).unwrap();
+            let prev = r.insert(id, (v["doc"].as_str().unwrap().to_string(), None));
+            assert!(
+                prev.is_none(),
+                "{id:x} both kept and rejected, or rejected twice"
+            );
+        }
+    }
+    r
+}
+
+/// The side table: the cut byte spans by record id.
+fn table(out: &Path) -> BTreeMap<u128, Vec<(usize, usize)>> {
+    let m = manifest(out);
+    let mut t: BTreeMap<u128, Vec<(usize, usize)>> = BTreeMap::new();
+    for f in m["tables"]["substr"]
+        .as_array()
+        .expect("the manifest lists the table")
+    {
+        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        let ids = strings(&b, "id");
+        let nums = |c: &str| -> Vec<u64> {
+            b.iter()
+                .flat_map(|x| {
+                    let a = x
+                        .column_by_name(c)
+                        .unwrap()
+                        .as_any()
+                        .downcast_ref::<arrow_array::UInt64Array>()
+                        .unwrap()
+                        .clone();
+                    a.values().to_vec()
+                })
+                .collect()
+        };
+        let (s, e) = (nums("start"), nums("end"));
+        for i in 0..ids.len() {
+            t.entry(u128::from_str_radix(&ids[i], 16).unwrap())
+                .or_default()
+                .push((s[i] as usize, e[i] as usize));
+        }
+    }
+    for v in t.values_mut() {
+        v.sort_unstable();
+    }
+    t
+}
+
+/// Checks a run's output against the reference: the cut spans, the texts left, and
+/// the rejects (records cut down to fewer than 20 non-whitespace characters).
+fn check(out: &Path, docs: &[(String, String)], keep_first: bool) -> usize {
+    let text_of: HashMap<&str, &str> = docs.iter().map(|(d, t)| (d.as_str(), t.as_str())).collect();
+    let recs = records(out);
+    assert_eq!(recs.len(), docs.len(), "every record is kept or rejected");
+    let by_id: Vec<(u128, &str)> = recs
+        .iter()
+        .map(|(id, (doc, _))| (*id, text_of[doc.as_str()]))
+        .collect();
+    let want = reference(&by_id, K, keep_first);
+    let got = table(out);
+    let missed: Vec<_> = want.keys().filter(|k| !got.contains_key(k)).collect();
+    let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(k)).collect();
+    assert!(
+        missed.is_empty() && extra.is_empty(),
+        "records the reference cuts but mdf does not: {missed:x?}; the other way: {extra:x?}"
+    );
+    assert_eq!(got, want, "the cut byte spans");
+    let mut rejected = 0;
+    for (id, (doc, text)) in &recs {
+        let orig = text_of[doc.as_str()];
+        let spans = want.get(id).cloned().unwrap_or_default();
+        let mut left = String::new();
+        let mut at = 0;
+        for (s, e) in &spans {
+            left.push_str(&orig[at..*s]);
+            at = *e;
+        }
+        left.push_str(&orig[at..]);
+        // Only a record it cut is judged by what is left.
+        let short = !spans.is_empty() && left.chars().filter(|c| !c.is_whitespace()).count() < 20;
+        match text {
+            Some(t) => {
+                assert!(!short, "{doc}: kept with {left:?}");
+                assert_eq!(t, &left, "{doc}: the text left");
+            }
+            None => {
+                assert!(short, "{doc}: rejected with {} characters left", left.len());
+                rejected += 1;
+            }
+        }
+    }
+    rejected
+}
+
+#[test]
+fn cuts_exactly_the_spans_a_suffix_array_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    write_corpus(dir.path(), &docs, 3);
+    for (keep, keep_first) in [("none", false), ("first", true)] {
+        let out = dir.path().join(format!("out-{keep}"));
+        let s = spec(dir.path(), &out, keep, 3, "");
+        let o = run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2"]));
+        let rejected = check(&out, &docs, keep_first);
+        let t = table(&out);
+        // The planted copies: every whole copy loses everything (keep none) or one of
+        // each pair does (keep first); real pages repeat among themselves too.
+        let copies = docs
+            .iter()
+            .filter(|(d, _)| d.starts_with("copy-of/"))
+            .count();
+        assert!(
+            rejected >= if keep_first { copies } else { 2 * copies },
+            "{rejected} rejected, {copies} copies"
+        );
+        assert!(t.len() > docs.len() / 4, "only {} records cut", t.len());
+        // What was cut is in the apply stage's stats (`mdf status`).
+        let st = status_json(&job_uri(&o));
+        let stage = &st["phases"][2]["stats"]["stages"][0];
+        assert_eq!(stage["stage"], "substr");
+        let bytes: usize = t.values().flatten().map(|(a, b)| b - a).sum();
+        let spans: usize = t.values().map(Vec::len).sum();
+        assert_eq!(
+            stage["totals"]["substr_removed_bytes"]["sum"].as_u64(),
+            Some(bytes as u64)
+        );
+        assert_eq!(
+            stage["totals"]["substr_removed_spans"]["sum"].as_u64(),
+            Some(spans as u64)
+        );
+        assert_eq!(
+            stage["reasons"]["substring_duplicate"].as_u64(),
+            Some(rejected as u64)
+        );
+    }
+}
+
+/// One worker and one partition, or two workers (one killed mid-task, a third taking
+/// over) and five partitions: the same cuts, the same texts, nothing left over.
+#[test]
+fn the_same_cuts_whatever_the_workers_partitions_and_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    write_corpus(dir.path(), &docs, 4);
+    let one = dir.path().join("one");
+    let s = spec(dir.path(), &one, "first", 1, "");
+    run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "1"]));
+
+    let killed = dir.path().join("killed");
+    let s = spec(
+        dir.path(),
+        &killed,
+        "first",
+        5,
+        "- {op: throttle, params: {records_per_sec: 300}}",
+    );
+    let jobs = dir.path().join("jobs");
+    let job = submit_job(&s, &jobs);
+    let mut a = spawn_worker(&job, "a");
+    let mut b = spawn_worker(&job, "b");
+    let holds = || {
+        files_under(&jobs)
+            .iter()
+            .filter(|f| f.contains("/leases/p00/"))
+            .any(|f| {
+                std::fs::read(jobs.join(f))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .is_some_and(|v| v["worker"] == "a")
+            })
+    };
+    let t0 = std::time::Instant::now();
+    while !holds() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let mut c = spawn_worker(&job, "c");
+    for w in [&mut b, &mut c] {
+        assert!(w.wait().unwrap().success());
+    }
+    assert_eq!(status_json(&job)["succeeded"], true);
+    assert!(a_lease_was_lost(&jobs, "p00"), "the kill missed every task");
+    check(&killed, &docs, true);
+    assert_eq!(table(&killed), table(&one));
+    assert_eq!(records(&killed), records(&one));
+    assert!(
+        orphans(&killed).is_empty(),
+        "orphans: {:?}",
+        orphans(&killed)
+    );
+}
+
+/// A spec that cannot run is refused before any task starts, naming the field.
+#[test]
+fn bad_substring_params_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    write_lines(
+        &dir.path().join("in/a.jsonl"),
+        &[r#"{"text": "a b c", "n": 1}"#.to_string()],
+    );
+    let cases = [
+        (
+            "{key: text, kind: substring, min_tokens: 1}",
+            "stages[0].params.min_tokens",
+        ),
+        (
+            "{key: text, kind: substring, keep: lowest_id}",
+            "stages[0].params.keep",
+        ),
+        ("{key: n, kind: substring}", "stages[0].params.key"),
+        ("{key: nope, kind: substring}", "stages[0].params.key"),
+        (
+            "{key: text, kind: substring, cluster_column: true}",
+            "stages[0].params.cluster_column",
+        ),
+        (
+            "{key: text, kind: substring, against: /tmp/x}",
+            "stages[0].params.against",
+        ),
+    ];
+    for (params, field) in cases {
+        let s = write_spec(
+            dir.path(),
+            &format!(
+                "version: 1\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - {{name: substr, op: dedup, params: {params}}}\noutput: {{uri: \"{}/out\"}}\n",
+                dir.path().display(),
+                dir.path().display()
+            ),
+        );
+        let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{params}: {}", stderr(&o));
+        assert!(stderr(&o).contains(field), "{params}: {}", stderr(&o));
+        assert!(!dir.path().join("out").exists());
+    }
+}
+
+/// The bundled example runs and cuts the passage its pages share.
+#[test]
+fn the_substring_example_cuts_the_shared_passage() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    run_ok(
+        mdf()
+            .current_dir(root)
+            .args(["run", "examples/substring-dedup.yaml", "-o"])
+            .arg(&out)
+            .arg("--job-root")
+            .arg(dir.path().join("jobs")),
+    );
+    let texts = strings(&output_batches(&out), "text");
+    let shared = "Subscribe to our newsletter";
+    assert_eq!(
+        texts.iter().filter(|t| t.contains(shared)).count(),
+        1,
+        "{texts:#?}"
+    );
+    assert!(!table(&out).is_empty());
+}
