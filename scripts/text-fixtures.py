@@ -13,6 +13,8 @@ tests/text_model.rs), made here, never downloaded.
       it) and unigram.json (XLM-R style: NFKC, Metaspace, <s> … </s>).
   text-fixtures.py encode TOKENIZER CORPUS.jsonl SPECIAL
       The package's own ids of every text (SPECIAL: 1 adds special tokens). JSON list.
+  text-fixtures.py offsets TOKENIZER CORPUS.jsonl SPECIAL
+      The package's token offsets of every text, as [start, end] byte offsets. JSON list.
   text-fixtures.py models DIR VOCAB
       Tiny BERT-shaped encoders (seeded random weights, hidden 16, one attention layer
       with BERT's additive mask, 64 positions): encoder.onnx (input_ids,
@@ -118,6 +120,23 @@ def encode(tok, path, special):
     t.no_padding()
     enc = t.encode_batch(texts_of(path), add_special_tokens=special == "1")
     print(json.dumps([e.ids for e in enc]))
+
+
+def offsets(tok, path, special):
+    """The package's token offsets of every text, as byte offsets into its UTF-8."""
+    from tokenizers import Tokenizer
+    t = Tokenizer.from_file(tok)
+    t.no_truncation()
+    t.no_padding()
+    texts = texts_of(path)
+    enc = t.encode_batch(texts, add_special_tokens=special == "1")
+    out = []
+    for text, e in zip(texts, enc):
+        at = [0]
+        for ch in text:
+            at.append(at[-1] + len(ch.encode("utf-8")))
+        out.append([[at[a], at[b]] for a, b in e.offsets])
+    print(json.dumps(out))
 
 
 H, POS = 16, 64
@@ -373,6 +392,7 @@ if __name__ == "__main__":
     {"corpus": lambda: corpus(args[0], int(args[1])),
      "tokenizers": lambda: tokenizers_(*args),
      "encode": lambda: encode(*args),
+     "offsets": lambda: offsets(*args),
      "models": lambda: models(args[0], int(args[1])),
      "bert": lambda: bert(*args),
      "docs": lambda: docs(*args),

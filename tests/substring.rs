@@ -13,6 +13,13 @@ use std::path::{Path, PathBuf};
 
 const K: usize = 12;
 
+/// A document for the reference: its id, its tokens, and their byte ranges.
+type TokenDoc = (u128, Vec<u64>, Vec<(usize, usize)>);
+/// Cut byte spans by record id.
+type Spans = BTreeMap<u128, Vec<(usize, usize)>>;
+/// The spans a reference cuts from records (id, text).
+type Reference = dyn Fn(&[(u128, &str)]) -> Spans;
+
 fn data() -> PathBuf {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/extraction-wceb");
     assert!(
@@ -55,6 +62,10 @@ fn corpus() -> Vec<(String, String)> {
     for i in (0..n).step_by(9) {
         out.push((format!("copy-of/{}", out[i].0), out[i].1.clone()));
     }
+    // Periodic text (a repeated row shorter than a window): its first occurrence must
+    // stay whole, though every later window overlaps it.
+    out.push(("periodic".into(), "Home | News | Sport | ".repeat(40)));
+    out.push(("word".into(), "spam ".repeat(300)));
     out
 }
 
@@ -93,56 +104,82 @@ job: {{max_files_per_task: 1}}
     )
 }
 
-/// The reference: a suffix array over the corpus's words (each document closed by a
-/// separator of its own, so no match crosses documents), adjacent suffixes sharing
-/// at least `k` words grouped; in each group of two or more, every occurrence but the
-/// first by (id, position) (or all, without `keep_first`) marks its `k` words; the
-/// marked words of a document, merged, as byte spans. Words: maximal runs of
-/// non-whitespace characters.
+/// Whitespace words: maximal runs of non-whitespace characters, as byte ranges.
+fn words(t: &str) -> Vec<(usize, usize)> {
+    let mut w = Vec::new();
+    let mut start = None;
+    for (i, c) in t.char_indices().chain([(t.len(), ' ')]) {
+        match (c.is_whitespace(), start) {
+            (true, Some(s)) => {
+                w.push((s, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    w
+}
+
+/// [`reference_tokens`] over whitespace words.
 fn reference(
     docs: &[(u128, &str)],
     k: usize,
     keep_first: bool,
 ) -> BTreeMap<u128, Vec<(usize, usize)>> {
-    let mut vocab: HashMap<&str, usize> = HashMap::new();
-    let mut seq: Vec<usize> = Vec::new();
-    let mut at: Vec<(usize, usize)> = Vec::new(); // (doc, word) of each position
-    let mut words: Vec<Vec<(usize, usize)>> = Vec::new();
-    for (d, (_, t)) in docs.iter().enumerate() {
-        let mut w = Vec::new();
-        let mut start = None;
-        for (i, c) in t.char_indices().chain([(t.len(), ' ')]) {
-            match (c.is_whitespace(), start) {
-                (true, Some(s)) => {
-                    w.push((s, i));
-                    start = None;
-                }
-                (false, None) => start = Some(i),
-                _ => {}
-            }
-        }
-        for (j, &(s, e)) in w.iter().enumerate() {
-            let n = vocab.len();
-            seq.push(*vocab.entry(&t[s..e]).or_insert(n));
+    let mut vocab: HashMap<&str, u64> = HashMap::new();
+    let docs: Vec<TokenDoc> = docs
+        .iter()
+        .map(|(id, t)| {
+            let w = words(t);
+            let seq = w
+                .iter()
+                .map(|&(a, b)| {
+                    let n = vocab.len() as u64;
+                    *vocab.entry(&t[a..b]).or_insert(n)
+                })
+                .collect();
+            (*id, seq, w)
+        })
+        .collect();
+    reference_tokens(&docs, k, keep_first)
+}
+
+/// The reference: a suffix array over the corpus's tokens (each document closed by a
+/// separator of its own, so no match crosses documents), adjacent suffixes sharing
+/// at least `k` tokens grouped; in each group of two or more, every occurrence but the
+/// first by (id, position) (or all, without `keep_first`) marks its `k` tokens to cut,
+/// and the first (with `keep_first`) marks its tokens kept; each run of a document's
+/// tokens marked to cut and not kept is a byte span from the run's first token's start
+/// to its last token's end (spans that meet, merged).
+fn reference_tokens(
+    docs: &[TokenDoc],
+    k: usize,
+    keep_first: bool,
+) -> BTreeMap<u128, Vec<(usize, usize)>> {
+    let mut seq: Vec<u64> = Vec::new();
+    let mut at: Vec<(usize, usize)> = Vec::new(); // (doc, token) of each position
+    for (d, (_, toks, _)) in docs.iter().enumerate() {
+        for (j, &t) in toks.iter().enumerate() {
+            seq.push(t);
             at.push((d, j));
         }
-        seq.push(usize::MAX - d); // this document's separator
+        seq.push(u64::MAX - d as u64); // this document's separator
         at.push((d, usize::MAX));
-        words.push(w);
     }
     // Suffix array by prefix doubling; LCP by Kasai's algorithm.
     let n = seq.len();
-    let mut rank: Vec<usize> = seq.clone();
+    let mut rank: Vec<u64> = seq.clone();
     let mut sa: Vec<usize> = (0..n).collect();
     let mut h = 1;
     loop {
         let key = |i: usize| (rank[i], if i + h < n { Some(rank[i + h]) } else { None });
         sa.sort_unstable_by_key(|&i| key(i));
-        let mut next = vec![0; n];
+        let mut next = vec![0u64; n];
         for j in 1..n {
-            next[sa[j]] = next[sa[j - 1]] + usize::from(key(sa[j]) != key(sa[j - 1]));
+            next[sa[j]] = next[sa[j - 1]] + u64::from(key(sa[j]) != key(sa[j - 1]));
         }
-        let done = next[sa[n - 1]] == n - 1;
+        let done = next[sa[n - 1]] == n as u64 - 1;
         rank = next;
         if done {
             break;
@@ -152,18 +189,21 @@ fn reference(
     let mut lcp = vec![0usize; n];
     let mut l = 0usize;
     for i in 0..n {
-        if rank[i] == 0 {
+        let r = rank[i] as usize;
+        if r == 0 {
             l = 0;
             continue;
         }
-        let j = sa[rank[i] - 1];
+        let j = sa[r - 1];
         while i + l < n && j + l < n && seq[i + l] == seq[j + l] {
             l += 1;
         }
-        lcp[rank[i]] = l;
+        lcp[r] = l;
         l = l.saturating_sub(1);
     }
-    let mut marked: Vec<Vec<(usize, usize)>> = vec![Vec::new(); docs.len()];
+    // Per document and token: inside a window to cut, inside a kept first occurrence.
+    let mut cut: Vec<Vec<bool>> = docs.iter().map(|d| vec![false; d.1.len()]).collect();
+    let mut kept = cut.clone();
     let mut j = 0;
     while j < n {
         let mut e = j + 1;
@@ -176,30 +216,41 @@ fn reference(
                 .map(|&p| (docs[at[p].0].0, at[p].1, at[p].0))
                 .collect();
             occ.sort_unstable();
-            for &(_, w, d) in &occ[usize::from(keep_first)..] {
-                marked[d].push((w, w + k));
+            for (o, &(_, w, d)) in occ.iter().enumerate() {
+                let to = if keep_first && o == 0 {
+                    &mut kept
+                } else {
+                    &mut cut
+                };
+                to[d][w..w + k].iter_mut().for_each(|x| *x = true);
             }
         }
         j = e;
     }
     let mut out = BTreeMap::new();
-    for (d, mut m) in marked.into_iter().enumerate() {
-        if m.is_empty() {
-            continue;
-        }
-        m.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::new();
-        for (a, b) in m {
-            match merged.last_mut() {
-                Some(x) if a <= x.1 => x.1 = x.1.max(b),
-                _ => merged.push((a, b)),
+    for d in 0..docs.len() {
+        // Runs of tokens cut and not kept, as byte spans (spans that meet, merged).
+        let w = &docs[d].2;
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let mut t = 0;
+        while t < w.len() {
+            if !cut[d][t] || kept[d][t] {
+                t += 1;
+                continue;
+            }
+            let a = t;
+            while t < w.len() && cut[d][t] && !kept[d][t] {
+                t += 1;
+            }
+            let (s, e) = (w[a].0, w[t - 1].1.max(w[a].0));
+            match spans.last_mut() {
+                Some(x) if s <= x.1 => x.1 = x.1.max(e),
+                _ => spans.push((s, e)),
             }
         }
-        let w = &words[d];
-        out.insert(
-            docs[d].0,
-            merged.iter().map(|&(a, b)| (w[a].0, w[b - 1].1)).collect(),
-        );
+        if !spans.is_empty() {
+            out.insert(docs[d].0, spans);
+        }
     }
     out
 }
@@ -277,6 +328,11 @@ fn table(out: &Path) -> BTreeMap<u128, Vec<(usize, usize)>> {
 /// Checks a run's output against the reference: the cut spans, the texts left, and
 /// the rejects (records cut down to fewer than 20 non-whitespace characters).
 fn check(out: &Path, docs: &[(String, String)], keep_first: bool) -> usize {
+    check_with(out, docs, &|d| reference(d, K, keep_first))
+}
+
+/// [`check`] against the spans `want` gives for the records (id, text).
+fn check_with(out: &Path, docs: &[(String, String)], want: &Reference) -> usize {
     let text_of: HashMap<&str, &str> = docs.iter().map(|(d, t)| (d.as_str(), t.as_str())).collect();
     let recs = records(out);
     assert_eq!(recs.len(), docs.len(), "every record is kept or rejected");
@@ -284,7 +340,7 @@ fn check(out: &Path, docs: &[(String, String)], keep_first: bool) -> usize {
         .iter()
         .map(|(id, (doc, _))| (*id, text_of[doc.as_str()]))
         .collect();
-    let want = reference(&by_id, K, keep_first);
+    let want = want(&by_id);
     let got = table(out);
     let missed: Vec<_> = want.keys().filter(|k| !got.contains_key(k)).collect();
     let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(k)).collect();
@@ -342,6 +398,18 @@ fn cuts_exactly_the_spans_a_suffix_array_finds() {
             "{rejected} rejected, {copies} copies"
         );
         assert!(t.len() > docs.len() / 4, "only {} records cut", t.len());
+        // A page of one word: its first window stays whole (keep first), or nothing.
+        let word: Vec<String> = records(&out)
+            .into_values()
+            .filter(|(d, _)| d == "word")
+            .filter_map(|(_, t)| t)
+            .collect();
+        if keep_first {
+            assert_eq!(word.len(), 1);
+            assert_eq!(word[0].split_whitespace().count(), K, "{word:?}");
+        } else {
+            assert!(word.is_empty(), "{word:?}");
+        }
         // What was cut is in the apply stage's stats (`mdf status`).
         let st = status_json(&job_uri(&o));
         let stage = &st["phases"][2]["stats"]["stages"][0];
@@ -486,4 +554,120 @@ fn the_substring_example_cuts_the_shared_passage() {
         "{texts:#?}"
     );
     assert!(!table(&out).is_empty());
+}
+
+/// Windows of a tokenizer's tokens (`tokenize` with ids and offsets, a byte-level BPE
+/// trained here by scripts/text-fixtures.py): the cut spans follow the token offsets,
+/// exactly as the suffix array over the token ids finds them.
+#[test]
+fn over_a_tokenizers_tokens_cuts_what_a_suffix_array_of_ids_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    write_corpus(dir.path(), &docs, 3);
+    let all = dir.path().join("all.jsonl");
+    let lines: Vec<String> = docs
+        .iter()
+        .map(|(_, t)| serde_json::json!({"text": t}).to_string())
+        .collect();
+    write_lines(&all, &lines);
+    let script = format!("{}/scripts/text-fixtures.py", env!("CARGO_MANIFEST_DIR"));
+    // Skips (with a message) without python3's tokenizers, unless MDF_REQUIRE_ONNX.
+    if python(&[
+        &script,
+        "tokenizers",
+        dir.path().to_str().unwrap(),
+        all.to_str().unwrap(),
+    ])
+    .is_none()
+    {
+        return;
+    }
+    let bpe = dir.path().join("bpe.json");
+    let out = dir.path().join("out-bpe");
+    let s = spec(
+        dir.path(),
+        &out,
+        "first",
+        3,
+        &format!(
+            "- {{name: tok, op: tokenize, params: {{tokenizer: \"{}\", ids: true, offsets: true}}}}",
+            bpe.display()
+        ),
+    );
+    let text = std::fs::read_to_string(&s)
+        .unwrap()
+        .replace("kind: substring,", "kind: substring, tokens: token_ids,");
+    std::fs::write(&s, text).unwrap();
+    run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2"]));
+    let tok =
+        mdf::kernels::hf_tokenizer::Tokenizer::from_bytes(&std::fs::read(&bpe).unwrap()).unwrap();
+    let want = |d: &[(u128, &str)]| {
+        let texts: Vec<&str> = d.iter().map(|x| x.1).collect();
+        let enc = tok.ids_offsets(&texts, false).unwrap();
+        let docs: Vec<TokenDoc> = d
+            .iter()
+            .zip(enc)
+            .map(|((id, _), (ids, offs))| {
+                (
+                    *id,
+                    ids.iter().map(|&i| u64::from(i)).collect(),
+                    offs.chunks(2)
+                        .map(|p| (p[0] as usize, p[1] as usize))
+                        .collect(),
+                )
+            })
+            .collect();
+        reference_tokens(&docs, K, true)
+    };
+    check_with(&out, &docs, &want);
+    assert!(table(&out).len() > docs.len() / 4);
+}
+
+/// Stages after the dedup run on the cut text, and dropping the text column from the
+/// output keeps it until the apply phase has cut it (the planner may not drop it
+/// earlier: the apply reads it).
+#[test]
+fn later_stages_see_the_cut_text_and_dropping_it_waits_for_the_apply() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let s = write_spec(
+        dir.path(),
+        &format!(
+            r#"
+version: 1
+input: {{uris: ["{}/examples/data/substring/*.jsonl"]}}
+stages:
+  - {{name: substr, op: dedup, params: {{key: text, kind: substring}}}}
+  - {{name: len, op: text_length}}
+output: {{uri: "{}", drop_columns: [text]}}
+"#,
+            root.display(),
+            out.display()
+        ),
+    );
+    run_ok(mdf().args(["run", s.to_str().unwrap()]));
+    let b = output_batches(&out);
+    assert!(!output_columns(&out).contains(&"text".to_string()));
+    let words = |c: &str| -> Vec<u64> {
+        b.iter()
+            .flat_map(|x| {
+                let a = arrow_cast::cast(
+                    x.column_by_name(c).unwrap(),
+                    &arrow_schema::DataType::UInt64,
+                )
+                .unwrap();
+                a.as_any()
+                    .downcast_ref::<arrow_array::UInt64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect()
+    };
+    let (w, cut) = (words("text_words"), words("substr_removed_spans"));
+    assert_eq!(w.len(), 5);
+    // Four pages lost the 64-word footer: every page is under 64 words now but one.
+    assert_eq!(cut.iter().filter(|&&c| c == 1).count(), 4);
+    assert_eq!(w.iter().filter(|&&n| n > 64).count(), 1, "{w:?}");
 }

@@ -70,6 +70,36 @@ fn python_ids(f: &Fixture, tok: &Path, special: bool) -> Vec<Vec<u32>> {
     serde_json::from_str(&out).unwrap()
 }
 
+/// Token byte offsets (`tokenize` with `offsets`, which a substring dedup over tokens
+/// cuts by) equal the Python package's (its char offsets turned into bytes), and the
+/// ids that come with them are the plain ids.
+#[test]
+fn offsets_equal_the_python_packages_as_bytes() {
+    let Some(f) = fixture() else { return };
+    let texts: Vec<&str> = f.rows.iter().map(|r| r.0.as_str()).collect();
+    for name in TOKENIZERS {
+        let path = f.path(&format!("{name}.json"));
+        let t = Tokenizer::from_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        let out = python(&[
+            &format!("{ROOT}/scripts/text-fixtures.py"),
+            "offsets",
+            path.to_str().unwrap(),
+            f.path("corpus.jsonl").to_str().unwrap(),
+            "0",
+        ])
+        .expect("the fixture ran, so python3 has tokenizers");
+        let want: Vec<Vec<[u32; 2]>> = serde_json::from_str(&out).unwrap();
+        let got = t.ids_offsets(&texts, false).unwrap();
+        let ids = t.ids(&texts, false).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, ((gi, go), w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(gi, &ids[i], "{name}: ids of text {i}");
+            let go: Vec<[u32; 2]> = go.chunks(2).map(|p| [p[0], p[1]]).collect();
+            assert_eq!(&go, w, "{name}: offsets of {:?}", texts[i]);
+        }
+    }
+}
+
 #[test]
 fn ids_and_counts_equal_the_python_package_on_real_text() {
     let Some(f) = fixture() else { return };

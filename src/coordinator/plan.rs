@@ -435,10 +435,27 @@ fn bind_dropping(
         }
         if pi > 0
             && let Some((i, d)) = ops::dedup_ending(spec, &phases[pi - 1])
-            && matches!(d.kind, crate::dedup::DedupKind::Substring { .. })
+            && let crate::dedup::DedupKind::Substring {
+                tokens, offsets, ..
+            } = &d.kind
         {
+            // The apply reads the text (and the token columns) of the map phase's
+            // records: a column dropped before it would fail every apply task.
+            let need = [
+                Some(("key", &d.key)),
+                tokens.as_ref().map(|t| ("tokens", t)),
+                offsets.as_ref().map(|o| ("offsets", o)),
+            ];
+            for (param, col) in need.into_iter().flatten() {
+                if schema.index_of(col).is_err() {
+                    errors.push(FieldError {
+                        path: format!("stages[{i}].params.{param}"),
+                        message: format!("column {col:?} does not reach the apply phase"),
+                    });
+                }
+            }
             let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-            for f in crate::dedup::apply::substring_fields() {
+            for f in crate::dedup::apply::substring_fields(&spec.stages[i].name) {
                 if schema.index_of(f.name()).is_ok() {
                     errors.push(FieldError {
                         path: format!("stages[{i}].params.kind"),

@@ -29,14 +29,18 @@ pub async fn filter_for(
     if let DedupPhaseKind::Substring {
         min_tokens,
         min_chars,
+        tokens,
+        offsets,
         ..
-    } = d.params.kind
+    } = &d.params.kind
     {
         let t = map_index(sc, d, map_task)?;
         return Ok(Arc::new(SubstringApply {
-            ranges: ranges_for(sc, d.map_phase + 1, t as u64, min_tokens).await?,
+            ranges: ranges_for(sc, d.map_phase + 1, t as u64, *min_tokens).await?,
+            stage: d.stage.clone(),
             field: d.params.key.clone(),
-            min_chars,
+            min_chars: *min_chars,
+            tokens: tokens.clone().zip(offsets.clone()),
         }));
     }
     Ok(Arc::new(Apply {
@@ -53,40 +57,56 @@ fn map_index(sc: &ShuffleCtx<'_>, d: &DedupPhase, map_task: &str) -> Result<usiz
         .ok_or_else(|| DedupError::Plan(format!("map task {map_task} is not in the job")))
 }
 
-/// The token ranges to cut from one map task's records, by id (merged where they
-/// overlap or touch): section `section` of every marks object of `phase`, each mark
-/// a window of `k` tokens. Marks arrive sorted by (id, pos) per reducer and are merged
-/// as they arrive, so memory grows with the cut spans, not with the marked windows.
+/// The token ranges to cut from one map task's records, by id: section `section` of
+/// every marks object of `phase`, each mark a window of `k` tokens, the windows to cut
+/// merged, less the kept first occurrences (`keep: first`), so a record keeps every
+/// window whose first occurrence it holds. Marks arrive sorted by (id, pos) per
+/// reducer; each record's ranges are merged again whenever they have doubled since
+/// the last merge, so memory follows the cut spans (plus one reducer's marks), not
+/// every marked window.
 async fn ranges_for(
     sc: &ShuffleCtx<'_>,
     phase: usize,
     section: u64,
     k: u32,
 ) -> Result<FastMap<u128, Vec<(u32, u32)>>, DedupError> {
-    let mut out: FastMap<u128, Vec<(u32, u32)>> = FastMap::default();
+    #[derive(Default)]
+    struct Acc {
+        cut: Vec<(u32, u32)>,
+        kept: Vec<(u32, u32)>,
+        merged: usize,
+    }
+    let mut acc: FastMap<u128, Acc> = FastMap::default();
     let never = AtomicBool::new(false);
     read_sections(sc, phase, section, &never, |_, uri, b| {
-        let mut cur: Option<(u128, u32, u32)> = None;
-        let mut flush = |c: Option<(u128, u32, u32)>| {
-            if let Some((id, a, z)) = c {
-                out.entry(id).or_default().push((a, z));
-            }
-        };
+        let mut last: Option<u128> = None;
         for m in format::decode::<Mark>(&b).map_err(|e| DedupError::format(uri, e))? {
-            let end = m.pos.saturating_add(k);
-            match &mut cur {
-                Some((id, _, z)) if *id == m.id && m.pos <= *z => *z = (*z).max(end),
-                _ => flush(cur.replace((m.id, m.pos, end))),
+            let a = acc.entry(m.id).or_default();
+            let r = (m.pos, m.pos.saturating_add(k));
+            let v = if m.kept { &mut a.kept } else { &mut a.cut };
+            match v.last_mut() {
+                // Sorted by position within a section: extend the run it continues.
+                Some(x) if last == Some(m.id) && r.0 >= x.0 && r.0 <= x.1 => x.1 = x.1.max(r.1),
+                _ => v.push(r),
+            }
+            last = Some(m.id);
+            let n = a.cut.len() + a.kept.len();
+            if n > 2 * a.merged + 64 {
+                a.cut = substring::merge(std::mem::take(&mut a.cut));
+                a.kept = substring::merge(std::mem::take(&mut a.kept));
+                a.merged = a.cut.len() + a.kept.len();
             }
         }
-        flush(cur);
         Ok(())
     })
     .await?;
-    for v in out.values_mut() {
-        *v = substring::merge(std::mem::take(v));
-    }
-    Ok(out)
+    Ok(acc
+        .into_iter()
+        .filter_map(|(id, a)| {
+            let cut = substring::subtract(&substring::merge(a.cut), &substring::merge(a.kept));
+            (!cut.is_empty()).then_some((id, cut))
+        })
+        .collect())
 }
 
 /// The decisions about one map task's records from every reduce task: id →
@@ -214,31 +234,79 @@ impl Operator for Apply {
     }
 }
 
-/// The column of the bytes a substring dedup cut from each record's text.
-pub const REMOVED_BYTES: &str = "substr_removed_bytes";
-/// The column of the spans a substring dedup cut from each record's text.
-pub const REMOVED_SPANS: &str = "substr_removed_spans";
+/// The columns a substring dedup stage adds: `<stage>_removed_bytes` (UInt64), the
+/// bytes it cut from each record's text, and `<stage>_removed_spans` (UInt32), the
+/// spans (named by the stage, so two substring stages, or a second pass over an
+/// earlier output, do not clash).
+pub fn removed_columns(stage: &str) -> [String; 2] {
+    [
+        format!("{stage}_removed_bytes"),
+        format!("{stage}_removed_spans"),
+    ]
+}
 /// The reject reason of a record a substring dedup left too short.
 pub const SUBSTRING_DUPLICATE: &str = "substring_duplicate";
 
 /// The columns a substring dedup's apply adds after the text (docs/DEDUP.md).
-pub fn substring_fields() -> Vec<Field> {
+pub fn substring_fields(stage: &str) -> Vec<Field> {
+    let [b, s] = removed_columns(stage);
     vec![
-        Field::new(REMOVED_BYTES, DataType::UInt64, false),
-        Field::new(REMOVED_SPANS, DataType::UInt32, false),
+        Field::new(b, DataType::UInt64, false),
+        Field::new(s, DataType::UInt32, false),
     ]
 }
 
 /// The apply stage of an exact-substring dedup: cuts each record's marked token
 /// ranges out of its text (the column `field`, rewritten), counts what it cut
-/// ([`REMOVED_BYTES`], [`REMOVED_SPANS`]), reports every cut span (its side table:
+/// ([`removed_columns`]), reports every cut span (its side table:
 /// record id, byte range in the text as it reached the stage) and rejects a record
 /// left with fewer than `min_chars` non-whitespace characters.
 pub struct SubstringApply {
     /// Merged token ranges to cut, by record id.
     pub ranges: FastMap<u128, Vec<(u32, u32)>>,
+    /// The dedup stage's name (its columns are named after it).
+    pub stage: String,
     pub field: String,
     pub min_chars: u32,
+    /// The token ids and byte offsets columns the windows were made of (`tokens`,
+    /// `offsets`); `None`: whitespace words of the text.
+    pub tokens: Option<(String, String)>,
+}
+
+/// The reject reason of a record whose token offsets do not fit its text or its
+/// token ids (a substring dedup over a tokenizer's tokens cannot cut it).
+pub const BAD_TOKEN_OFFSETS: &str = "bad_token_offsets";
+
+/// A list column's rows as slices of u32 (`tokenize`'s ids and offsets).
+fn u32_lists<'a>(
+    batch: &'a RecordBatch,
+    column: &str,
+) -> Result<(&'a arrow_array::ListArray, &'a [u32]), ProcessError> {
+    let wrong = || ProcessError::WrongType {
+        column: column.to_string(),
+        expected: "a list of uint32",
+    };
+    let l = batch
+        .column_by_name(column)
+        .ok_or_else(|| ProcessError::MissingColumn(column.to_string()))?
+        .as_any()
+        .downcast_ref::<arrow_array::ListArray>()
+        .ok_or_else(wrong)?;
+    let v = l
+        .values()
+        .as_any()
+        .downcast_ref::<arrow_array::UInt32Array>()
+        .ok_or_else(wrong)?;
+    Ok((l, v.values()))
+}
+
+fn row<'a>(l: &arrow_array::ListArray, v: &'a [u32], i: usize) -> &'a [u32] {
+    let o = l.value_offsets();
+    if l.is_null(i) {
+        &[]
+    } else {
+        &v[o[i] as usize..o[i + 1] as usize]
+    }
 }
 
 impl SubstringApply {
@@ -261,7 +329,7 @@ impl Operator for SubstringApply {
             .field_with_name(&self.field)
             .map_err(|e| SchemaError::Other(e.to_string()))?;
         let mut f = vec![text.clone()];
-        f.extend(substring_fields());
+        f.extend(substring_fields(&self.stage));
         Ok(f)
     }
     fn replaces(&self) -> bool {
@@ -273,12 +341,12 @@ impl Operator for SubstringApply {
         false
     }
     fn histograms(&self) -> Vec<String> {
-        vec![REMOVED_BYTES.into(), REMOVED_SPANS.into()]
+        removed_columns(&self.stage).into()
     }
     fn totals(&self) -> Vec<Total> {
-        [REMOVED_BYTES, REMOVED_SPANS]
-            .map(|c| Total {
-                column: c.into(),
+        removed_columns(&self.stage)
+            .map(|column| Total {
+                column,
                 by: vec![],
                 by_source: false,
             })
@@ -304,16 +372,42 @@ impl Operator for SubstringApply {
         );
         let mut verdicts = Vec::with_capacity(n);
         let (mut t_id, mut t_start, mut t_end) = (Vec::new(), Vec::new(), Vec::new());
+        let token_cols = match &self.tokens {
+            Some((t, o)) => Some((u32_lists(batch, t)?, u32_lists(batch, o)?)),
+            None => None,
+        };
         for i in 0..n {
-            let cut = (!texts.is_null(i))
+            let ranges = (!texts.is_null(i))
                 .then(|| parse_id(ids.value(i)))
                 .flatten()
-                .and_then(|id| self.ranges.get(&id))
-                .map(|r| {
-                    let t = texts.value(i);
-                    (t, substring::byte_spans(&substring::tokens(t), r))
-                })
-                .filter(|(_, s)| !s.is_empty());
+                .and_then(|id| self.ranges.get(&id));
+            let Some(ranges) = ranges else {
+                text.push(texts.is_valid(i).then(|| texts.value(i).to_string()));
+                bytes.push(0u64);
+                spans.push(0u32);
+                verdicts.push(None);
+                continue;
+            };
+            let t = texts.value(i);
+            let toks = match &token_cols {
+                None => Some(substring::tokens(t)),
+                Some(((il, iv), (ol, ov))) => {
+                    let (tid, off) = (row(il, iv, i), row(ol, ov, i));
+                    substring::offset_tokens(t, off).filter(|x| x.len() == tid.len())
+                }
+            };
+            let Some(toks) = toks else {
+                text.push(Some(t.to_string()));
+                bytes.push(0u64);
+                spans.push(0u32);
+                verdicts.push(Some(Drop {
+                    reason: BAD_TOKEN_OFFSETS,
+                    detail: Some("the token offsets do not fit the text or its token ids".into()),
+                }));
+                continue;
+            };
+            let cut =
+                Some((t, substring::byte_spans(&toks, ranges))).filter(|(_, s)| !s.is_empty());
             let Some((t, s)) = cut else {
                 text.push(texts.is_valid(i).then(|| texts.value(i).to_string()));
                 bytes.push(0u64);

@@ -29,8 +29,15 @@ pub fn append_keys(
         .column_by_name(crate::records::ID)
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
         .ok_or(KeyError::NoIdColumn)?;
-    if let DedupKind::Substring { min_tokens, .. } = p.kind {
-        return append_windows(batch, ids, &p.key, min_tokens as usize, out);
+    if let DedupKind::Substring {
+        min_tokens, tokens, ..
+    } = &p.kind
+    {
+        let k = *min_tokens as usize;
+        return match tokens {
+            Some(t) => append_id_windows(batch, ids, t, k, out),
+            None => append_windows(batch, ids, &p.key, k, out),
+        };
     }
     let ranks: Option<Vec<f64>> = match &p.keep {
         Keep::LowestId => None,
@@ -98,8 +105,60 @@ fn append_windows(
         .downcast_ref::<StringArray>()
         .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
     let texts: Vec<Option<&str>> = texts.iter().collect();
-    let windows = crate::kernels::substring::batch_window_hashes(&texts, k);
-    out.reserve(windows.iter().map(Vec::len).sum::<usize>() * WindowEntry::SIZE);
+    // A few records at a time: the windows of a whole batch (32 bytes each, beside
+    // their 36-byte entries) would be a dozen times the batch's text.
+    for (c, chunk) in texts.chunks(32).enumerate() {
+        let windows = crate::kernels::substring::batch_window_hashes(chunk, k);
+        for (j, ws) in windows.iter().enumerate() {
+            if ws.is_empty() {
+                continue;
+            }
+            let i = c * 32 + j;
+            let id =
+                parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
+            for &(pos, hash) in ws {
+                WindowEntry { hash, id, pos }.put(out);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Exact substrings over a tokenizer's tokens: one [`WindowEntry`] per window of `k`
+/// ids of each record's token ids column.
+fn append_id_windows(
+    batch: &RecordBatch,
+    ids: &StringArray,
+    column: &str,
+    k: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), KeyError> {
+    use rayon::prelude::*;
+    let col = batch
+        .column_by_name(column)
+        .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
+    let lists = col
+        .as_any()
+        .downcast_ref::<arrow_array::ListArray>()
+        .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
+    let values = lists
+        .values()
+        .as_any()
+        .downcast_ref::<arrow_array::UInt32Array>()
+        .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?
+        .values();
+    let offs = lists.value_offsets();
+    let windows: Vec<Vec<(u32, u128)>> = (0..lists.len())
+        .into_par_iter()
+        .with_min_len(8)
+        .map(|i| {
+            if lists.is_null(i) {
+                return vec![];
+            }
+            let (a, z) = (offs[i] as usize, offs[i + 1] as usize);
+            crate::kernels::substring::id_window_hashes(&values[a..z], k)
+        })
+        .collect();
     for (i, ws) in windows.iter().enumerate() {
         if ws.is_empty() {
             continue;

@@ -34,14 +34,18 @@ impl From<&DedupParams> for DedupPhaseParams {
                     threshold,
                 },
                 &DedupKind::Phash { radius } => DedupPhaseKind::Phash { radius },
-                &DedupKind::Substring {
+                DedupKind::Substring {
                     min_tokens,
                     keep_first,
                     min_chars,
+                    tokens,
+                    offsets,
                 } => DedupPhaseKind::Substring {
-                    min_tokens,
-                    keep_first,
-                    min_chars,
+                    min_tokens: *min_tokens,
+                    keep_first: *keep_first,
+                    min_chars: *min_chars,
+                    tokens: tokens.clone(),
+                    offsets: offsets.clone(),
                 },
             },
             max_rounds: p.max_rounds,
@@ -81,14 +85,18 @@ impl From<&DedupPhaseKind> for DedupKind {
                 threshold,
             },
             &DedupPhaseKind::Phash { radius } => DedupKind::Phash { radius },
-            &DedupPhaseKind::Substring {
+            DedupPhaseKind::Substring {
                 min_tokens,
                 keep_first,
                 min_chars,
+                tokens,
+                offsets,
             } => DedupKind::Substring {
-                min_tokens,
-                keep_first,
-                min_chars,
+                min_tokens: *min_tokens,
+                keep_first: *keep_first,
+                min_chars: *min_chars,
+                tokens: tokens.clone(),
+                offsets: offsets.clone(),
             },
         }
     }
@@ -165,12 +173,32 @@ mod tests {
                             min_tokens: 50,
                             keep_first: false,
                             min_chars: 7,
+                            tokens: None,
+                            offsets: None,
                         },
                         None,
                         false,
                     )
                 },
                 r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"substring","min_tokens":50,"keep_first":false,"min_chars":7},"max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    key: "text".into(),
+                    ..params(
+                        Keep::LowestId,
+                        DedupKind::Substring {
+                            min_tokens: 64,
+                            keep_first: true,
+                            min_chars: 50,
+                            tokens: Some("token_ids".into()),
+                            offsets: Some("token_offsets".into()),
+                        },
+                        None,
+                        false,
+                    )
+                },
+                r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"substring","min_tokens":64,"keep_first":true,"min_chars":50,"tokens":"token_ids","offsets":"token_offsets"},"max_rounds":32}"#,
             ),
         ];
         for (p, want) in cases {

@@ -79,25 +79,35 @@ impl Fixed for WindowSourced {
     }
 }
 
-/// A window to cut: record `id` of map task `task`, tokens `pos..pos + min_tokens`.
+/// A window of record `id` (of map task `task`), tokens `pos..pos + min_tokens`: to
+/// cut, or (`kept`) the first occurrence of a repeated window, which no cut may touch
+/// (`keep: first`), so overlapping cut windows never eat into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
     pub task: u32,
     pub pos: u32,
+    pub kept: bool,
     pub id: u128,
 }
+
+/// The bit of a mark's position field that flags a kept window (positions are below
+/// 2³¹: texts and token lists are under 2 GiB entries).
+const KEPT: u32 = 1 << 31;
 
 impl Fixed for Mark {
     const SIZE: usize = 24;
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.task.to_le_bytes());
-        out.extend_from_slice(&self.pos.to_le_bytes());
+        let flag = if self.kept { KEPT } else { 0 };
+        out.extend_from_slice(&(self.pos | flag).to_le_bytes());
         out.extend_from_slice(&self.id.to_le_bytes());
     }
     fn get(b: &[u8]) -> Self {
+        let p = u32::from_le_bytes(b[4..8].try_into().expect("4"));
         Mark {
             task: u32::from_le_bytes(b[0..4].try_into().expect("4")),
-            pos: u32::from_le_bytes(b[4..8].try_into().expect("4")),
+            pos: p & !KEPT,
+            kept: p & KEPT != 0,
             id: u128::from_le_bytes(b[8..24].try_into().expect("16")),
         }
     }
@@ -127,8 +137,9 @@ impl Fixed for Mark {
 }
 
 /// Groups sorted window entries by hash and marks, in every group of two or more,
-/// each occurrence but the first (`keep_first`) or all of them. Counts: `keys` windows,
-/// `distinct` hashes, `duplicates` marks; `cluster_sizes`, occurrences per hash.
+/// each occurrence but the first (`keep_first`, the first then marked `kept`) or all
+/// of them. Counts: `keys` windows, `distinct` hashes, `duplicates` windows to cut;
+/// `cluster_sizes`, occurrences per hash.
 pub fn mark(
     sorted: impl Iterator<Item = std::io::Result<WindowSourced>>,
     keep_first: bool,
@@ -137,9 +148,10 @@ pub fn mark(
 ) -> std::io::Result<(ExternalSort<Mark>, ReduceStats)> {
     let mut out = ExternalSort::<Mark>::new(memory_bytes / 2, dir);
     let mut stats = ReduceStats::default();
-    let mark_of = |x: &WindowSourced| Mark {
+    let mark_of = |x: &WindowSourced, kept: bool| Mark {
         task: x.task,
         pos: x.e.pos,
+        kept,
         id: x.e.id,
     };
     let mut first: Option<WindowSourced> = None;
@@ -149,11 +161,11 @@ pub fn mark(
         stats.keys += 1;
         match &first {
             Some(f) if f.e.hash == x.e.hash => {
-                if size == 1 && !keep_first {
-                    out.push(mark_of(f))?;
-                    stats.duplicates += 1;
+                if size == 1 {
+                    out.push(mark_of(f, keep_first))?;
+                    stats.duplicates += u64::from(!keep_first);
                 }
-                out.push(mark_of(&x))?;
+                out.push(mark_of(&x, false))?;
                 stats.duplicates += 1;
                 size += 1;
             }
@@ -234,6 +246,7 @@ mod tests {
                 .map(|x| Mark {
                     task: x.task,
                     pos: x.e.pos,
+                    kept: x.e.pos % 3 == 0,
                     id: x.e.id << 64 | x.e.hash,
                 })
                 .collect();
@@ -285,10 +298,11 @@ mod tests {
                 if occ.len() < 2 {
                     continue;
                 }
-                for x in &occ[usize::from(keep_first)..] {
+                for (j, x) in occ.iter().enumerate() {
                     want.push(Mark {
                         task: x.task,
                         pos: x.e.pos,
+                        kept: keep_first && j == 0,
                         id: x.e.id,
                     });
                 }
@@ -302,7 +316,8 @@ mod tests {
                 got.extend(s);
             }
             assert_eq!(got, want, "keep_first={keep_first}");
-            assert_eq!(sa.duplicates, want.len() as u64);
+            let cut = want.iter().filter(|m| !m.kept).count();
+            assert_eq!(sa.duplicates, cut as u64);
             assert_eq!(sa.keys, input.len() as u64);
             assert_eq!(sa.distinct, 300);
         }

@@ -22,6 +22,9 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
+/// One text's token ids and their byte offsets (`start, end` of each token in turn).
+pub type IdsOffsets = (Vec<u32>, Vec<u32>);
+
 /// Why a tokenizer does not load or encode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -110,6 +113,31 @@ impl Tokenizer {
             .encode(texts, add_special_tokens)?
             .into_iter()
             .map(|e| e.get_ids().to_vec())
+            .collect())
+    }
+
+    /// Token ids per text with each token's byte range in the text (`start, end` in
+    /// turn). Slower than [`Tokenizer::ids`]: offsets are tracked while encoding.
+    pub fn ids_offsets(
+        &self,
+        texts: &[&str],
+        add_special_tokens: bool,
+    ) -> Result<Vec<IdsOffsets>, TokenizerError> {
+        let inputs: Vec<EncodeInput> = texts.iter().map(|t| (*t).into()).collect();
+        let enc = self
+            .inner
+            .encode_batch(inputs, add_special_tokens)
+            .map_err(|e| TokenizerError(format!("encoding: {e}")))?;
+        Ok(enc
+            .into_iter()
+            .map(|e| {
+                let offsets = e
+                    .get_offsets()
+                    .iter()
+                    .flat_map(|&(a, b)| [a as u32, b as u32])
+                    .collect();
+                (e.get_ids().to_vec(), offsets)
+            })
             .collect())
     }
 

@@ -37,7 +37,6 @@ pub fn batch_window_hashes(texts: &[Option<&str>], k: usize) -> Vec<Vec<(u32, u1
     use rayon::prelude::*;
     texts
         .par_iter()
-        .with_min_len(8)
         .map(|t| t.map_or_else(Vec::new, |t| window_hashes(t, k)))
         .collect()
 }
@@ -64,6 +63,37 @@ pub fn window_hashes_with(text: &str, k: usize, hash: impl Fn(&[u8]) -> u128) ->
         .collect()
 }
 
+/// The hash of every window of `k` token ids (a tokenizer's tokens instead of words),
+/// by position: xxh3-128 of the ids' little-endian bytes.
+pub fn id_window_hashes(ids: &[u32], k: usize) -> Vec<(u32, u128)> {
+    if k == 0 || ids.len() < k {
+        return vec![];
+    }
+    let bytes: Vec<u8> = ids.iter().flat_map(|i| i.to_le_bytes()).collect();
+    (0..=ids.len() - k)
+        .map(|i| {
+            (
+                i as u32,
+                xxh3_128_with_seed(&bytes[4 * i..4 * (i + k)], SEED),
+            )
+        })
+        .collect()
+}
+
+/// A tokenizer's byte offsets (`start, end` of each token in turn, as `tokenize`
+/// writes them) as token byte ranges, if they fit the text: pairs in order, each on
+/// char boundaries within it.
+pub fn offset_tokens(text: &str, offsets: &[u32]) -> Option<Vec<(u32, u32)>> {
+    if !offsets.len().is_multiple_of(2) {
+        return None;
+    }
+    let t: Vec<(u32, u32)> = offsets.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    let fits = |x: u32| (x as usize) <= text.len() && text.is_char_boundary(x as usize);
+    t.iter()
+        .all(|&(a, b)| a <= b && fits(a) && fits(b))
+        .then_some(t)
+}
+
 /// Token ranges `[start, end)` sorted and merged where they overlap or touch.
 pub fn merge(mut ranges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
     ranges.sort_unstable();
@@ -77,19 +107,53 @@ pub fn merge(mut ranges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
     out
 }
 
+/// Merged ranges `a` without merged ranges `b` (both sorted and disjoint).
+pub fn subtract(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut j = 0;
+    for &(mut s, e) in a {
+        while j < b.len() && b[j].1 <= s {
+            j += 1;
+        }
+        let mut i = j;
+        while i < b.len() && b[i].0 < e {
+            if b[i].0 > s {
+                out.push((s, b[i].0));
+            }
+            s = s.max(b[i].1);
+            i += 1;
+        }
+        if s < e {
+            out.push((s, e));
+        }
+    }
+    out
+}
+
 /// The byte spans of merged token ranges: from the first byte of a range's first
 /// token to the last byte of its last token (the whitespace around a span stays).
 /// Ranges past the document's tokens are clipped (they cannot come from its own
 /// windows; a decision about another text is ignored rather than trusted).
 pub fn byte_spans(tokens: &[(u32, u32)], ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
     let n = tokens.len() as u32;
-    ranges
-        .iter()
-        .filter_map(|&(a, b)| {
-            let b = b.min(n);
-            (a < b).then(|| (tokens[a as usize].0, tokens[b as usize - 1].1))
-        })
-        .collect()
+    // A tokenizer's neighbouring tokens may share bytes (pieces of one character), so
+    // spans are merged again where they meet.
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
+    for &(a, b) in ranges {
+        let b = b.min(n);
+        if a >= b {
+            continue;
+        }
+        let (s, e) = (
+            tokens[a as usize].0,
+            tokens[b as usize - 1].1.max(tokens[a as usize].0),
+        );
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }
 
 /// The text without the byte spans (sorted, disjoint, on char boundaries: token
@@ -150,5 +214,61 @@ mod tests {
         // Touching ranges merge; ranges past the end are clipped.
         assert_eq!(merge(vec![(0, 2), (2, 4)]), vec![(0, 4)]);
         assert_eq!(byte_spans(&toks, &[(9, 40), (40, 50)]).len(), 1);
+        // Tokens sharing a character's bytes: spans that meet are one.
+        let shared = [(0, 4), (0, 4), (0, 4), (4, 5)];
+        assert_eq!(byte_spans(&shared, &[(0, 1), (2, 3)]), vec![(0, 4)]);
+    }
+
+    #[test]
+    fn subtract_removes_every_kept_token() {
+        let cut = [(0, 10), (12, 20), (30, 31)];
+        let kept = [(2, 4), (5, 13), (19, 25), (30, 31)];
+        assert_eq!(subtract(&cut, &kept), vec![(0, 2), (4, 5), (13, 19)]);
+        assert_eq!(subtract(&cut, &[]), cut.to_vec());
+        assert!(subtract(&[], &kept).is_empty());
+        // Brute force over small random sets.
+        let mut next = crate::kernels::xorshift(7);
+        for _ in 0..300 {
+            let mut r = |n| {
+                merge(
+                    (0..n)
+                        .map(|_| {
+                            let a = (next() % 60) as u32;
+                            (a, a + (next() % 9) as u32)
+                        })
+                        .collect(),
+                )
+            };
+            let (a, b) = (r(5), r(4));
+            let inside = |v: &[(u32, u32)], x: u32| v.iter().any(|&(s, e)| s <= x && x < e);
+            let got = subtract(&a, &b);
+            for x in 0..80 {
+                assert_eq!(
+                    inside(&got, x),
+                    inside(&a, x) && !inside(&b, x),
+                    "{a:?} - {b:?}"
+                );
+            }
+            assert!(got.iter().all(|&(s, e)| s < e));
+        }
+    }
+
+    #[test]
+    fn token_id_windows_and_offsets() {
+        let a = id_window_hashes(&[1, 2, 3, 4], 2);
+        let b = id_window_hashes(&[9, 2, 3], 2);
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[1].1, b[1].1);
+        assert_ne!(a[0].1, a[1].1);
+        assert!(id_window_hashes(&[1], 2).is_empty());
+        let t = "añb";
+        assert_eq!(
+            offset_tokens(t, &[0, 1, 1, 3, 3, 4]),
+            Some(vec![(0, 1), (1, 3), (3, 4)])
+        );
+        assert_eq!(offset_tokens(t, &[0, 2]), None, "inside ñ");
+        assert_eq!(offset_tokens(t, &[0, 9]), None, "past the end");
+        assert_eq!(offset_tokens(t, &[3, 1]), None);
+        assert_eq!(offset_tokens(t, &[0]), None);
     }
 }

@@ -52,6 +52,14 @@ pub enum DedupKind {
         min_tokens: u32,
         keep_first: bool,
         min_chars: u32,
+        /// A token ids column (List<UInt32>, `tokenize` with `ids`) whose tokens the
+        /// windows are made of, instead of whitespace words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<String>,
+        /// With `tokens`: the tokens' byte offsets (List<UInt32>, start and end of each
+        /// token in turn: `tokenize` with `offsets`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offsets: Option<String>,
     },
 }
 
@@ -210,11 +218,26 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
         Some("phash") => DedupKind::Phash {
             radius: p.u64_in("radius", 4, 0, 31) as u32,
         },
-        Some("substring") => DedupKind::Substring {
-            min_tokens: p.u64_in("min_tokens", 50, 2, 100_000) as u32,
-            keep_first,
-            min_chars: p.u64_in("min_chars", 50, 0, u32::MAX.into()) as u32,
-        },
+        Some("substring") => {
+            let tokens = p.opt_str("tokens");
+            let offsets = tokens.as_ref().map(|_| {
+                p.opt_str("offsets")
+                    .unwrap_or_else(|| "token_offsets".into())
+            });
+            if tokens.is_none() && p.raw("offsets").is_some() {
+                p.sink.error(
+                    &p.field_path("offsets"),
+                    "only with tokens (a token ids column)",
+                );
+            }
+            DedupKind::Substring {
+                min_tokens: p.u64_in("min_tokens", 50, 2, 1000) as u32,
+                keep_first,
+                min_chars: p.u64_in("min_chars", 50, 0, u32::MAX.into()) as u32,
+                tokens,
+                offsets,
+            }
+        }
         Some(other) => {
             p.sink.error(
                 &p.field_path("kind"),
@@ -358,7 +381,19 @@ fn params_doc() -> Vec<ParamDoc> {
             "min_tokens",
             "integer",
             Some("50"),
-            "substring: the shortest repeated span cut, in whitespace-separated words, 2 to 100000.",
+            "substring: the shortest repeated span cut, in whitespace-separated words (or tokens), 2 to 1000.",
+        ),
+        p(
+            "tokens",
+            "string",
+            Some("none"),
+            "substring: a token ids column (tokenize with ids: true) to make windows of, instead of whitespace words.",
+        ),
+        p(
+            "offsets",
+            "string",
+            Some("\"token_offsets\""),
+            "substring, with tokens: the tokens' byte offsets (tokenize with offsets: true), which the cut spans follow.",
         ),
         p(
             "min_chars",
@@ -397,6 +432,12 @@ pub enum ParamsError {
     KeepType { column: String, found: DataType },
     #[error("params.keep.highest: no column {column:?}")]
     NoKeep { column: String },
+    #[error("params.{param}: column {column:?} {message}")]
+    Column {
+        param: &'static str,
+        column: String,
+        message: String,
+    },
 }
 
 impl DedupParams {
@@ -415,10 +456,40 @@ impl DedupParams {
                 vec![DataType::UInt64, DataType::Int64, DataType::Utf8],
                 "a 64-bit perceptual hash (uint64, int64 or 16 hex digits)".to_string(),
             )),
-            DedupKind::Substring { .. } => Some((
-                vec![DataType::Utf8],
-                "the text column substrings are cut from (a string)".to_string(),
-            )),
+            DedupKind::Substring {
+                tokens, offsets, ..
+            } => {
+                let list = DataType::List(std::sync::Arc::new(arrow_schema::Field::new(
+                    "item",
+                    DataType::UInt32,
+                    true,
+                )));
+                for (param, col) in [("tokens", tokens), ("offsets", offsets)] {
+                    let Some(col) = col else { continue };
+                    match input.field_with_name(col) {
+                        Ok(f) if matches!(f.data_type(), DataType::List(i) if i.data_type() == &DataType::UInt32) =>
+                            {}
+                        Ok(f) => {
+                            return Err(ParamsError::Column {
+                                param,
+                                column: col.clone(),
+                                message: format!("is {}, not {list}", f.data_type()),
+                            });
+                        }
+                        Err(_) => {
+                            return Err(ParamsError::Column {
+                                param,
+                                column: col.clone(),
+                                message: "is missing (add a tokenize stage with ids: true, offsets: true)".into(),
+                            });
+                        }
+                    }
+                }
+                Some((
+                    vec![DataType::Utf8],
+                    "the text column substrings are cut from (a string)".to_string(),
+                ))
+            }
         };
         if let Some((types, what)) = near {
             match input.field_with_name(&self.key) {

@@ -40,6 +40,11 @@ params! {
         ids: bool = false,
         /// The ids column (with `ids`).
         ids_column: String = "token_ids",
+        /// Also write each token's byte range in the text (List<UInt32>: start and
+        /// end of each token in turn), which a substring dedup over tokens cuts by.
+        offsets: bool = false,
+        /// The offsets column (with `offsets`).
+        offsets_column: String = "token_offsets",
         /// Count the tokenizer's special tokens (`[CLS]`, `<s>`, ...) as a model
         /// would see them.
         add_special_tokens: bool = false,
@@ -61,6 +66,12 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     if p.ids && p.ids_column == p.count_column {
         o.error("ids_column", "must differ from count_column");
     }
+    if p.offsets && [&p.count_column, &p.ids_column].contains(&&p.offsets_column) {
+        o.error(
+            "offsets_column",
+            "must differ from count_column and ids_column",
+        );
+    }
     Some(Box::new(Tokenize {
         p,
         tokenizer: OnceLock::new(),
@@ -71,12 +82,12 @@ impl Operator for Tokenize {
     fn output_fields(&self, input: &Schema) -> Result<Vec<Field>, SchemaError> {
         require_text(input, &self.p.field)?;
         let mut out = vec![Field::new(&self.p.count_column, DataType::UInt32, true)];
+        let list = || DataType::List(Arc::new(Field::new("item", DataType::UInt32, true)));
         if self.p.ids {
-            out.push(Field::new(
-                &self.p.ids_column,
-                DataType::List(Arc::new(Field::new("item", DataType::UInt32, true))),
-                true,
-            ));
+            out.push(Field::new(&self.p.ids_column, list(), true));
+        }
+        if self.p.offsets {
+            out.push(Field::new(&self.p.offsets_column, list(), true));
         }
         Ok(out)
     }
@@ -120,9 +131,18 @@ impl Operator for Tokenize {
             ProcessError::Model(super::ModelError::Model(format!("params.tokenizer: {e}")))
         };
         let mut ids: Vec<Vec<u32>> = Vec::new();
+        let mut offsets: Vec<Vec<u32>> = Vec::new();
         let mut counts: Vec<u32> = Vec::with_capacity(present.len());
         for chunk in present.chunks(self.p.batch_size) {
-            if self.p.ids {
+            if self.p.offsets {
+                for (i, o) in tok.ids_offsets(chunk, special).map_err(fail)? {
+                    counts.push(i.len() as u32);
+                    if self.p.ids {
+                        ids.push(i);
+                    }
+                    offsets.push(o);
+                }
+            } else if self.p.ids {
                 let got = tok.ids(chunk, special).map_err(fail)?;
                 counts.extend(got.iter().map(|v| v.len() as u32));
                 ids.extend(got);
@@ -141,9 +161,9 @@ impl Operator for Tokenize {
             })
             .collect();
         let mut cols = vec![Arc::new(count_col) as ArrayRef];
-        if self.p.ids {
+        let list = |v: Vec<Vec<u32>>| -> ArrayRef {
             let mut b = ListBuilder::new(UInt32Builder::new());
-            let mut it = ids.into_iter();
+            let mut it = v.into_iter();
             for t in &texts {
                 match t {
                     Some(_) => {
@@ -154,7 +174,13 @@ impl Operator for Tokenize {
                     None => b.append(false),
                 }
             }
-            cols.push(Arc::new(b.finish()));
+            Arc::new(b.finish())
+        };
+        if self.p.ids {
+            cols.push(list(ids));
+        }
+        if self.p.offsets {
+            cols.push(list(offsets));
         }
         Ok(Output::columns(cols))
     }
@@ -177,6 +203,50 @@ mod tests {
             .collect();
         op.load(&assets).unwrap();
         op
+    }
+
+    /// Offsets are byte ranges of the text, one pair per id, and the ids are those
+    /// written without offsets.
+    #[test]
+    fn offsets_are_the_tokens_byte_ranges() {
+        let op = loaded(serde_json::json!({"tokenizer": "t.json", "ids": true, "offsets": true}));
+        let plain = loaded(serde_json::json!({"tokenizer": "t.json", "ids": true}));
+        let texts = [Some("The cät sat. The dog"), None, Some("")];
+        let batch = text_batch(&texts);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (out, _) = run_stage("tok", op.as_ref(), batch.clone(), &schema, false).unwrap();
+        let s2 = output_schema(plain.as_ref(), &batch.schema()).unwrap();
+        let (p, _) = run_stage("tok", plain.as_ref(), batch, &s2, false).unwrap();
+        let col = |b: &RecordBatch, c: &str| {
+            b.column_by_name(c)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<ListArray>()
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(col(&out, "token_ids"), col(&p, "token_ids"));
+        let (ids, offs) = (col(&out, "token_ids"), col(&out, "token_offsets"));
+        assert!(offs.is_null(1));
+        let o = offs.value(0);
+        let o = o
+            .as_any()
+            .downcast_ref::<arrow_array::UInt32Array>()
+            .unwrap();
+        assert_eq!(o.len(), 2 * ids.value(0).len());
+        let t = texts[0].unwrap();
+        let words: Vec<&str> = o
+            .values()
+            .chunks(2)
+            .map(|w| &t[w[0] as usize..w[1] as usize])
+            .collect();
+        assert_eq!(words.first(), Some(&"The"));
+        assert!(words.contains(&"sat") && words.contains(&"."), "{words:?}");
+        assert!(build(
+            &DEF,
+            serde_json::json!({"tokenizer": "t", "offsets": true, "offsets_column": "token_count"})
+        )
+        .is_err());
     }
 
     #[test]

@@ -161,6 +161,14 @@ pub enum DedupPhaseKind {
         min_tokens: u32,
         keep_first: bool,
         min_chars: u32,
+        /// A token ids column (List<UInt32>, `tokenize` with `ids`) whose tokens the
+        /// windows are made of, instead of whitespace words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<String>,
+        /// With `tokens`: the tokens' byte offsets (List<UInt32>, start and end of each
+        /// token in turn: `tokenize` with `offsets`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offsets: Option<String>,
     },
 }
 
