@@ -18,7 +18,7 @@ type TokenDoc = (u128, Vec<u64>, Vec<(usize, usize)>);
 /// Cut byte spans by record id.
 type Spans = BTreeMap<u128, Vec<(usize, usize)>>;
 /// The spans a reference cuts from records (id, text).
-type Reference = dyn Fn(&[(u128, &str)]) -> Spans;
+type Reference<'a> = dyn Fn(&[(u128, &str)]) -> Spans + 'a;
 
 fn data() -> PathBuf {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/extraction-wceb");
