@@ -9,7 +9,7 @@ use super::format::{self, format_id, parse_id};
 use super::params::CLUSTER_COLUMN;
 use super::propagate::{is_record_step, step_outcome};
 use super::shuffle::{ShuffleCtx, read_sections};
-use super::substring::Mark;
+use super::substring::Run;
 use crate::kernels::FastMap;
 use crate::kernels::substring;
 use crate::ops::{Drop, Operator, Output, ProcessError, SchemaError, Total};
@@ -27,7 +27,6 @@ pub async fn filter_for(
     map_task: &str,
 ) -> Result<Arc<dyn Operator>, DedupError> {
     if let DedupPhaseKind::Substring {
-        min_tokens,
         min_chars,
         tokens,
         offsets,
@@ -36,7 +35,7 @@ pub async fn filter_for(
     {
         let t = map_index(sc, d, map_task)?;
         return Ok(Arc::new(SubstringApply {
-            ranges: ranges_for(sc, d.map_phase + 1, t as u64, *min_tokens).await?,
+            ranges: ranges_for(sc, d.map_phase + 1, t as u64).await?,
             stage: d.stage.clone(),
             field: d.params.key.clone(),
             min_chars: *min_chars,
@@ -58,17 +57,15 @@ fn map_index(sc: &ShuffleCtx<'_>, d: &DedupPhase, map_task: &str) -> Result<usiz
 }
 
 /// The token ranges to cut from one map task's records, by id: section `section` of
-/// every marks object of `phase`, each mark a window of `k` tokens, the windows to cut
-/// merged, less the kept first occurrences (`keep: first`), so a record keeps every
-/// window whose first occurrence it holds. Marks arrive sorted by (id, pos) per
-/// reducer; each record's ranges are merged again whenever they have doubled since
-/// the last merge, so memory follows the cut spans (plus one reducer's marks), not
-/// every marked window.
+/// every marks object of `phase` (runs of marked windows), the runs to cut merged,
+/// less the kept first occurrences (`keep: first`), so a record keeps every window
+/// whose first occurrence it holds. Each record's ranges are merged again whenever
+/// they have doubled since the last merge, so memory follows the cut spans (plus one
+/// reducer's runs), not every run read.
 async fn ranges_for(
     sc: &ShuffleCtx<'_>,
     phase: usize,
     section: u64,
-    k: u32,
 ) -> Result<FastMap<u128, Vec<(u32, u32)>>, DedupError> {
     #[derive(Default)]
     struct Acc {
@@ -79,17 +76,10 @@ async fn ranges_for(
     let mut acc: FastMap<u128, Acc> = FastMap::default();
     let never = AtomicBool::new(false);
     read_sections(sc, phase, section, &never, |_, uri, b| {
-        let mut last: Option<u128> = None;
-        for m in format::decode::<Mark>(&b).map_err(|e| DedupError::format(uri, e))? {
+        for m in format::decode::<Run>(&b).map_err(|e| DedupError::format(uri, e))? {
             let a = acc.entry(m.id).or_default();
-            let r = (m.pos, m.pos.saturating_add(k));
             let v = if m.kept { &mut a.kept } else { &mut a.cut };
-            match v.last_mut() {
-                // Sorted by position within a section: extend the run it continues.
-                Some(x) if last == Some(m.id) && r.0 >= x.0 && r.0 <= x.1 => x.1 = x.1.max(r.1),
-                _ => v.push(r),
-            }
-            last = Some(m.id);
+            v.push((m.start, m.end.max(m.start)));
             let n = a.cut.len() + a.kept.len();
             if n > 2 * a.merged + 64 {
                 a.cut = substring::merge(std::mem::take(&mut a.cut));

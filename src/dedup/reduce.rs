@@ -37,8 +37,14 @@ pub async fn reduce(
         DedupError::Plan(format!("task {task} is not a partition of {}", plan.name))
     })?;
     let dir = spill_dir();
-    if let super::DedupKind::Substring { keep_first, .. } = params.kind {
-        return substring_reduce(sc, d, r, keep_first, out_dir, cancel, task).await;
+    if let super::DedupKind::Substring {
+        keep_first,
+        min_tokens,
+        ..
+    } = params.kind
+    {
+        let how = (keep_first, min_tokens);
+        return substring_reduce(sc, d, r, how, out_dir, cancel, task).await;
     }
     let mut sorter = ExternalSort::<Sourced>::new(params.memory_bytes / 2, dir.clone());
     // Keys objects hold KeyEntry; the task is known by which object it came from.
@@ -105,7 +111,7 @@ async fn substring_reduce(
     sc: &ShuffleCtx<'_>,
     d: &DedupPhase,
     r: u32,
-    keep_first: bool,
+    (keep_first, k): (bool, u32),
     out_dir: &Uri,
     cancel: &AtomicBool,
     task: &str,
@@ -124,7 +130,7 @@ async fn substring_reduce(
     .await?;
     let n_tasks = sc.task_ids(d.map_phase).len() as u32;
     let (file, len, stats) = tokio::task::spawn_blocking(move || {
-        substring::finish_reduce(sorter, keep_first, memory, dir, n_tasks)
+        substring::finish_reduce(sorter, keep_first, k, memory, dir, n_tasks)
     })
     .await
     .map_err(DedupError::joined)?

@@ -136,6 +136,88 @@ impl Fixed for Mark {
     }
 }
 
+/// What a marks object holds: marked windows of one record coalesced, tokens
+/// `start..end`, to cut or (`kept`) to keep. A reducer sees every `P`-th window of a
+/// repeated span on average (windows go to reducers by hash), so windows of one span
+/// lie less than `min_tokens` apart when `P < min_tokens` and become one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub task: u32,
+    pub start: u32,
+    pub end: u32,
+    pub kept: bool,
+    pub id: u128,
+}
+
+impl Fixed for Run {
+    const SIZE: usize = 28;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.task.to_le_bytes());
+        let flag = if self.kept { KEPT } else { 0 };
+        out.extend_from_slice(&(self.start | flag).to_le_bytes());
+        out.extend_from_slice(&self.end.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        let s = u32::from_le_bytes(b[4..8].try_into().expect("4"));
+        Run {
+            task: u32::from_le_bytes(b[0..4].try_into().expect("4")),
+            start: s & !KEPT,
+            end: u32::from_le_bytes(b[8..12].try_into().expect("4")),
+            kept: s & KEPT != 0,
+            id: u128::from_le_bytes(b[12..28].try_into().expect("16")),
+        }
+    }
+    fn order(&self, o: &Self) -> Ordering {
+        (self.task, self.id, self.start).cmp(&(o.task, o.id, o.start))
+    }
+}
+
+/// Coalesces marks sorted by (task, id, pos) into runs of `k`-token windows: a window
+/// starting inside or right after the record's current run of the same kind extends
+/// it (the union of the windows, exactly). Runs come out in (task, id) order.
+pub fn coalesce(
+    marks: impl Iterator<Item = std::io::Result<Mark>>,
+    k: u32,
+    mut emit: impl FnMut(Run) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    // The open runs of the current record: to cut, and kept.
+    let mut open: [Option<Run>; 2] = [None, None];
+    for m in marks {
+        let m = m?;
+        let end = m.pos.saturating_add(k);
+        let slot = usize::from(m.kept);
+        if open
+            .iter()
+            .flatten()
+            .any(|r| (r.task, r.id) != (m.task, m.id))
+        {
+            for r in open.iter_mut().filter_map(Option::take) {
+                emit(r)?;
+            }
+        }
+        match &mut open[slot] {
+            Some(r) if m.pos <= r.end => r.end = r.end.max(end),
+            cur => {
+                if let Some(r) = cur.take() {
+                    emit(r)?;
+                }
+                *cur = Some(Run {
+                    task: m.task,
+                    start: m.pos,
+                    end,
+                    kept: m.kept,
+                    id: m.id,
+                });
+            }
+        }
+    }
+    for r in open.into_iter().flatten() {
+        emit(r)?;
+    }
+    Ok(())
+}
+
 /// Groups sorted window entries by hash and marks, in every group of two or more,
 /// each occurrence but the first (`keep_first`, the first then marked `kept`) or all
 /// of them. Counts: `keys` windows, `distinct` hashes, `duplicates` windows to cut;
@@ -186,11 +268,13 @@ pub fn mark(
 }
 
 /// The rest of a substring reduce once every entry is in `sorter`: merge, mark, and
-/// write the marks object (one section per map task, sorted by (id, pos)) to a local
-/// file. Returns it, its length and the counts.
+/// write the marks object (one section per map task: the marked `k`-token windows
+/// coalesced into runs per record) to a local file. Returns it, its length and the
+/// counts.
 pub fn finish_reduce(
     sorter: ExternalSort<WindowSourced>,
     keep_first: bool,
+    k: u32,
     memory_bytes: u64,
     dir: PathBuf,
     map_tasks: u32,
@@ -200,7 +284,7 @@ pub fn finish_reduce(
     let (marks, mut stats) = mark(merged, keep_first, memory_bytes, dir.clone())?;
     stats.spilled_bytes = spilled + marks.spilled_bytes;
     let mut out = Sections::new(map_tasks as usize, &dir)?;
-    out.push_all(marks.finish()?, |m| m.task as usize)?;
+    coalesce(marks.finish()?, k, |r| out.push(r.task as usize, &r))?;
     let (file, len) = out.finish(MARKS_MAGIC)?;
     Ok((file, len, stats))
 }
@@ -209,6 +293,7 @@ pub fn finish_reduce(
 mod tests {
     use super::*;
     use crate::dedup::format::{check_header, decode, section_of};
+    use std::collections::{BTreeMap, BTreeSet};
     use std::io::Read;
 
     fn w(hash: u128, id: u128, pos: u32, task: u32) -> WindowSourced {
@@ -271,14 +356,21 @@ mod tests {
                 input.push(w(h << 100, id, copy * 7, copy % 3));
             }
         }
+        // A span of 20 windows in two records: one run each.
+        for p in 0..20u32 {
+            let h = (500 + p as u128) << 100;
+            input.push(w(h, 5000, p, 0));
+            input.push(w(h, 5001, 3 + p, 1));
+        }
         for keep_first in [true, false] {
+            let k = 8;
             let run = |memory: u64| {
                 let mut s = ExternalSort::<WindowSourced>::new(memory, dir.path().to_path_buf());
                 for x in input.iter().rev() {
                     s.push(*x).unwrap();
                 }
                 let (mut f, len, stats) =
-                    finish_reduce(s, keep_first, memory, dir.path().to_path_buf(), 3).unwrap();
+                    finish_reduce(s, keep_first, k, memory, dir.path().to_path_buf(), 3).unwrap();
                 let mut b = Vec::new();
                 f.read_to_end(&mut b).unwrap();
                 assert_eq!(b.len() as u64, len);
@@ -289,9 +381,12 @@ mod tests {
             assert_eq!(a, b, "spilling changed the marks object");
             assert!(sb.spilled_bytes > 0 && sa.spilled_bytes == 0);
             check_header(&a, MARKS_MAGIC, 3).unwrap();
-            // Brute force: per hash, the occurrences sorted by (id, pos).
-            let mut want: Vec<Mark> = Vec::new();
-            for h in 0..400u128 {
+            // Brute force: per hash, the occurrences sorted by (id, pos); the tokens each
+            // (task, id, kept) covers.
+            type Cover = BTreeMap<(u32, u128, bool), BTreeSet<u32>>;
+            let mut want = Cover::new();
+            let (mut cut, mut marks) = (0, 0);
+            for h in (0..400u128).chain(500..520) {
                 let mut occ: Vec<&WindowSourced> =
                     input.iter().filter(|x| x.e.hash == h << 100).collect();
                 occ.sort_by_key(|x| (x.e.id, x.e.pos));
@@ -299,27 +394,33 @@ mod tests {
                     continue;
                 }
                 for (j, x) in occ.iter().enumerate() {
-                    want.push(Mark {
-                        task: x.task,
-                        pos: x.e.pos,
-                        kept: keep_first && j == 0,
-                        id: x.e.id,
-                    });
+                    let kept = keep_first && j == 0;
+                    cut += usize::from(!kept);
+                    marks += 1;
+                    want.entry((x.task, x.e.id, kept))
+                        .or_default()
+                        .extend(x.e.pos..x.e.pos + k);
                 }
             }
-            want.sort_by(Mark::order);
-            let mut got = Vec::new();
+            let mut got = Cover::new();
+            let mut runs = 0;
             for t in 0..3 {
-                let s: Vec<Mark> = decode(section_of(&a, t).unwrap()).unwrap();
+                let s: Vec<Run> = decode(section_of(&a, t).unwrap()).unwrap();
                 assert!(s.iter().all(|m| m.task == t as u32));
-                assert!(s.windows(2).all(|p| p[0].order(&p[1]).is_lt()));
-                got.extend(s);
+                for r in &s {
+                    let c = got.entry((r.task, r.id, r.kept)).or_default();
+                    assert!((r.start..r.end).all(|p| c.insert(p)), "runs overlap: {r:?}");
+                }
+                runs += s.len();
             }
             assert_eq!(got, want, "keep_first={keep_first}");
-            let cut = want.iter().filter(|m| !m.kept).count();
+            assert!(
+                runs < marks,
+                "{runs} runs for {marks} windows: nothing coalesced"
+            );
             assert_eq!(sa.duplicates, cut as u64);
             assert_eq!(sa.keys, input.len() as u64);
-            assert_eq!(sa.distinct, 300);
+            assert_eq!(sa.distinct, 320);
         }
     }
 
