@@ -381,7 +381,7 @@ fn near_dedup_configs_are_checked_before_any_task() {
     for (stages, needle) in [
         (
             "  - op: dedup\n    params: {key: phash, kind: fuzzy}\n",
-            "params.kind: expected exact, minhash or phash",
+            "params.kind: expected exact, minhash, phash or substring",
         ),
         (
             "  - op: minhash\n  - op: dedup\n    params: {key: minhash, kind: minhash, threshold: 1.5}\n",

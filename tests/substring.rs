@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 const K: usize = 12;
@@ -229,23 +229,40 @@ fn reference_tokens(
     }
     let mut out = BTreeMap::new();
     for d in 0..docs.len() {
-        // Runs of tokens cut and not kept, as byte spans (spans that meet, merged).
+        // As sets of bytes: a run of tokens cut and not kept spans from its first byte
+        // to its last; bytes any token outside the run covers stay (pieces of one
+        // character); tokens without bytes (special tokens) count for nothing.
         let w = &docs[d].2;
+        let gone = |t: usize| cut[d][t] && !kept[d][t];
+        let len = w.iter().map(|x| x.1).max().unwrap_or(0);
+        let mut covered = vec![false; len];
+        for (t, &(a, b)) in w.iter().enumerate() {
+            if !gone(t) {
+                covered[a..b].iter_mut().for_each(|x| *x = true);
+            }
+        }
         let mut spans: Vec<(usize, usize)> = Vec::new();
         let mut t = 0;
         while t < w.len() {
-            if !cut[d][t] || kept[d][t] {
+            if !gone(t) {
                 t += 1;
                 continue;
             }
             let a = t;
-            while t < w.len() && cut[d][t] && !kept[d][t] {
+            while t < w.len() && gone(t) {
                 t += 1;
             }
-            let (s, e) = (w[a].0, w[t - 1].1.max(w[a].0));
-            match spans.last_mut() {
-                Some(x) if s <= x.1 => x.1 = x.1.max(e),
-                _ => spans.push((s, e)),
+            // The bytes of the run's tokens that no other token covers.
+            let free: BTreeSet<usize> = w[a..t]
+                .iter()
+                .flat_map(|&(x, y)| x..y)
+                .filter(|&b| !covered[b])
+                .collect();
+            if let (Some(&s), Some(&e)) = (free.first(), free.last()) {
+                match spans.last_mut() {
+                    Some(x) if s <= x.1 => x.1 = x.1.max(e + 1),
+                    _ => spans.push((s, e + 1)),
+                }
             }
         }
         if !spans.is_empty() {
@@ -428,6 +445,28 @@ fn cuts_exactly_the_spans_a_suffix_array_finds() {
             stage["reasons"]["substring_duplicate"].as_u64(),
             Some(rejected as u64)
         );
+        // By input file, in the status and the report.
+        let by = stage["totals"]["substr_removed_bytes"]["by"]["source"]
+            .as_object()
+            .unwrap();
+        assert_eq!(by.len(), 3, "{by:?}");
+        assert_eq!(
+            by.values().map(|v| v.as_u64().unwrap()).sum::<u64>(),
+            bytes as u64
+        );
+        let html = dir.path().join(format!("report-{keep}.html"));
+        run_ok(mdf().args(["report", &job_uri(&o), "-o", html.to_str().unwrap()]));
+        let html = std::fs::read_to_string(&html).unwrap();
+        for id in [
+            "hist-substr-substr_removed_bytes",
+            "hist-substr-substr_removed_spans",
+            "total-substr-substr_removed_bytes-source",
+        ] {
+            assert!(
+                html.contains(&format!("id=\"{id}\"")),
+                "the report lacks {id}"
+            );
+        }
     }
 }
 
@@ -556,8 +595,8 @@ fn the_substring_example_cuts_the_shared_passage() {
     assert!(!table(&out).is_empty());
 }
 
-/// Windows of a tokenizer's tokens (`tokenize` with ids and offsets, a byte-level BPE
-/// trained here by scripts/text-fixtures.py): the cut spans follow the token offsets,
+/// Windows of a tokenizer's tokens (`tokenize` with ids and offsets; a byte-level BPE
+/// and a WordPiece with special tokens, trained here by scripts/text-fixtures.py): the cut spans follow the token offsets,
 /// exactly as the suffix array over the token ids finds them.
 #[test]
 fn over_a_tokenizers_tokens_cuts_what_a_suffix_array_of_ids_finds() {
@@ -582,45 +621,49 @@ fn over_a_tokenizers_tokens_cuts_what_a_suffix_array_of_ids_finds() {
     {
         return;
     }
-    let bpe = dir.path().join("bpe.json");
-    let out = dir.path().join("out-bpe");
-    let s = spec(
-        dir.path(),
-        &out,
-        "first",
-        3,
-        &format!(
-            "- {{name: tok, op: tokenize, params: {{tokenizer: \"{}\", ids: true, offsets: true}}}}",
-            bpe.display()
-        ),
-    );
-    let text = std::fs::read_to_string(&s)
-        .unwrap()
-        .replace("kind: substring,", "kind: substring, tokens: token_ids,");
-    std::fs::write(&s, text).unwrap();
-    run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2"]));
-    let tok =
-        mdf::kernels::hf_tokenizer::Tokenizer::from_bytes(&std::fs::read(&bpe).unwrap()).unwrap();
-    let want = |d: &[(u128, &str)]| {
-        let texts: Vec<&str> = d.iter().map(|x| x.1).collect();
-        let enc = tok.ids_offsets(&texts, false).unwrap();
-        let docs: Vec<TokenDoc> = d
-            .iter()
-            .zip(enc)
-            .map(|((id, _), (ids, offs))| {
-                (
-                    *id,
-                    ids.iter().map(|&i| u64::from(i)).collect(),
-                    offs.chunks(2)
-                        .map(|p| (p[0] as usize, p[1] as usize))
-                        .collect(),
-                )
-            })
-            .collect();
-        reference_tokens(&docs, K, true)
-    };
-    check_with(&out, &docs, &want);
-    assert!(table(&out).len() > docs.len() / 4);
+    // Byte-level BPE; WordPiece (lowercased, accents stripped: offsets into the
+    // original text) with its [CLS] … [SEP] at (0, 0).
+    for (name, special) in [("bpe", false), ("wordpiece", true)] {
+        let path = dir.path().join(format!("{name}.json"));
+        let out = dir.path().join(format!("out-{name}"));
+        let s = spec(
+            dir.path(),
+            &out,
+            "first",
+            3,
+            &format!(
+                "- {{name: tok, op: tokenize, params: {{tokenizer: \"{}\", ids: true, offsets: true, add_special_tokens: {special}}}}}",
+                path.display()
+            ),
+        );
+        let text = std::fs::read_to_string(&s)
+            .unwrap()
+            .replace("kind: substring,", "kind: substring, tokens: token_ids,");
+        std::fs::write(&s, text).unwrap();
+        run_ok(mdf().args(["run", s.to_str().unwrap(), "--workers", "2"]));
+        let tok = mdf::kernels::hf_tokenizer::Tokenizer::from_bytes(&std::fs::read(&path).unwrap())
+            .unwrap();
+        let want = |d: &[(u128, &str)]| {
+            let texts: Vec<&str> = d.iter().map(|x| x.1).collect();
+            let enc = tok.ids_offsets(&texts, special).unwrap();
+            let docs: Vec<TokenDoc> = d
+                .iter()
+                .zip(enc)
+                .map(|((id, _), (ids, offs))| {
+                    (
+                        *id,
+                        ids.iter().map(|&i| u64::from(i)).collect(),
+                        offs.chunks(2)
+                            .map(|p| (p[0] as usize, p[1] as usize))
+                            .collect(),
+                    )
+                })
+                .collect();
+            reference_tokens(&docs, K, true)
+        };
+        check_with(&out, &docs, &want);
+        assert!(table(&out).len() > docs.len() / 4, "{name}");
+    }
 }
 
 /// Stages after the dedup run on the cut text, and dropping the text column from the
@@ -670,4 +713,60 @@ output: {{uri: "{}", drop_columns: [text]}}
     // Four pages lost the 64-word footer: every page is under 64 words now but one.
     assert_eq!(cut.iter().filter(|&&c| c == 1).count(), 4);
     assert_eq!(w.iter().filter(|&&n| n > 64).count(), 1, "{w:?}");
+}
+
+/// Token offsets must come from a tokenize stage of the key column, with nothing
+/// rewriting the text after it: otherwise they point at other bytes. Refused at submit.
+#[test]
+fn token_windows_need_offsets_of_the_text_as_it_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    write_lines(
+        &dir.path().join("in/a.jsonl"),
+        &[r#"{"text": "a b c", "title": "t"}"#.to_string()],
+    );
+    // Never loaded: the specs are refused before any task starts.
+    std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+    let tok = |field: &str| {
+        format!(
+            "{{name: tok, op: tokenize, params: {{tokenizer: \"{}/tokenizer.json\", field: {field}, ids: true, offsets: true}}}}",
+            dir.path().display()
+        )
+    };
+    let dedup =
+        "{name: substr, op: dedup, params: {key: text, kind: substring, tokens: token_ids}}";
+    let cases = [
+        (
+            vec![tok("title"), dedup.to_string()],
+            "not by a tokenize stage of \"text\"",
+        ),
+        (
+            vec![
+                tok("text"),
+                "{name: pii, op: pii_redact}".into(),
+                dedup.to_string(),
+            ],
+            "stage \"pii\" rewrites \"text\" after stage \"tok\" tokenized it",
+        ),
+    ];
+    for (stages, want) in cases {
+        let s = write_spec(
+            dir.path(),
+            &format!(
+                "version: 1\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n{}\noutput: {{uri: \"{}/out\"}}\n",
+                dir.path().display(),
+                stages
+                    .iter()
+                    .map(|s| format!("  - {s}\n"))
+                    .collect::<String>(),
+                dir.path().display()
+            ),
+        );
+        let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(".params.tokens") && err.contains(want),
+            "{err}"
+        );
+    }
 }

@@ -412,6 +412,8 @@ fn bind_dropping(
     let mut schema = input;
     let phases = spec.phases();
     let mut dropped_early: Vec<String> = Vec::new();
+    // The stage that last wrote each column (absent: the input's).
+    let mut last_writer: std::collections::HashMap<String, usize> = Default::default();
     for (pi, idxs) in phases.iter().enumerate() {
         if pi > 0
             && let Some((i, d)) = ops::dedup_ending(spec, &phases[pi - 1])
@@ -454,6 +456,44 @@ fn bind_dropping(
                     });
                 }
             }
+            // Token offsets point into the text as the stage that made them saw it: it
+            // must have tokenized this text column, and nothing may rewrite the text
+            // after it.
+            if let Some(t) = tokens.as_ref().and_then(|t| last_writer.get(t)) {
+                let st = &spec.stages[*t];
+                let field = st
+                    .params
+                    .get("field")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("text");
+                let message = if st.op != "tokenize" || field != d.key {
+                    Some(format!(
+                        "column {:?} is made by stage {:?}, not by a tokenize stage of {:?}",
+                        tokens.as_deref().unwrap_or_default(),
+                        st.name,
+                        d.key
+                    ))
+                } else if offsets.as_ref().and_then(|o| last_writer.get(o)) != Some(t) {
+                    Some(format!(
+                        "the offsets column {:?} is not made by stage {:?}, which made the tokens (tokenize with offsets: true)",
+                        offsets.as_deref().unwrap_or_default(),
+                        st.name
+                    ))
+                } else {
+                    last_writer.get(&d.key).filter(|&&w| w > *t).map(|&w| {
+                        format!(
+                            "stage {:?} rewrites {:?} after stage {:?} tokenized it: the token offsets no longer fit",
+                            spec.stages[w].name, d.key, st.name
+                        )
+                    })
+                };
+                if let Some(message) = message {
+                    errors.push(FieldError {
+                        path: format!("stages[{i}].params.tokens"),
+                        message,
+                    });
+                }
+            }
             let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
             for f in crate::dedup::apply::substring_fields(&spec.stages[i].name) {
                 if schema.index_of(f.name()).is_ok() {
@@ -468,6 +508,9 @@ fn bind_dropping(
         }
         let phase_in = schema.clone();
         for &i in idxs {
+            for f in operators[i].output_fields(&schema).unwrap_or_default() {
+                last_writer.insert(f.name().clone(), i);
+            }
             match ops::output_schema(operators[i].as_ref(), &schema) {
                 Ok(s) => schema = s,
                 Err(m) => {

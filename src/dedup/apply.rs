@@ -338,7 +338,7 @@ impl Operator for SubstringApply {
             .map(|column| Total {
                 column,
                 by: vec![],
-                by_source: false,
+                by_source: true,
             })
             .into()
     }

@@ -30,12 +30,15 @@ pub fn append_keys(
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
         .ok_or(KeyError::NoIdColumn)?;
     if let DedupKind::Substring {
-        min_tokens, tokens, ..
+        min_tokens,
+        tokens,
+        offsets,
+        ..
     } = &p.kind
     {
         let k = *min_tokens as usize;
-        return match tokens {
-            Some(t) => append_id_windows(batch, ids, t, k, out),
+        return match tokens.as_ref().zip(offsets.as_ref()) {
+            Some((t, o)) => append_id_windows(batch, ids, [&p.key, t, o], k, out),
             None => append_windows(batch, ids, &p.key, k, out),
         };
     }
@@ -125,38 +128,58 @@ fn append_windows(
 }
 
 /// Exact substrings over a tokenizer's tokens: one [`WindowEntry`] per window of `k`
-/// ids of each record's token ids column.
+/// ids of each record's token ids column (`[text, ids, offsets]` columns). A record
+/// whose offsets do not fit its text or its ids has no windows: the apply cannot cut
+/// it, so it must not hold the first occurrence of anything.
 fn append_id_windows(
     batch: &RecordBatch,
     ids: &StringArray,
-    column: &str,
+    [text, tokens, offsets]: [&str; 3],
     k: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), KeyError> {
     use rayon::prelude::*;
+    let lists = |column: &str| -> Result<(&arrow_array::ListArray, &[u32]), KeyError> {
+        let col = batch
+            .column_by_name(column)
+            .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
+        let l = col
+            .as_any()
+            .downcast_ref::<arrow_array::ListArray>()
+            .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
+        let v = l
+            .values()
+            .as_any()
+            .downcast_ref::<arrow_array::UInt32Array>()
+            .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
+        Ok((l, v.values()))
+    };
+    fn row<'a>((l, v): (&arrow_array::ListArray, &'a [u32]), i: usize) -> Option<&'a [u32]> {
+        let o = l.value_offsets();
+        (!l.is_null(i)).then(|| &v[o[i] as usize..o[i + 1] as usize])
+    }
+    let (tok, off) = (lists(tokens)?, lists(offsets)?);
     let col = batch
-        .column_by_name(column)
-        .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
-    let lists = col
+        .column_by_name(text)
+        .ok_or_else(|| KeyError::NoKeyColumn(text.to_string()))?;
+    let texts = col
         .as_any()
-        .downcast_ref::<arrow_array::ListArray>()
+        .downcast_ref::<StringArray>()
         .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
-    let values = lists
-        .values()
-        .as_any()
-        .downcast_ref::<arrow_array::UInt32Array>()
-        .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?
-        .values();
-    let offs = lists.value_offsets();
-    let windows: Vec<Vec<(u32, u128)>> = (0..lists.len())
+    let windows: Vec<Vec<(u32, u128)>> = (0..batch.num_rows())
         .into_par_iter()
         .with_min_len(8)
         .map(|i| {
-            if lists.is_null(i) {
+            let (Some(t), Some(o)) = (row(tok, i), row(off, i)) else {
+                return vec![];
+            };
+            let fits = texts.is_valid(i)
+                && crate::kernels::substring::offset_tokens(texts.value(i), o)
+                    .is_some_and(|x| x.len() == t.len());
+            if !fits {
                 return vec![];
             }
-            let (a, z) = (offs[i] as usize, offs[i + 1] as usize);
-            crate::kernels::substring::id_window_hashes(&values[a..z], k)
+            crate::kernels::substring::id_window_hashes(t, k)
         })
         .collect();
     for (i, ws) in windows.iter().enumerate() {

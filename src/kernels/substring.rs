@@ -130,24 +130,32 @@ pub fn subtract(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
     out
 }
 
-/// The byte spans of merged token ranges: from the first byte of a range's first
-/// token to the last byte of its last token (the whitespace around a span stays).
-/// Ranges past the document's tokens are clipped (they cannot come from its own
+/// The byte spans of merged token ranges: from the first byte of a range's first token
+/// to the last byte of its last token (the whitespace around a span stays). Tokens
+/// without bytes (special tokens at (0, 0), an empty piece) are ignored, and a span
+/// gives up any bytes a token just outside its range also covers (a tokenizer's pieces
+/// of one character share its bytes; the character stays with the token that is not
+/// cut). Ranges past the document's tokens are clipped (they cannot come from its own
 /// windows; a decision about another text is ignored rather than trusted).
 pub fn byte_spans(tokens: &[(u32, u32)], ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
-    let n = tokens.len() as u32;
-    // A tokenizer's neighbouring tokens may share bytes (pieces of one character), so
-    // spans are merged again where they meet.
+    let n = tokens.len();
+    let solid = |i: usize| tokens[i].0 < tokens[i].1;
     let mut out: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
     for &(a, b) in ranges {
-        let b = b.min(n);
+        let (a, b) = ((a as usize).min(n), (b as usize).min(n));
         if a >= b {
             continue;
         }
-        let (s, e) = (
-            tokens[a as usize].0,
-            tokens[b as usize - 1].1.max(tokens[a as usize].0),
-        );
+        // The nearest tokens with bytes outside the range, on either side, and what
+        // is left of each token in the range once their bytes are taken out.
+        let before = (0..a).rev().find(|&i| solid(i)).map_or(0, |i| tokens[i].1);
+        let after = (b..n).find(|&i| solid(i)).map_or(u32::MAX, |i| tokens[i].0);
+        let left = (a..b)
+            .map(|i| (tokens[i].0.max(before), tokens[i].1.min(after)))
+            .filter(|&(s, e)| s < e);
+        let (Some(s), Some(e)) = (left.clone().map(|x| x.0).min(), left.map(|x| x.1).max()) else {
+            continue;
+        };
         match out.last_mut() {
             Some(last) if s <= last.1 => last.1 = last.1.max(e),
             _ => out.push((s, e)),
@@ -214,9 +222,32 @@ mod tests {
         // Touching ranges merge; ranges past the end are clipped.
         assert_eq!(merge(vec![(0, 2), (2, 4)]), vec![(0, 4)]);
         assert_eq!(byte_spans(&toks, &[(9, 40), (40, 50)]).len(), 1);
-        // Tokens sharing a character's bytes: spans that meet are one.
+        // Pieces of one character: it stays with the piece that is not cut.
         let shared = [(0, 4), (0, 4), (0, 4), (4, 5)];
-        assert_eq!(byte_spans(&shared, &[(0, 1), (2, 3)]), vec![(0, 4)]);
+        assert_eq!(byte_spans(&shared, &[(0, 1), (2, 3)]), vec![]);
+        assert_eq!(byte_spans(&shared, &[(0, 3)]), vec![(0, 4)]);
+        // "cat 😀😀 mat" in byte-level pieces: cutting "cat" and the first emoji's
+        // pieces leaves the second emoji whole.
+        let emoji = [
+            (0, 3),
+            (4, 4),
+            (4, 8),
+            (4, 8),
+            (4, 8),
+            (4, 8),
+            (8, 12),
+            (8, 12),
+            (8, 12),
+            (8, 12),
+            (13, 16),
+        ];
+        assert_eq!(byte_spans(&emoji, &[(0, 6)]), vec![(0, 8)]);
+        assert_eq!(byte_spans(&emoji, &[(0, 3)]), vec![(0, 3)]);
+        // Special tokens at (0, 0) around the text: a whole-record range cuts it all.
+        let special = [(0, 0), (0, 3), (3, 7), (7, 11), (0, 0)];
+        assert_eq!(byte_spans(&special, &[(0, 5)]), vec![(0, 11)]);
+        assert_eq!(byte_spans(&special, &[(2, 5)]), vec![(3, 11)]);
+        assert_eq!(byte_spans(&special, &[(4, 5)]), vec![]);
     }
 
     #[test]
