@@ -263,24 +263,7 @@ fn flags_the_documents_datatrove_flags_and_reports_the_matches() {
     let mut a = spawn("a");
     let mut b2 = spawn("b");
     // Killed once it holds a task (its first lease), a little into it.
-    let holds = || {
-        files_under(&jobs)
-            .iter()
-            .filter(|f| f.contains("/leases/p00/"))
-            .any(|f| {
-                std::fs::read(jobs.join(f))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                    .is_some_and(|v| v["worker"] == "a")
-            })
-    };
-    let t0 = std::time::Instant::now();
-    while !holds() && t0.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    a.kill().unwrap();
-    a.wait().unwrap();
+    kill_once_it_holds(&jobs, &mut a, "a", "p00");
     let mut c = spawn("c");
     for w in [&mut b2, &mut c] {
         assert!(w.wait().unwrap().success());

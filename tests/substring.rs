@@ -493,24 +493,7 @@ fn the_same_cuts_whatever_the_workers_partitions_and_kills() {
     let job = submit_job(&s, &jobs);
     let mut a = spawn_worker(&job, "a");
     let mut b = spawn_worker(&job, "b");
-    let holds = || {
-        files_under(&jobs)
-            .iter()
-            .filter(|f| f.contains("/leases/p00/"))
-            .any(|f| {
-                std::fs::read(jobs.join(f))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                    .is_some_and(|v| v["worker"] == "a")
-            })
-    };
-    let t0 = std::time::Instant::now();
-    while !holds() && t0.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    a.kill().unwrap();
-    a.wait().unwrap();
+    kill_once_it_holds(&jobs, &mut a, "a", "p00");
     let mut c = spawn_worker(&job, "c");
     for w in [&mut b, &mut c] {
         assert!(w.wait().unwrap().success());

@@ -112,16 +112,26 @@ fn append_windows(
     // their 36-byte entries) would be a dozen times the batch's text.
     for (c, chunk) in texts.chunks(32).enumerate() {
         let windows = crate::kernels::substring::batch_window_hashes(chunk, k);
-        for (j, ws) in windows.iter().enumerate() {
-            if ws.is_empty() {
-                continue;
-            }
-            let i = c * 32 + j;
-            let id =
-                parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
-            for &(pos, hash) in ws {
-                WindowEntry { hash, id, pos }.put(out);
-            }
+        put_windows(ids, c * 32, &windows, out)?;
+    }
+    Ok(())
+}
+
+/// Appends the window entries of the records from row `first` on.
+fn put_windows(
+    ids: &StringArray,
+    first: usize,
+    windows: &[Vec<(u32, u128)>],
+    out: &mut Vec<u8>,
+) -> Result<(), KeyError> {
+    for (j, ws) in windows.iter().enumerate() {
+        if ws.is_empty() {
+            continue;
+        }
+        let i = first + j;
+        let id = parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
+        for &(pos, hash) in ws {
+            WindowEntry { hash, id, pos }.put(out);
         }
     }
     Ok(())
@@ -182,16 +192,7 @@ fn append_id_windows(
             crate::kernels::substring::id_window_hashes(t, k)
         })
         .collect();
-    for (i, ws) in windows.iter().enumerate() {
-        if ws.is_empty() {
-            continue;
-        }
-        let id = parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
-        for &(pos, hash) in ws {
-            WindowEntry { hash, id, pos }.put(out);
-        }
-    }
-    Ok(())
+    put_windows(ids, 0, &windows, out)
 }
 
 /// The key column of a batch, read as bytes per row: the 16-byte key, the

@@ -69,6 +69,46 @@ pub async fn reduce(
     .await
     .map_err(DedupError::joined)?
     .map_err(|e| DedupError::local("reduce spill", e))?;
+    // Keys in, distinct keys out; the duplicates become rejects in the apply phase.
+    let result = Reduced {
+        file,
+        len,
+        stats,
+        input_bytes,
+    };
+    upload_result(
+        sc,
+        out_dir.child("decisions.bin"),
+        "decisions object",
+        result,
+        task,
+    )
+    .await
+}
+
+/// What a reduce leaves in a local file, with its counts.
+struct Reduced {
+    file: std::fs::File,
+    len: u64,
+    stats: exact::ReduceStats,
+    input_bytes: u64,
+}
+
+/// Uploads a reduce's object to `uri` and makes its stats: entries in, distinct keys
+/// out, the object's rows the duplicates (or windows to cut).
+async fn upload_result(
+    sc: &ShuffleCtx<'_>,
+    uri: Uri,
+    what: &'static str,
+    r: Reduced,
+    task: &str,
+) -> Result<(OutputFile, TaskStats), DedupError> {
+    let Reduced {
+        file,
+        len,
+        stats,
+        input_bytes,
+    } = r;
     if stats.spilled_bytes > 0 {
         tracing::info!(
             task,
@@ -76,16 +116,10 @@ pub async fn reduce(
             "partition exceeded the reduce memory budget and spilled to disk"
         );
     }
-    let uri = out_dir.child("decisions.bin");
     let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
     if written != len {
-        return Err(DedupError::ShortWrite {
-            what: "decisions object",
-            written,
-            len,
-        });
+        return Err(DedupError::ShortWrite { what, written, len });
     }
-    // Keys in, distinct keys out; the duplicates become rejects in the apply phase.
     let ts = TaskStats {
         records_in: stats.keys,
         records_out: stats.distinct,
@@ -135,40 +169,14 @@ async fn substring_reduce(
     .await
     .map_err(DedupError::joined)?
     .map_err(|e| DedupError::local("reduce spill", e))?;
-    if stats.spilled_bytes > 0 {
-        tracing::info!(
-            task,
-            spilled_bytes = stats.spilled_bytes,
-            "partition exceeded the reduce memory budget and spilled to disk"
-        );
-    }
-    let uri = out_dir.child("marks.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite {
-            what: "marks object",
-            written,
-            len,
-        });
-    }
     // Windows in, distinct windows out; the marked windows are cut in the apply phase.
-    let ts = TaskStats {
-        records_in: stats.keys,
-        records_out: stats.distinct,
+    let result = Reduced {
+        file,
+        len,
+        stats,
         input_bytes,
-        output_bytes: len,
-        histograms: [(CLUSTER_SIZE.to_string(), stats.cluster_sizes)].into(),
-        ..Default::default()
     };
-    Ok((
-        OutputFile {
-            uri: uri.to_uri_string(),
-            rows: stats.duplicates,
-            bytes: len,
-            blake3,
-        },
-        ts,
-    ))
+    upload_result(sc, out_dir.child("marks.bin"), "marks object", result, task).await
 }
 
 /// Adds the keys of an earlier job (`against`) that fall in partition `r`: from its

@@ -285,6 +285,29 @@ pub fn spawn_worker(job: &str, id: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Kills worker `id` (its process `worker`) a little after it first holds a lease of
+/// `phase` under `jobs` (or after a minute), and reaps it.
+pub fn kill_once_it_holds(jobs: &Path, worker: &mut std::process::Child, id: &str, phase: &str) {
+    let holds = || {
+        files_under(jobs)
+            .iter()
+            .filter(|f| f.contains(&format!("/leases/{phase}/")))
+            .any(|f| {
+                std::fs::read(jobs.join(f))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .is_some_and(|v| v["worker"] == id)
+            })
+    };
+    let t0 = std::time::Instant::now();
+    while !holds() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+}
+
 /// Whether some task of `phase` under `jobs` was taken over after its worker was lost
 /// (a lease record counts `lost` attempts).
 pub fn a_lease_was_lost(jobs: &Path, phase: &str) -> bool {
