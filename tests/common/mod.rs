@@ -285,20 +285,23 @@ pub fn spawn_worker(job: &str, id: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// The lease records of `phase` under `jobs` (those readable now).
+pub fn lease_records(jobs: &Path, phase: &str) -> Vec<serde_json::Value> {
+    files_under(jobs)
+        .iter()
+        .filter(|f| f.contains(&format!("/leases/{phase}/")))
+        .filter_map(|f| {
+            std::fs::read(jobs.join(f))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+        })
+        .collect()
+}
+
 /// Kills worker `id` (its process `worker`) a little after it first holds a lease of
 /// `phase` under `jobs` (or after a minute), and reaps it.
 pub fn kill_once_it_holds(jobs: &Path, worker: &mut std::process::Child, id: &str, phase: &str) {
-    let holds = || {
-        files_under(jobs)
-            .iter()
-            .filter(|f| f.contains(&format!("/leases/{phase}/")))
-            .any(|f| {
-                std::fs::read(jobs.join(f))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                    .is_some_and(|v| v["worker"] == id)
-            })
-    };
+    let holds = || lease_records(jobs, phase).iter().any(|v| v["worker"] == id);
     let t0 = std::time::Instant::now();
     while !holds() && t0.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -311,13 +314,7 @@ pub fn kill_once_it_holds(jobs: &Path, worker: &mut std::process::Child, id: &st
 /// Whether some task of `phase` under `jobs` was taken over after its worker was lost
 /// (a lease record counts `lost` attempts).
 pub fn a_lease_was_lost(jobs: &Path, phase: &str) -> bool {
-    files_under(jobs)
+    lease_records(jobs, phase)
         .iter()
-        .filter(|f| f.contains(&format!("/leases/{phase}/")))
-        .any(|f| {
-            std::fs::read(jobs.join(f))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                .is_some_and(|v| v["lost"].as_u64().unwrap_or(0) > 0)
-        })
+        .any(|v| v["lost"].as_u64().unwrap_or(0) > 0)
 }
