@@ -355,6 +355,26 @@ impl Operator for SubstringApply {
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
             .ok_or_else(|| ProcessError::MissingColumn(self.field.clone()))?;
         let n = batch.num_rows();
+        // Most batches of a corpus lose nothing: their text column goes on as it is.
+        let cuts_any = (0..n).any(|i| {
+            texts.is_valid(i)
+                && parse_id(ids.value(i)).is_some_and(|id| self.ranges.contains_key(&id))
+        });
+        if !cuts_any {
+            let table = RecordBatch::new_empty(Self::table_schema());
+            return Ok(Output::annotated(
+                vec![
+                    batch
+                        .column_by_name(&self.field)
+                        .expect("read above")
+                        .clone(),
+                    Arc::new(UInt64Array::from(vec![0u64; n])),
+                    Arc::new(UInt32Array::from(vec![0u32; n])),
+                ],
+                vec![None; n],
+            )
+            .with_table(table));
+        }
         let (mut text, mut bytes, mut spans) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
