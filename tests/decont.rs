@@ -419,3 +419,68 @@ fn the_decontaminate_example_drops_the_leaked_documents() {
     );
     assert!(orphans(&out).is_empty());
 }
+
+/// A side table published under a name an earlier job's file already has (same task
+/// ids: the table's phase is not the last, so output settings do not name it; the
+/// overwrite leaves the old file until finalize) is copied over, not taken for this
+/// job's: the manifest's sizes and hashes are those of the files there.
+#[test]
+fn a_stale_table_file_of_an_overwritten_job_is_replaced_not_kept() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let spec = |compression: &str| {
+        write_spec(
+            dir.path(),
+            &format!(
+                r#"
+version: 1
+name: stale-{compression}
+input: {{uris: ["{root}/examples/data/quickstart/*.jsonl"]}}
+stages:
+  - name: decont
+    op: decontaminate
+    params: {{benchmarks: ["{root}/examples/data/evals/quiz.jsonl"], fields: [question, answer], id_field: id, action: tag}}
+    end_phase: true
+  - {{name: len, op: text_length}}
+output: {{uri: "{out}", compression: {compression}, overwrite: true}}
+job: {{max_files_per_task: 100}}
+"#,
+                root = root.display(),
+                out = out.display()
+            ),
+        )
+    };
+    run_ok(mdf().args(["run", spec("zstd").to_str().unwrap()]));
+    let jobs = dir.path().join("jobs");
+    let job = submit_job(&spec("snappy"), &jobs);
+    // Its first task's publish fails (finalize publishes it), then a clean worker ends.
+    let w = mdf()
+        .args([
+            "worker",
+            "--job",
+            &job,
+            "--worker-id",
+            "w1",
+            "--max-tasks",
+            "1",
+        ])
+        .env("MDF_FAULTS", "copy:before:1:_tables/")
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", stderr(&w));
+    assert!(spawn_worker(&job, "w2").wait().unwrap().success());
+    assert_eq!(status_json(&job)["succeeded"], true);
+    let m = manifest(&out);
+    let files = m["tables"]["decont"].as_array().unwrap();
+    assert!(!files.is_empty());
+    for f in files {
+        let b = std::fs::read(out.join(f["path"].as_str().unwrap())).unwrap();
+        assert_eq!(f["bytes"].as_u64(), Some(b.len() as u64), "{f}");
+        assert_eq!(
+            f["blake3"].as_str(),
+            Some(blake3::hash(&b).to_hex().as_str()),
+            "{f}"
+        );
+    }
+}

@@ -91,7 +91,11 @@ pub async fn run(
     }
 
     // Publish what is missing; delete what no commit names.
-    let wanted: BTreeSet<String> = targets.iter().map(|t| t.to.clone()).collect();
+    // By destination, the size its committed file has: an object already there counts
+    // as published only at that size (one of another job's, left by an overwrite under
+    // the same name, is copied over).
+    let wanted: std::collections::BTreeMap<String, u64> =
+        targets.iter().map(|t| (t.to.clone(), t.bytes)).collect();
     let out_uri = Uri::parse(&job.manifest.output_uri).map_err(|e| err(&e))?;
     let rej_uri = Uri::parse(&job.manifest.rejects_uri).map_err(|e| err(&e))?;
     let mut existing = BTreeSet::new();
@@ -226,8 +230,10 @@ pub async fn run(
                 && !(rej_uri.store == out_uri.store
                     && rej_uri.path.prefix_matches(&out_uri.path)
                     && rej_uri.path != out_uri.path);
-            if wanted.contains(&u) {
-                existing.insert(u);
+            if let Some(&bytes) = wanted.get(&u) {
+                if m.size == bytes {
+                    existing.insert(u);
+                }
             } else if sweep
                 && u != manifest_uri
                 && m.location.filename() != Some(OWNER_MARKER)
