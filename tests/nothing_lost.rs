@@ -158,6 +158,14 @@ fn output_and_rejects_never_overlap_inputs_or_jobs() {
         &format!("rejects: {{uri: \"{dp}/jobs\"}}"),
     );
     refused(&s, &jobs, "rejects.uri", "job directories");
+    // Rejects among the output's side tables: a rejects file and a table file of one
+    // task would be published to the same key.
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/out\""),
+        &format!("rejects: {{uri: \"{dp}/out/_tables/decont\"}}"),
+    );
+    refused(&s, &jobs, "rejects.uri", "where side tables are published");
     let s = prefix_spec(
         d.path(),
         &format!("uri: \"{dp}/jobs/jobs/x\", overwrite: true"),

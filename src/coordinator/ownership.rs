@@ -51,6 +51,18 @@ pub fn owned_prefixes(spec: &Spec) -> Result<Vec<(Uri, &'static str)>, SpecError
     };
     let out = parse(&spec.output.uri, "output.uri")?;
     let rej = parse(&spec.rejects.uri, "rejects.uri")?;
+    // Side tables are published under `<output>/_tables/<stage>/` with the names
+    // rejects files get (`<phase>-<task>-<n>.parquet`): a rejects prefix there would
+    // publish two files to one key.
+    if within(&rej, &out.child(crate::worker::publish::TABLES_DIR)) {
+        return Err(SpecErrors(vec![FieldError {
+            path: "rejects.uri".into(),
+            message: format!(
+                "inside the output's {}/, where side tables are published",
+                crate::worker::publish::TABLES_DIR
+            ),
+        }]));
+    }
     let mut v = vec![(out.clone(), "output.uri")];
     if !within(&rej, &out) {
         v.push((rej, "rejects.uri"));
