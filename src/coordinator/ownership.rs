@@ -54,12 +54,12 @@ pub fn owned_prefixes(spec: &Spec) -> Result<Vec<(Uri, &'static str)>, SpecError
     // Side tables are published under `<output>/_tables/<stage>/` with the names
     // rejects files get (`<phase>-<task>-<n>.parquet`): a rejects prefix there would
     // publish two files to one key.
-    if within(&rej, &out.child(crate::worker::publish::TABLES_DIR)) {
+    if within(&rej, &out.child(crate::protocol::records::TABLES_DIR)) {
         return Err(SpecErrors(vec![FieldError {
             path: "rejects.uri".into(),
             message: format!(
                 "inside the output's {}/, where side tables are published",
-                crate::worker::publish::TABLES_DIR
+                crate::protocol::records::TABLES_DIR
             ),
         }]));
     }

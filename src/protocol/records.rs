@@ -228,6 +228,9 @@ pub struct OwnerMarker {
 /// The file name of an [`OwnerMarker`].
 pub const OWNER_MARKER: &str = "_mdf_owner.json";
 
+/// Where side tables are published, under the output (`_tables/<stage>/`).
+pub const TABLES_DIR: &str = "_tables";
+
 /// A contiguous piece of one input file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

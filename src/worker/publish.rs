@@ -29,8 +29,7 @@ pub enum Kind {
     Table(String),
 }
 
-/// Where side tables are published, under the output.
-pub const TABLES_DIR: &str = "_tables";
+pub use crate::protocol::records::TABLES_DIR;
 
 /// The files of a commit record to publish; refused if the record names a file
 /// outside the job's staging area.
