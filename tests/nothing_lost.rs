@@ -537,6 +537,43 @@ fn reuse_of_a_finished_jobs_dedup_phases_works() {
     assert_eq!(st["phases"][1]["requests"]["get"], 0, "{st:#}");
 }
 
+/// A job whose map task over b failed (its input was unreadable) still reduced and
+/// applied over a alone. Re-run with `--reuse`, b's map task is recomputed, so the
+/// reduce must be too: reusing the old one, which never saw b's keys, let every
+/// document b shares with a through twice.
+#[test]
+fn reuse_recomputes_a_reduce_whose_map_task_had_failed() {
+    let d = tempfile::tempdir().unwrap();
+    dup_inputs(d.path());
+    let s = dedup_spec(d.path(), &["a", "b"], "o-old", "");
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let old = stdout(&o).lines().last().unwrap().to_string();
+    let o = mdf()
+        .args(["worker", "--job", &old])
+        .env("MDF_FAULTS", "get:denied:1:/src/b.jsonl")
+        .output()
+        .unwrap();
+    let st = status_json(&old);
+    assert_eq!(st["complete"], true, "{st:#}\n{}", stderr(&o));
+    assert_eq!(st["phases"][0]["tasks"]["failed"], 1, "{st:#}");
+    assert_eq!(st["phases"][1]["tasks"]["committed"], 1, "{st:#}");
+    let s = dedup_spec(d.path(), &["a", "b"], "o-new", "");
+    let new = run_reusing(d.path(), &s, &old);
+    let want = clean(d.path(), &dedup_spec(d.path(), &["a", "b"], "c", ""), "c");
+    assert_eq!(want.len(), 100, "70 of a, 30 more of b");
+    assert_eq!(texts(&d.path().join("o-new")), want);
+    // a's map commit was reused; the reduce and apply were not.
+    let st = status_json(&new);
+    assert!(
+        st["phases"][1]["requests"]["get"].as_u64().unwrap() > 0,
+        "{st:#}"
+    );
+}
+
 /// Item 5: an input rewritten after submit used to be read under the planned task id
 /// with byte ranges cut from its old size. Reads are pinned to the planned etag: the
 /// task fails at once with `input_changed` naming the file, and the job fails.

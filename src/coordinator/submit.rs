@@ -277,8 +277,22 @@ async fn reuse_commits(
         .map(|p| (p.fingerprint.as_str(), p.name.as_str()))
         .collect();
     let mut reused = 0;
+    // Every phase after the first reads all of the phases before it (a reduce reads
+    // every map task's keys; an apply reads every reduce's decisions), so its commits
+    // are reused only while every task of every earlier phase is: a map task that
+    // failed (or never ran) in the old job, recomputed here, would otherwise feed
+    // nothing into a reused reduce, and its duplicates would survive.
+    let mut upstream_whole = true;
     for (pi, phase) in plan.phases.iter().enumerate() {
+        if !upstream_whole {
+            tracing::info!(
+                phase = %phase.name,
+                "not reusing a phase whose upstream is recomputed in part"
+            );
+            break;
+        }
         let Some(old_phase) = by_fp.get(phase.fingerprint.as_str()) else {
+            upstream_whole = false;
             continue;
         };
         // The last phase's files are the output format's: never reused into another
@@ -287,6 +301,9 @@ async fn reuse_commits(
             continue;
         }
         let wanted: BTreeSet<&str> = plan.tasks[pi].iter().map(|t| t.task_id.as_str()).collect();
+        // Tasks of this phase whose commit is in the new job: reused now, or by an
+        // earlier attempt of this submit that crashed before writing job.json.
+        let mut present = 0;
         for meta in list_all(old_store.as_ref(), &old.paths.commits(old_phase), retry).await? {
             let Some(task) = task_of(&meta.location) else {
                 continue;
@@ -324,7 +341,9 @@ async fn reuse_commits(
             {
                 reused += 1;
             }
+            present += 1;
         }
+        upstream_whole = present == wanted.len();
     }
     Ok(reused)
 }
