@@ -258,6 +258,9 @@ pub fn read_task(
     }
 }
 
+/// The read size of a local input file.
+const LOCAL_READ_BUFFER: usize = 256 << 10;
+
 /// Opens an object from byte `from` to its end as a blocking reader; with `etag`, only
 /// that version of it (the one the job was planned on).
 pub fn open_range(
@@ -280,6 +283,25 @@ pub fn open_range(
         .handle
         .block_on(async move { store.get_opts(&path, opts).await })
         .map_err(|e| get_error(uri, e))?;
+    // A local file is read here, on the reader's own thread: its stream would read
+    // 8 KiB chunks each through `spawn_blocking` and `block_on`, six thread hand-offs
+    // per chunk (most of the text job's system time, docs/PERFORMANCE.md, issue 32).
+    if let object_store::GetResultPayload::File(..) = &res.payload {
+        let range = res.range.clone();
+        let object_store::GetResultPayload::File(mut file, _) = res.payload else {
+            unreachable!("matched above")
+        };
+        use std::io::{Read, Seek, SeekFrom};
+        file.seek(SeekFrom::Start(range.start))
+            .map_err(|e| ReadError::Storage {
+                uri: uri.to_string(),
+                message: e.to_string(),
+            })?;
+        return Ok(Box::new(std::io::BufReader::with_capacity(
+            LOCAL_READ_BUFFER,
+            file.take(range.end - range.start),
+        )));
+    }
     let stream = res.into_stream().map_err(std::io::Error::other);
     let reader = tokio_util::io::StreamReader::new(stream);
     Ok(Box::new(tokio_util::io::SyncIoBridge::new_with_handle(
