@@ -3,6 +3,8 @@
 photos, then Python Pillow + imagehash phash on one core over the same files.
 
   scripts/bench-images.py --make /tmp/bench-imgs 2000   # ~500 px JPEGs from ../shared/data/images/photos
+  scripts/bench-images.py --make /tmp/tune 15000 tune    # from every other photo (tuning half)
+  scripts/bench-images.py --make /tmp/held 15000 held    # from the others (held out; another seed)
   scripts/bench-images.py /tmp/bench-imgs               # Pillow + imagehash.phash, one core
 
 mdf's side: `mdf run examples/images.yaml --input /tmp/bench-imgs/ -o /tmp/bench-out`
@@ -16,10 +18,12 @@ import time
 from PIL import Image
 
 
-def make(out, n):
+def make(out, n, part="all"):
     root = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "images", "photos")
     srcs = []
-    for name in sorted(os.listdir(root)):
+    for k, name in enumerate(sorted(os.listdir(root))):
+        if part != "all" and k % 2 != (0 if part == "tune" else 1):
+            continue
         try:
             im = Image.open(os.path.join(root, name))
             im.load()
@@ -29,7 +33,7 @@ def make(out, n):
         if min(im.size) >= 256:
             srcs.append(im)
     os.makedirs(out, exist_ok=True)
-    rnd = random.Random(1)
+    rnd = random.Random({"all": 1, "tune": 1, "held": 2}[part])
     total = 0
     for i in range(n):
         im = rnd.choice(srcs)
@@ -58,6 +62,6 @@ def bench(d):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--make":
-        make(sys.argv[2], int(sys.argv[3]))
+        make(sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
     else:
         bench(sys.argv[1])

@@ -275,7 +275,7 @@ fn margin(best: &[(&'static str, f64)], n: usize) -> f64 {
 }
 
 pub fn identify_all(texts: &[Option<&str>]) -> Vec<Option<(&'static str, f64)>> {
-    if texts.len() < 256 {
+    if !super::text::worth_parallel(texts) {
         texts.iter().map(|t| t.and_then(identify)).collect()
     } else {
         texts.par_iter().map(|t| t.and_then(identify)).collect()

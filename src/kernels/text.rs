@@ -38,8 +38,21 @@ pub const PLAIN: u8 = 0;
 pub const SPACE: u8 = 1;
 pub const OTHER: u8 = 2;
 
-/// Below this many rows a batch is processed on the calling thread.
+/// Below this many rows a batch of short texts is processed on the calling thread.
 const PAR_MIN: usize = 4096;
+/// Text bytes from which a batch is worth splitting over the kernel threads: a
+/// per-document kernel reads each byte once or a few times, ~1 ns a byte, so 64 KiB
+/// is ~50 µs of work against rayon's few microseconds to split and join.
+const PAR_MIN_BYTES: usize = 64 << 10;
+
+/// Whether a per-document kernel over `texts` should run in parallel: many rows, or
+/// few long ones (a batch of web pages is ~60 documents of 8 MiB together; counting
+/// rows alone ran every per-page kernel of the text pipeline on one thread).
+pub fn worth_parallel(texts: &[Option<&str>]) -> bool {
+    texts.len() >= PAR_MIN
+        || (texts.len() > 1
+            && texts.iter().flatten().map(|t| t.len()).sum::<usize>() >= PAR_MIN_BYTES)
+}
 
 /// Unicode scalar values and whitespace-separated words of each text (`None` → 0, 0).
 pub fn lengths(texts: &[Option<&str>]) -> Vec<(u64, u64)> {
@@ -50,7 +63,7 @@ pub fn lengths(texts: &[Option<&str>]) -> Vec<(u64, u64)> {
         ),
         None => (0, 0),
     };
-    if texts.len() < PAR_MIN {
+    if !worth_parallel(texts) {
         texts.iter().map(one).collect()
     } else {
         texts.par_iter().map(one).collect()
@@ -67,7 +80,7 @@ pub struct Normalise {
 /// 128-bit content hash of each normalised text (`None` stays `None`).
 pub fn content_hashes(texts: &[Option<&str>], norm: Normalise) -> Vec<Option<u128>> {
     let one = |t: &Option<&str>| t.map(|s| hash_normalised(s, norm));
-    if texts.len() < PAR_MIN {
+    if !worth_parallel(texts) {
         texts.iter().map(one).collect()
     } else {
         texts.par_iter().map(one).collect()

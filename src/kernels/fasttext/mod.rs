@@ -244,10 +244,10 @@ impl Model {
             }
             out
         };
-        if texts.len() < 64 {
+        if !crate::kernels::text::worth_parallel(texts) {
             texts.iter().map(one).collect()
         } else {
-            texts.par_iter().with_min_len(32).map(one).collect()
+            texts.par_iter().map(one).collect()
         }
     }
 
