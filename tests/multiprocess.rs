@@ -517,7 +517,8 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     let job_dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
     let zombie_log = d.path().join("zombie.log");
     let mut zombie = mdf()
-        .args(["worker", "--job", &job, "--worker-id", "zombie"])
+        // One task held, the one paused (a process runs one per core by default).
+        .args(["worker", "--job", &job, "--worker-id", "zombie", "--slots", "1"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&zombie_log).unwrap())
         .spawn()
@@ -821,4 +822,78 @@ job:
     }
     assert_eq!((backups, won), (1, 1));
     same_as_a_clean_run(d.path(), &spec, &out, "2");
+}
+
+/// Issue 32: one `mdf worker` process runs as many tasks at once as the cores it may
+/// use allow (here: what the standard library sees, which honours taskset and cgroup
+/// quotas) over the job's largest `resources.cpu`; `--slots` overrides, and `taskset`
+/// to one core gives one slot. Slots are separate workers (their own ids and leases):
+/// with three, the tasks of one job are spread over them, exactly once.
+#[test]
+fn a_worker_process_sizes_its_task_slots_from_its_cores() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let spec = slow_spec_n(d.path(), &out, 9);
+    let slots_line = |o: &std::process::Output| {
+        stderr(o)
+            .lines()
+            .find(|l| l.starts_with("mdf worker: "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    // Explicit slots: three worker ids share the nine tasks.
+    let job = submit_slow(&spec, &d.path().join("jobs"), 100);
+    let o = run_ok(mdf().args(["worker", "--job", &job, "--slots", "3", "--worker-id", "s"]));
+    assert!(
+        slots_line(&o).starts_with("mdf worker: 3 task slots (--slots)"),
+        "{}",
+        stderr(&o)
+    );
+    let ids: BTreeSet<String> = lease_records(&d.path().join("jobs"), "p00")
+        .iter()
+        .map(|v| v["worker"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        ids.len() >= 2
+            && ids
+                .iter()
+                .all(|i| ["s", "s-1", "s-2"].contains(&i.as_str())),
+        "{ids:?}"
+    );
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    same_as_a_clean_run(d.path(), &spec, &out, "1");
+
+    // Default: the cores this process may use.
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let spec = slow_spec_n(d.path(), &d.path().join("out-b"), 9);
+    let job = submit_slow(&spec, &d.path().join("jobs-b"), 1_000_000);
+    let o = run_ok(mdf().args(["worker", "--job", &job]));
+    let want = format!(
+        "mdf worker: {cores} task slot{} ({cores} core{}, stages need up to 1 each)",
+        if cores == 1 { "" } else { "s" },
+        if cores == 1 { "" } else { "s" }
+    );
+    assert_eq!(slots_line(&o), want, "{}", stderr(&o));
+    // Pinned to one core: one slot.
+    if Path::new("/usr/bin/taskset").exists() {
+        let spec = slow_spec_n(d.path(), &d.path().join("out-c"), 9);
+        let job = submit_slow(&spec, &d.path().join("jobs-c"), 1_000_000);
+        let o = run_ok(std::process::Command::new("/usr/bin/taskset").args([
+            "-c",
+            "0",
+            env!("CARGO_BIN_EXE_mdf"),
+            "worker",
+            "--job",
+            &job,
+        ]));
+        assert_eq!(
+            slots_line(&o),
+            "mdf worker: 1 task slot (1 core, stages need up to 1 each)",
+            "{}",
+            stderr(&o)
+        );
+    }
 }

@@ -192,6 +192,11 @@ enum Cmd {
         /// Stop after this many task attempts.
         #[arg(long)]
         max_tasks: Option<u64>,
+        /// Tasks this process runs at once (default: the cores it may use, which
+        /// honours taskset and a container's CPU quota, divided by the job's largest
+        /// stage `resources.cpu`; 1 for --resources gpu or with --max-tasks).
+        #[arg(long, value_name = "N")]
+        slots: Option<usize>,
         #[arg(long)]
         worker_id: Option<String>,
         /// Resource class: cpu (CPU phases only) or gpu (GPU phases; CPU phases too
@@ -329,6 +334,7 @@ pub fn main() -> ExitCode {
     } else {
         fmt.init();
     }
+    kernel_threads();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -338,8 +344,22 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The process's one kernel thread pool, shared by every task slot: a thread per core
+/// this process may use (`worker::slots::cores`, which honours taskset and cgroup
+/// quotas), named `mdf-kernel-N`.
+fn kernel_threads() {
+    let mut b = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("mdf-kernel-{i}"));
+    // RAYON_NUM_THREADS, when set, still sizes it (rayon reads it when no count is given).
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        b = b.num_threads(crate::worker::slots::cores());
+    }
+    // Fails only if the pool was already built: then it is used as it is.
+    let _ = b.build_global();
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .thread_name("mdf-io")
         .enable_all()
         .build()
         .context("starting the async runtime")
@@ -413,6 +433,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             spot_notices,
             leave,
             max_tasks,
+            slots,
             worker_id,
             resources,
             cpu_work,
@@ -423,6 +444,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             spot_notices,
             leave,
             max_tasks,
+            slots,
             worker_id,
             resources,
             cpu_work,

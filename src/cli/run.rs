@@ -15,10 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Default: as many workers as the cores allow at the stages' `resources.cpu`.
 pub fn default_workers(spec: &Spec) -> usize {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    (cores as f64 / spec.max_stage_cpu()).floor() as usize
+    crate::worker::slots::task_slots(crate::worker::slots::cores(), spec.max_stage_cpu())
 }
 
 pub async fn run_local(

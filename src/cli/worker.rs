@@ -22,6 +22,7 @@ pub struct Args {
     pub spot_notices: bool,
     pub leave: bool,
     pub max_tasks: Option<u64>,
+    pub slots: Option<usize>,
     pub worker_id: Option<String>,
     pub resources: String,
     pub cpu_work: bool,
@@ -84,10 +85,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         loop {
             match next {
                 Next::Run(job) => {
-                    let opts = WorkerOptions {
+                    let slots = slots_for(&reg, &job, &a, gpu).await;
+                    let base_id = match (&a.worker_id, slots) {
+                        (Some(id), _) => Some(id.clone()),
+                        (None, 1) => None,
+                        (None, _) => Some(format!("w-{}", Entropy::from_os().hex_id(6))),
+                    };
+                    let make = |k: usize| WorkerOptions {
                         job_uri: job.clone(),
                         max_tasks: a.max_tasks,
-                        worker_id: a.worker_id.clone(),
+                        worker_id: base_id.as_deref().map(|b| worker::slots::slot_id(b, k)),
                         gpu,
                         cpu_work: a.cpu_work,
                         clock: Arc::new(SystemClock),
@@ -98,7 +105,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         exit_when_class_done: member.is_some(),
                         give_up_after: a.give_up_after.map(std::time::Duration::from_secs),
                     };
-                    let r = worker::run(&reg, opts).await?;
+                    let r = worker::slots::run_slots(&reg, slots, make).await?;
                     eprintln!(
                         "worker {}: {} committed, {} failed, {} released, {} fenced; job {}",
                         r.worker_id,
@@ -162,4 +169,37 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// Task slots for this process on `job`: `--slots`, else one for a GPU worker or with
+/// `--max-tasks`, else the cores this process may use over the job's largest stage
+/// `resources.cpu` (a job that cannot be read gets one: the worker reports why).
+async fn slots_for(reg: &Registry, job: &str, a: &Args, gpu: bool) -> usize {
+    use worker::slots::{cores, task_slots};
+    let (n, why) = match a.slots {
+        Some(n) => (n.max(1), "--slots".to_string()),
+        None if gpu => (1, "--resources gpu".to_string()),
+        None if a.max_tasks.is_some() => (1, "--max-tasks".to_string()),
+        None => {
+            let retry = crate::protocol::io::Retry::new(Entropy::from_os());
+            match crate::protocol::job::load_job(reg, job, &retry).await {
+                Ok(j) => {
+                    let (c, per) = (cores(), j.spec.max_stage_cpu());
+                    (
+                        task_slots(c, per),
+                        format!(
+                            "{c} core{}, stages need up to {per} each",
+                            if c == 1 { "" } else { "s" }
+                        ),
+                    )
+                }
+                Err(_) => (1, "job not readable yet".to_string()),
+            }
+        }
+    };
+    eprintln!(
+        "mdf worker: {n} task slot{} ({why})",
+        if n == 1 { "" } else { "s" }
+    );
+    n
 }

@@ -8,6 +8,7 @@ pub mod finalize;
 pub mod outage;
 pub mod pipeline;
 pub mod publish;
+pub mod slots;
 pub mod task;
 
 use crate::clock::{Clock, Entropy};

@@ -127,6 +127,12 @@ enum Out {
     Table(usize, RecordBatch),
 }
 
+/// A thread named for profiles and `top -H` (`mdf-read`, `mdf-stages`; kernels run on
+/// `mdf-kernel-N`, the runtime and the writer on `mdf-io`).
+fn named(name: &str) -> std::thread::Builder {
+    std::thread::Builder::new().name(name.to_string())
+}
+
 /// Runs the pipeline to completion on the calling (blocking) thread and two helpers.
 pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
     let cancel = spec.cancel.clone();
@@ -184,110 +190,114 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         }
     };
     std::thread::scope(|s| {
-        let reader = s.spawn(|| {
-            let tx = tx_read;
-            read::read_task(&ctx, &spec.inputs, &spec.input_schema, &mut |item| {
-                tx.send(item).is_ok()
-            })
-        });
-        let stages = s.spawn(|| {
-            let tx = tx_ops;
-            let mut stats: Vec<StageStats> = spec
-                .stages
-                .iter()
-                .map(|st| StageStats {
-                    stage: st.name.clone(),
-                    ..Default::default()
+        let reader = named("mdf-read")
+            .spawn_scoped(s, || {
+                let tx = tx_read;
+                read::read_task(&ctx, &spec.inputs, &spec.input_schema, &mut |item| {
+                    tx.send(item).is_ok()
                 })
-                .collect();
-            let mut keys = spec.keys.as_ref().map(|k| {
-                KeySpill::new(
-                    crate::dedup::keys::entry_size(&k.params),
-                    k.partitions,
-                    k.params.memory_bytes / 2,
-                    crate::dedup::spill_dir(),
-                )
-            });
-            let mut scratch = Vec::new();
-            for item in rx_read {
-                if cancel.load(Ordering::Relaxed) {
-                    return Err(PipelineError::Cancelled);
-                }
-                let mut batch = match item {
-                    Item::Rejects(r) => {
-                        if tx.send(Out::Rejects(r)).is_err() {
-                            return Err(PipelineError::Cancelled);
-                        }
-                        continue;
-                    }
-                    Item::Batch(b) => b,
-                };
-                for (i, (st, stat)) in spec.stages.iter().zip(stats.iter_mut()).enumerate() {
-                    let t0 = Instant::now();
-                    let n_in = batch.num_rows() as u64;
-                    let (kept, rj, rows) =
-                        run_guarded(st, batch, spec.keep_rejected_records, stat)?;
-                    for r in rows {
-                        if r.num_rows() > 0 && tx.send(Out::Table(i, r)).is_err() {
-                            return Err(PipelineError::Cancelled);
-                        }
-                    }
-                    stat.record_batch(t0.elapsed().as_nanos() as u64);
-                    stat.records_in += n_in;
-                    stat.records_out += kept.num_rows() as u64;
-                    stat.rejected += rj.len() as u64;
-                    for r in &rj {
-                        *stat.reasons.entry(r.reason.clone()).or_default() += 1;
-                    }
-                    if !rj.is_empty() && tx.send(Out::Rejects(rj)).is_err() {
+            })
+            .expect("starting the reader thread");
+        let stages = named("mdf-stages")
+            .spawn_scoped(s, || {
+                let tx = tx_ops;
+                let mut stats: Vec<StageStats> = spec
+                    .stages
+                    .iter()
+                    .map(|st| StageStats {
+                        stage: st.name.clone(),
+                        ..Default::default()
+                    })
+                    .collect();
+                let mut keys = spec.keys.as_ref().map(|k| {
+                    KeySpill::new(
+                        crate::dedup::keys::entry_size(&k.params),
+                        k.partitions,
+                        k.params.memory_bytes / 2,
+                        crate::dedup::spill_dir(),
+                    )
+                });
+                let mut scratch = Vec::new();
+                for item in rx_read {
+                    if cancel.load(Ordering::Relaxed) {
                         return Err(PipelineError::Cancelled);
                     }
-                    batch = match &st.then_keep {
-                        Some(k) => kept.project(k).map_err(|e| ops::OpError {
-                            operator: st.name.clone(),
-                            message: e.to_string(),
-                            retryable: false,
-                        })?,
-                        None => kept,
+                    let mut batch = match item {
+                        Item::Rejects(r) => {
+                            if tx.send(Out::Rejects(r)).is_err() {
+                                return Err(PipelineError::Cancelled);
+                            }
+                            continue;
+                        }
+                        Item::Batch(b) => b,
                     };
-                    if batch.num_rows() == 0 {
-                        break;
+                    for (i, (st, stat)) in spec.stages.iter().zip(stats.iter_mut()).enumerate() {
+                        let t0 = Instant::now();
+                        let n_in = batch.num_rows() as u64;
+                        let (kept, rj, rows) =
+                            run_guarded(st, batch, spec.keep_rejected_records, stat)?;
+                        for r in rows {
+                            if r.num_rows() > 0 && tx.send(Out::Table(i, r)).is_err() {
+                                return Err(PipelineError::Cancelled);
+                            }
+                        }
+                        stat.record_batch(t0.elapsed().as_nanos() as u64);
+                        stat.records_in += n_in;
+                        stat.records_out += kept.num_rows() as u64;
+                        stat.rejected += rj.len() as u64;
+                        for r in &rj {
+                            *stat.reasons.entry(r.reason.clone()).or_default() += 1;
+                        }
+                        if !rj.is_empty() && tx.send(Out::Rejects(rj)).is_err() {
+                            return Err(PipelineError::Cancelled);
+                        }
+                        batch = match &st.then_keep {
+                            Some(k) => kept.project(k).map_err(|e| ops::OpError {
+                                operator: st.name.clone(),
+                                message: e.to_string(),
+                                retryable: false,
+                            })?,
+                            None => kept,
+                        };
+                        if batch.num_rows() == 0 {
+                            break;
+                        }
                     }
-                }
-                if batch.num_rows() > 0
-                    && let (Some(k), Some(spill)) = (&spec.keys, &mut keys)
-                {
-                    scratch.clear();
-                    crate::dedup::keys::append_keys(&batch, &k.params, &mut scratch).map_err(
-                        |e| ops::OpError {
+                    if batch.num_rows() > 0
+                        && let (Some(k), Some(spill)) = (&spec.keys, &mut keys)
+                    {
+                        scratch.clear();
+                        crate::dedup::keys::append_keys(&batch, &k.params, &mut scratch).map_err(
+                            |e| ops::OpError {
+                                operator: "dedup".into(),
+                                message: e.to_string(),
+                                retryable: false,
+                            },
+                        )?;
+                        spill.push(&scratch).map_err(|e| ops::OpError {
                             operator: "dedup".into(),
+                            message: format!(
+                                "spilling keys to {}: {e}",
+                                crate::dedup::spill_dir().display()
+                            ),
+                            // A full or failing local disk may be another machine's luck.
+                            retryable: true,
+                        })?;
+                    }
+                    if batch.num_rows() > 0 {
+                        let out = batch.project(&projection).map_err(|e| ops::OpError {
+                            operator: "output".into(),
                             message: e.to_string(),
                             retryable: false,
-                        },
-                    )?;
-                    spill.push(&scratch).map_err(|e| ops::OpError {
-                        operator: "dedup".into(),
-                        message: format!(
-                            "spilling keys to {}: {e}",
-                            crate::dedup::spill_dir().display()
-                        ),
-                        // A full or failing local disk may be another machine's luck.
-                        retryable: true,
-                    })?;
-                }
-                if batch.num_rows() > 0 {
-                    let out = batch.project(&projection).map_err(|e| ops::OpError {
-                        operator: "output".into(),
-                        message: e.to_string(),
-                        retryable: false,
-                    })?;
-                    if tx.send(Out::Batch(out)).is_err() {
-                        return Err(PipelineError::Cancelled);
+                        })?;
+                        if tx.send(Out::Batch(out)).is_err() {
+                            return Err(PipelineError::Cancelled);
+                        }
                     }
                 }
-            }
-            Ok((stats, keys))
-        });
+                Ok((stats, keys))
+            })
+            .expect("starting the stages thread");
         let mut stats = TaskStats::default();
         let mut write_err = None;
         for item in rx_ops {
