@@ -518,7 +518,15 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     let zombie_log = d.path().join("zombie.log");
     let mut zombie = mdf()
         // One task held, the one paused (a process runs one per core by default).
-        .args(["worker", "--job", &job, "--worker-id", "zombie", "--slots", "1"])
+        .args([
+            "worker",
+            "--job",
+            &job,
+            "--worker-id",
+            "zombie",
+            "--slots",
+            "1",
+        ])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&zombie_log).unwrap())
         .spawn()

@@ -574,6 +574,96 @@ fn reuse_recomputes_a_reduce_whose_map_task_had_failed() {
     );
 }
 
+/// A job made by an mdf without the rule above: its reduce and one apply reused from a
+/// job whose map task over b had failed, beside its own map task over b (so b's
+/// copies of a's documents survived in it). Reusing that job again must not carry
+/// the old reduce on: a commit reused from job X is reused only if X's upstream
+/// commits are the old job's own (here X's map task b failed; the old job's is
+/// committed).
+#[test]
+fn reuse_of_a_job_holding_a_reduce_over_other_map_commits_recomputes_it() {
+    let d = tempfile::tempdir().unwrap();
+    dup_inputs(d.path());
+    let jobs = d.path().join("jobs");
+    let s = dedup_spec(d.path(), &["a", "b"], "o-a", "");
+    let a = submit_job(&s, &jobs);
+    let o = mdf()
+        .args(["worker", "--job", &a])
+        .env("MDF_FAULTS", "get:denied:1:/src/b.jsonl")
+        .output()
+        .unwrap();
+    assert_eq!(
+        status_json(&a)["phases"][0]["tasks"]["failed"],
+        1,
+        "{}",
+        stderr(&o)
+    );
+    // Job B, poisoned as the old rule made it: map a reused, A's reduce copied in as
+    // reused from A, the rest computed by B's workers (its apply over A's decisions,
+    // which never saw b's keys). The apply phase is the last, whose ids depend on the
+    // output, so the old rule could not have reused it here either.
+    let s = dedup_spec(d.path(), &["a", "b"], "o-b", "");
+    let o = run_ok(
+        mdf()
+            .args(["submit", s.to_str().unwrap(), "--reuse", &a, "--job-root"])
+            .arg(&jobs),
+    );
+    let b = stdout(&o).lines().last().unwrap().to_string();
+    let dir = |uri: &str| std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
+    let b_id = b.rsplit('/').next().unwrap().to_string();
+    for phase in ["p01"] {
+        for f in std::fs::read_dir(dir(&a).join("commits").join(phase)).unwrap() {
+            let f = f.unwrap().path();
+            let mut rec: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+            if rec["status"] != "committed" {
+                continue;
+            }
+            rec["job_id"] = b_id.clone().into();
+            rec["reused_from"] = a.clone().into();
+            let to = dir(&b).join("commits").join(phase);
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::write(to.join(f.file_name().unwrap()), rec.to_string()).unwrap();
+        }
+    }
+    run_ok(mdf().args(["worker", "--job", &b]));
+    let want = clean(d.path(), &dedup_spec(d.path(), &["a", "b"], "c", ""), "c");
+    let poisoned = texts(&d.path().join("o-b"));
+    assert!(
+        poisoned.len() > want.len(),
+        "the emulated old job kept b's copies"
+    );
+    // Job C reuses B: B's map commits are fine, its reduce is not.
+    let s = dedup_spec(d.path(), &["a", "b"], "o-c", "");
+    run_reusing(d.path(), &s, &b);
+    assert_eq!(texts(&d.path().join("o-c")), want);
+}
+
+/// The check above refuses nothing sound: a job reusing a job that reused the map and
+/// reduce of a third still reuses both (they were computed in the first job, over the
+/// map commits all three share).
+#[test]
+fn reuse_of_a_reuse_still_reuses_the_dedup_phases() {
+    let d = tempfile::tempdir().unwrap();
+    dup_inputs(d.path());
+    let s = dedup_spec(d.path(), &["a", "b"], "o1", "");
+    let o = run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let p = job_uri(&o);
+    let f1 = "  - op: length_filter\n    params: {min_words: 7}\n";
+    let q = run_reusing(d.path(), &dedup_spec(d.path(), &["a", "b"], "o2", f1), &p);
+    let f2 = "  - op: length_filter\n    params: {min_words: 8}\n";
+    let r = run_reusing(d.path(), &dedup_spec(d.path(), &["a", "b"], "o3", f2), &q);
+    let want = clean(d.path(), &dedup_spec(d.path(), &["a", "b"], "c3", f2), "c3");
+    assert_eq!(texts(&d.path().join("o3")), want);
+    let st = status_json(&r);
+    assert_eq!(st["phases"][0]["requests"]["get"], 0, "{st:#}");
+    assert_eq!(st["phases"][1]["requests"]["get"], 0, "{st:#}");
+}
+
 /// Item 5: an input rewritten after submit used to be read under the planned task id
 /// with byte ranges cut from its old size. Reads are pinned to the planned etag: the
 /// task fails at once with `input_changed` naming the file, and the job fails.

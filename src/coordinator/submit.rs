@@ -7,7 +7,7 @@ use super::{JobError, load_job};
 use crate::clock::{Clock, Entropy};
 use crate::protocol::JobPaths;
 use crate::protocol::io::{
-    Created, ProtoError, Retry, create_bytes, create_json, decode, get_json, list_all,
+    Created, ProtoError, Retry, create_bytes, create_json, decode, get_json, list_all, read_theirs,
 };
 use crate::protocol::records::{
     CommitRecord, FINALIZE, JobManifest, TaskManifest, TaskStatus, VERSION,
@@ -283,6 +283,11 @@ async fn reuse_commits(
     // failed (or never ran) in the old job, recomputed here, would otherwise feed
     // nothing into a reused reduce, and its duplicates would survive.
     let mut upstream_whole = true;
+    // The old job's commits of the earlier phases, by phase index and task.
+    let mut upstream: Vec<BTreeMap<String, CommitRecord>> = Vec::new();
+    // Whether the upstream of a commit computed in job X (its `reused_from`) is the
+    // old job's, by (X, phase index).
+    let mut checked: BTreeMap<(String, usize), bool> = BTreeMap::new();
     for (pi, phase) in plan.phases.iter().enumerate() {
         if !upstream_whole {
             tracing::info!(
@@ -304,6 +309,7 @@ async fn reuse_commits(
         // Tasks of this phase whose commit is in the new job: reused now, or by an
         // earlier attempt of this submit that crashed before writing job.json.
         let mut present = 0;
+        let mut mine = BTreeMap::new();
         for meta in list_all(old_store.as_ref(), &old.paths.commits(old_phase), retry).await? {
             let Some(task) = task_of(&meta.location) else {
                 continue;
@@ -329,6 +335,31 @@ async fn reuse_commits(
                 );
                 continue;
             }
+            // A commit the old job itself reused from job X was computed in X, over X's
+            // upstream: it stands only if X's upstream commits are the old job's. A
+            // job made by an mdf before this check may hold X's reduce beside a map
+            // task it recomputed itself (the duplicates of that task survived there);
+            // reusing it would carry the mismatch on.
+            let old_rec = rec.clone();
+            if let Some(x) = rec.reused_from.clone().filter(|_| pi > 0) {
+                let ok = match checked.get(&(x.clone(), pi)) {
+                    Some(&ok) => ok,
+                    None => {
+                        let ok = same_upstream(reg, &x, &plan.phases[..pi], &upstream, retry).await;
+                        checked.insert((x.clone(), pi), ok);
+                        ok
+                    }
+                };
+                if !ok {
+                    tracing::info!(
+                        phase = %phase.name,
+                        task,
+                        from = %x,
+                        "not reusing a commit computed over other upstream commits than the old job's"
+                    );
+                    continue;
+                }
+            }
             rec.job_id = job_id.to_string();
             rec.phase = phase.name.clone();
             rec.write_id = entropy.hex_id(8);
@@ -336,16 +367,73 @@ async fn reuse_commits(
                 .get_or_insert_with(|| old.uri.to_uri_string());
             rec.requests = Default::default();
             let path = paths.commit(&phase.name, &task);
-            if let Created::Mine =
-                create_json(new_store.as_ref(), &path, &rec, &rec.write_id, retry).await?
-            {
-                reused += 1;
+            match create_json(new_store.as_ref(), &path, &rec, &rec.write_id, retry).await? {
+                Created::Mine => reused += 1,
+                Created::Theirs(b) => {
+                    // Already there: written by an earlier attempt of this submit (maybe
+                    // reusing another job), or by a worker if another submit of the same
+                    // job got job.json out first. It counts only if it is this very
+                    // commit, so that what is reused downstream read exactly it.
+                    let b = read_theirs(new_store.as_ref(), &path, b, retry).await?;
+                    let theirs: CommitRecord = decode(&path, &b)?;
+                    let same = theirs.status == TaskStatus::Committed
+                        && theirs.reused_from == rec.reused_from
+                        && theirs.staged_files().eq(rec.staged_files());
+                    if !same {
+                        tracing::info!(
+                            phase = %phase.name,
+                            task,
+                            "a different commit of this task is already in the job; not reusing later phases"
+                        );
+                        continue;
+                    }
+                }
             }
             present += 1;
+            mine.insert(task, old_rec);
         }
         upstream_whole = present == wanted.len();
+        upstream.push(mine);
     }
     Ok(reused)
+}
+
+/// Whether job `x` committed, in each of `phases` (matched by fingerprint), exactly the
+/// commits `upstream` holds (same status and files): then what `x` computed downstream
+/// of them read what the old job has. `false` when `x` cannot be read.
+async fn same_upstream(
+    reg: &Registry,
+    x: &str,
+    phases: &[crate::protocol::records::PhasePlan],
+    upstream: &[BTreeMap<String, CommitRecord>],
+    retry: &Retry,
+) -> bool {
+    let Ok(xj) = load_job(reg, x, retry).await else {
+        return false;
+    };
+    let Ok(store) = reg.open(&xj.uri) else {
+        return false;
+    };
+    for (phase, tasks) in phases.iter().zip(upstream) {
+        let Some(xp) = xj
+            .manifest
+            .phases
+            .iter()
+            .find(|p| p.fingerprint == phase.fingerprint)
+        else {
+            return false;
+        };
+        for (task, rec) in tasks {
+            let path = xj.paths.commit(&xp.name, task);
+            match get_json::<CommitRecord>(store.as_ref(), &path, retry).await {
+                Ok(Some(theirs))
+                    if theirs.status == rec.status
+                        && theirs.staged_files().eq(rec.staged_files()) => {}
+                _ => return false,
+            }
+        }
+    }
+    true
 }
 
 /// Whether every file a commit record names (outputs, rejects, side tables, shuffle

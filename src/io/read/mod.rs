@@ -261,6 +261,32 @@ pub fn read_task(
 /// The read size of a local input file.
 const LOCAL_READ_BUFFER: usize = 256 << 10;
 
+/// A range of a local file that must yield all of its bytes: a file truncated in place
+/// while it is read ends early, which a reader would take for the end of its slice and
+/// lose the records after the cut without a word. An error instead fails the attempt;
+/// the next one finds the file's etag changed (`input_changed`).
+struct Exact<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Exact<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.left > 0 && !buf.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the file ended {} bytes early: it changed while it was read",
+                    self.left
+                ),
+            ));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 /// Opens an object from byte `from` to its end as a blocking reader; with `etag`, only
 /// that version of it (the one the job was planned on).
 pub fn open_range(
@@ -299,7 +325,10 @@ pub fn open_range(
             })?;
         return Ok(Box::new(std::io::BufReader::with_capacity(
             LOCAL_READ_BUFFER,
-            file.take(range.end - range.start),
+            Exact {
+                inner: file.take(range.end - range.start),
+                left: range.end - range.start,
+            },
         )));
     }
     let stream = res.into_stream().map_err(std::io::Error::other);
@@ -358,5 +387,30 @@ pub fn get_error(uri: &str, e: object_store::Error) -> ReadError {
             uri: uri.to_string(),
             message: e.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Exact;
+    use std::io::Read;
+
+    #[test]
+    fn a_range_that_ends_early_is_an_error_not_an_end() {
+        let mut whole = Exact {
+            inner: &b"abcdef"[..],
+            left: 6,
+        };
+        let mut v = Vec::new();
+        whole.read_to_end(&mut v).unwrap();
+        assert_eq!(v, b"abcdef");
+        // Planned 10 bytes, 6 there: truncated after the open.
+        let mut short = Exact {
+            inner: &b"abcdef"[..],
+            left: 10,
+        };
+        let e = short.read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("4 bytes early"), "{e}");
     }
 }
