@@ -128,7 +128,8 @@ enum Cmd {
     Run {
         #[command(flatten)]
         spec: SpecArgs,
-        /// In-process workers (default: number of cores).
+        /// In-process workers (default: sized as `mdf worker` sizes its task slots: the
+        /// cores this process may use over max(2, the largest stage resources.cpu)).
         #[arg(long)]
         workers: Option<usize>,
         /// Where job manifests live.

@@ -5,10 +5,11 @@
 //! A task's pipeline is three threads (reader, stages, writer) and its stages' kernels
 //! split each batch over the process's kernel pool (one thread per core). The reader
 //! (inflate, WARC parsing, charset detection) is serial: about a fifth of a text
-//! task's CPU, so one task alone keeps ~5 cores busy at most. Slots = cores ÷ the
-//! heaviest stage's `resources.cpu` keeps every core busy on a 64-core instance, and
-//! the shared kernel pool (not a pool per slot) keeps the CPU-bound threads at the
-//! core count when slots outnumber the work.
+//! task's CPU, so one task alone cannot keep a large machine busy; but each task
+//! brings its own reader, writer and batches, so more tasks than needed contend for
+//! cores and caches. Slots = cores ÷ max(2, the heaviest stage's `resources.cpu`)
+//! (see [`TASK_CORES`]), and the shared kernel pool (not a pool per slot) keeps the
+//! CPU-bound kernel threads at the core count however many slots are busy.
 use super::{WorkerError, WorkerOptions, WorkerReport, run};
 use crate::store::Registry;
 
@@ -21,13 +22,21 @@ pub fn cores() -> usize {
         .unwrap_or(1)
 }
 
+/// The cores one running task keeps busy by itself: its reader and writer threads and
+/// its share of the kernel pool. Measured on 2 cores (docs/PERFORMANCE.md, issue 32):
+/// one text task alone used 1.5–1.65 of them, and a second task at once bought
+/// nothing (images) or cost 15 % (text) — the two pipelines' readers, writers and
+/// batches contend for the cores and caches the kernel pool was already using.
+pub const TASK_CORES: f64 = 2.0;
+
 /// Task slots on `cores` for a job whose heaviest stage asks `max_stage_cpu` cores
-/// (`resources.cpu`, at least 1): as many tasks as fit, at least one.
+/// (`resources.cpu`): a task counts as the larger of that and [`TASK_CORES`]; as many
+/// tasks as fit, at least one.
 pub fn task_slots(cores: usize, max_stage_cpu: f64) -> usize {
-    let per = if max_stage_cpu.is_finite() && max_stage_cpu >= 1.0 {
-        max_stage_cpu
+    let per = if max_stage_cpu.is_finite() {
+        max_stage_cpu.max(TASK_CORES)
     } else {
-        1.0
+        TASK_CORES
     };
     ((cores as f64 / per).floor() as usize).max(1)
 }
@@ -94,18 +103,20 @@ mod tests {
 
     #[test]
     fn slots_fill_the_cores_at_the_heaviest_stage() {
-        // A 64-core spot instance: 64 one-core tasks, or 16 of a stage asking 4.
-        assert_eq!(task_slots(64, 1.0), 64);
+        // A 64-core spot instance: 32 tasks of one-core stages (a task keeps two
+        // cores busy), 16 of a job with a stage asking 4.
+        assert_eq!(task_slots(64, 1.0), 32);
         assert_eq!(task_slots(64, 4.0), 16);
         assert_eq!(task_slots(64, 3.0), 21);
         // A container with `--cpus 2.5` (available_parallelism gives 2), a laptop.
-        assert_eq!(task_slots(2, 1.0), 2);
-        assert_eq!(task_slots(8, 1.5), 5);
+        assert_eq!(task_slots(2, 1.0), 1);
+        assert_eq!(task_slots(8, 1.0), 4);
+        assert_eq!(task_slots(9, 1.5), 4);
         // Never zero, whatever the stage asks.
         assert_eq!(task_slots(1, 1.0), 1);
         assert_eq!(task_slots(2, 8.0), 1);
-        assert_eq!(task_slots(4, 0.0), 4);
-        assert_eq!(task_slots(4, f64::NAN), 4);
+        assert_eq!(task_slots(4, 0.0), 2);
+        assert_eq!(task_slots(4, f64::NAN), 2);
     }
 
     #[test]
