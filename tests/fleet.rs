@@ -475,7 +475,16 @@ fn a_spot_notice_mid_task_hands_the_task_back_and_loses_nothing() {
     let spot_worker = |id: &str, imds: &Imds| {
         mdf()
             .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
-            .args(["worker", "--job", &job, "--spot-notices", "--worker-id", id])
+            .args([
+                "worker",
+                "--job",
+                &job,
+                "--spot-notices",
+                "--worker-id",
+                id,
+                "--slots",
+                "1",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

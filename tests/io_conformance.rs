@@ -137,6 +137,7 @@ fn read_files(rt: &tokio::runtime::Runtime, r: &'static dyn Reader, files: &[&Pa
         cancel: Default::default(),
         assign_ids: true,
         download: Default::default(),
+        cut: Default::default(),
     };
     rt.block_on(async {
         tokio::task::spawn_blocking(move || {

@@ -53,6 +53,7 @@ fn read_as(
         cancel: Default::default(),
         assign_ids: true,
         download: Default::default(),
+        cut: Default::default(),
     };
     let (mut batches, mut rejects) = (vec![], vec![]);
     let cols = if format == Format::Wet {

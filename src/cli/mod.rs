@@ -194,9 +194,11 @@ enum Cmd {
         #[arg(long)]
         max_tasks: Option<u64>,
         /// Tasks this process runs at once (default: the cores it may use, which
-        /// honours taskset and a container's CPU quota, divided by the job's largest
-        /// stage `resources.cpu`; 1 for --resources gpu or with --max-tasks).
-        #[arg(long, value_name = "N")]
+        /// honours taskset and a container's CPU quota, over max(2, the job's largest
+        /// stage resources.cpu), capped by a cgroup memory limit at 512 MiB a slot;
+        /// 1 for --resources gpu or with --max-tasks). Containers that reserve CPU
+        /// without a quota (a Kubernetes request, an AWS Batch VCPU) set MDF_SLOTS.
+        #[arg(long, value_name = "N", env = "MDF_SLOTS")]
         slots: Option<usize>,
         #[arg(long)]
         worker_id: Option<String>,

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Default: as many workers as the cores allow at the stages' `resources.cpu`.
 pub fn default_workers(spec: &Spec) -> usize {
-    crate::worker::slots::task_slots(crate::worker::slots::cores(), spec.max_stage_cpu())
+    use crate::worker::slots::{cores, fit_memory, memory_limit, task_slots};
+    fit_memory(task_slots(cores(), spec.max_stage_cpu()), memory_limit())
 }
 
 pub async fn run_local(

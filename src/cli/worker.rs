@@ -175,7 +175,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 /// `--max-tasks`, else the cores this process may use over the job's largest stage
 /// `resources.cpu` (a job that cannot be read gets one: the worker reports why).
 async fn slots_for(reg: &Registry, job: &str, a: &Args, gpu: bool) -> usize {
-    use worker::slots::{cores, task_slots};
+    use worker::slots::{cores, fit_memory, memory_limit, task_slots};
     let (n, why) = match a.slots {
         Some(n) => (n.max(1), "--slots".to_string()),
         None if gpu => (1, "--resources gpu".to_string()),
@@ -185,13 +185,16 @@ async fn slots_for(reg: &Registry, job: &str, a: &Args, gpu: bool) -> usize {
             match crate::protocol::job::load_job(reg, job, &retry).await {
                 Ok(j) => {
                     let (c, per) = (cores(), j.spec.max_stage_cpu());
-                    (
-                        task_slots(c, per),
-                        format!(
-                            "{c} core{}, stages need up to {per} each",
-                            if c == 1 { "" } else { "s" }
-                        ),
-                    )
+                    let mem = memory_limit();
+                    let n = fit_memory(task_slots(c, per), mem);
+                    let mut why = format!(
+                        "{c} core{}, stages need up to {per} each",
+                        if c == 1 { "" } else { "s" }
+                    );
+                    if let Some(m) = mem.filter(|_| n < task_slots(c, per)) {
+                        why += &format!(", {} MiB memory limit", m >> 20);
+                    }
+                    (n, why)
                 }
                 Err(_) => (1, "job not readable yet".to_string()),
             }

@@ -235,7 +235,11 @@ pub async fn submit(
         rejects_uri: crate::store::Uri::parse(&spec.rejects.uri)?.to_uri_string(),
         phases: plan.phases.clone(),
         finalize_task,
-        reused_from: opts.reuse.clone(),
+        // As commit records name it (`check_file` compares the two).
+        reused_from: match &opts.reuse {
+            Some(r) => Some(load_job(reg, r, &retry).await?.uri.to_uri_string()),
+            None => None,
+        },
         owner_markers: true,
         asset_etags: plan
             .assets
@@ -345,7 +349,8 @@ async fn reuse_commits(
                 let ok = match checked.get(&(x.clone(), pi)) {
                     Some(&ok) => ok,
                     None => {
-                        let ok = same_upstream(reg, &x, &plan.phases[..pi], &upstream, retry).await;
+                        let ok =
+                            same_upstream(reg, &x, &plan.phases[..pi], &upstream, retry).await?;
                         checked.insert((x.clone(), pi), ok);
                         ok
                     }
@@ -366,6 +371,23 @@ async fn reuse_commits(
             rec.reused_from
                 .get_or_insert_with(|| old.uri.to_uri_string());
             rec.requests = Default::default();
+            // Workers read a reused file only from this job's own reuse source or a
+            // sibling job (`JobPaths::check_file`): a commit whose origin is a third
+            // job in another root (a chain of reuses across roots) is recomputed
+            // here rather than refused by every worker that reads it.
+            let source = old.uri.to_uri_string();
+            if rec.staged_files().any(|f| {
+                paths
+                    .check_file(&f.uri, rec.reused_from.as_deref(), Some(&source))
+                    .is_err()
+            }) {
+                tracing::info!(
+                    phase = %phase.name,
+                    task,
+                    "not reusing a commit whose files lie in a job this one may not read from"
+                );
+                continue;
+            }
             let path = paths.commit(&phase.name, &task);
             match create_json(new_store.as_ref(), &path, &rec, &rec.write_id, retry).await? {
                 Created::Mine => reused += 1,
@@ -401,39 +423,66 @@ async fn reuse_commits(
 /// Whether job `x` committed, in each of `phases` (matched by fingerprint), exactly the
 /// commits `upstream` holds (same status and files): then what `x` computed downstream
 /// of them read what the old job has. `false` when `x` cannot be read.
+///
+/// An upstream commit the old job itself has from `x` (its `reused_from` is `x`: the
+/// origin is kept along a chain of reuses) is `x`'s own immutable record, so only the
+/// others are read: none along a plain chain of reuses, the odd ones of a job that
+/// recomputed some. A job `x` that no longer exists is `false` (logged); a store that
+/// fails is an error (retry the submit), never a silent refusal.
 async fn same_upstream(
     reg: &Registry,
     x: &str,
     phases: &[crate::protocol::records::PhasePlan],
     upstream: &[BTreeMap<String, CommitRecord>],
     retry: &Retry,
-) -> bool {
-    let Ok(xj) = load_job(reg, x, retry).await else {
-        return false;
+) -> Result<bool, SubmitError> {
+    use futures::StreamExt;
+    let others: Vec<(usize, &String, &CommitRecord)> = upstream
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, tasks)| tasks.iter().map(move |(t, r)| (pi, t, r)))
+        .filter(|(_, _, r)| r.reused_from.as_deref() != Some(x))
+        .collect();
+    if others.is_empty() {
+        return Ok(true);
+    }
+    let xj = match load_job(reg, x, retry).await {
+        Ok(j) => j,
+        Err(JobError::NotFound(_)) => {
+            tracing::info!(job = x, "the job a reused commit was computed in is gone");
+            return Ok(false);
+        }
+        Err(e) => return Err(e.into()),
     };
-    let Ok(store) = reg.open(&xj.uri) else {
-        return false;
-    };
-    for (phase, tasks) in phases.iter().zip(upstream) {
-        let Some(xp) = xj
+    let store = reg.open(&xj.uri)?;
+    let mut names = Vec::new();
+    for phase in phases {
+        match xj
             .manifest
             .phases
             .iter()
             .find(|p| p.fingerprint == phase.fingerprint)
-        else {
-            return false;
-        };
-        for (task, rec) in tasks {
-            let path = xj.paths.commit(&xp.name, task);
-            match get_json::<CommitRecord>(store.as_ref(), &path, retry).await {
-                Ok(Some(theirs))
-                    if theirs.status == rec.status
-                        && theirs.staged_files().eq(rec.staged_files()) => {}
-                _ => return false,
-            }
+        {
+            Some(p) => names.push(p.name.clone()),
+            None => return Ok(false),
         }
     }
-    true
+    let (xj, store, names) = (&xj, &store, &names);
+    let mut checks = futures::stream::iter(others.into_iter().map(|(pi, task, rec)| async move {
+        let path = xj.paths.commit(&names[pi], task);
+        let theirs = get_json::<CommitRecord>(store.as_ref(), &path, retry).await?;
+        Ok::<bool, SubmitError>(
+            theirs
+                .is_some_and(|t| t.status == rec.status && t.staged_files().eq(rec.staged_files())),
+        )
+    }))
+    .buffer_unordered(32);
+    while let Some(same) = checks.next().await {
+        if !same? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Whether every file a commit record names (outputs, rejects, side tables, shuffle

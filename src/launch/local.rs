@@ -44,7 +44,17 @@ impl Backend for Local {
         for (class, n) in classes {
             for i in 0..n {
                 let child = std::process::Command::new(&exe)
-                    .args(["worker", "--job", job.uri, "--resources", class])
+                    // One task each: the user asked for N processes, and N processes
+                    // sized to the whole machine would run N × cores/2 tasks.
+                    .args([
+                        "worker",
+                        "--job",
+                        job.uri,
+                        "--resources",
+                        class,
+                        "--slots",
+                        "1",
+                    ])
                     .args([
                         "--worker-id",
                         &format!("local-{class}-{i}-{}", std::process::id()),

@@ -147,6 +147,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         cancel: cancel.clone(),
         assign_ids: spec.assign_ids,
         download: spec.download.clone(),
+        cut: Default::default(),
     };
     let projection: Vec<usize> = {
         let last = spec

@@ -41,9 +41,11 @@ pub fn task_slots(cores: usize, max_stage_cpu: f64) -> usize {
     ((cores as f64 / per).floor() as usize).max(1)
 }
 
-/// Runs `slots` worker loops, the `k`-th with the options `make(k)` builds, and
-/// merges their reports (counts summed; the job is complete if any loop saw it so).
-/// The first error is returned once every loop has stopped.
+/// Runs `slots` worker loops, the `k`-th with the options `make(k)` builds, each on
+/// the runtime's threads (not polled together on the caller's), and merges their
+/// reports (counts summed; the job is complete if any loop saw it so). A loop that
+/// stops with an error sets the shared shutdown flag, so the others hand their leases
+/// back and stop; the first error is returned once all have.
 pub async fn run_slots(
     reg: &Registry,
     slots: usize,
@@ -52,13 +54,20 @@ pub async fn run_slots(
     if slots <= 1 {
         return run(reg, make(0)).await;
     }
-    let runs = (0..slots).map(|k| {
+    let mut set = tokio::task::JoinSet::new();
+    let mut stop = None;
+    for k in 0..slots {
         let (reg, opts) = (reg.clone(), make(k));
-        async move { run(&reg, opts).await }
-    });
+        stop.get_or_insert_with(|| opts.shutdown.clone());
+        set.spawn(async move { run(&reg, opts).await });
+    }
+    let stop = stop.expect("at least two slots");
     let mut merged: Option<WorkerReport> = None;
     let mut first_err = None;
-    for r in futures::future::join_all(runs).await {
+    while let Some(joined) = set.join_next().await {
+        let r = joined
+            .map_err(|e| WorkerError::Plan(format!("a task slot panicked: {e}")))
+            .and_then(|r| r);
         match r {
             Ok(r) => {
                 let m = merged.get_or_insert_with(|| WorkerReport {
@@ -76,6 +85,10 @@ pub async fn run_slots(
                 m.class_done |= r.class_done;
             }
             Err(e) => {
+                if first_err.is_none() {
+                    tracing::error!(error = %e, "a task slot stopped with an error: the others hand their leases back");
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 first_err.get_or_insert(e);
             }
         }
@@ -84,6 +97,30 @@ pub async fn run_slots(
         (Some(e), _) => Err(e),
         (None, Some(m)) => Ok(m),
         (None, None) => unreachable!("at least two slots ran"),
+    }
+}
+
+/// Memory a task slot is given when a memory limit caps the slots: its batches in
+/// flight at the defaults (~80 MiB), the operators' working sets, a dedup map task's
+/// key buffer and the Parquet writers' pages, with room (measured peaks: 200–320 MiB
+/// for a whole text or image job).
+pub const SLOT_MEMORY: u64 = 512 << 20;
+
+/// This process's memory limit, from its cgroup (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`); `None` when there is none.
+pub fn memory_limit() -> Option<u64> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let v = read("/sys/fs/cgroup/memory.max")
+        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))?;
+    // "max" (v2) or a page-rounded i64::MAX (v1) when unlimited.
+    v.trim().parse::<u64>().ok().filter(|&b| b < 1 << 60)
+}
+
+/// `slots` capped so that each gets [`SLOT_MEMORY`] of `limit`, at least one.
+pub fn fit_memory(slots: usize, limit: Option<u64>) -> usize {
+    match limit {
+        Some(l) => slots.min((l / SLOT_MEMORY) as usize).max(1),
+        None => slots,
     }
 }
 
@@ -117,6 +154,15 @@ mod tests {
         assert_eq!(task_slots(2, 8.0), 1);
         assert_eq!(task_slots(4, 0.0), 2);
         assert_eq!(task_slots(4, f64::NAN), 2);
+    }
+
+    #[test]
+    fn a_memory_limit_caps_the_slots() {
+        // A pod with 8 GiB on a 96-core node: 48 slots by cores, 16 by memory.
+        assert_eq!(fit_memory(task_slots(96, 1.0), Some(8 << 30)), 16);
+        assert_eq!(fit_memory(4, Some(100 << 20)), 1);
+        assert_eq!(fit_memory(4, None), 4);
+        assert_eq!(fit_memory(4, Some(64 << 30)), 4);
     }
 
     #[test]

@@ -249,6 +249,7 @@ impl super::Reader for Jsonl {
             cancel: Default::default(),
             assign_ids: true,
             download: Default::default(),
+            cut: Default::default(),
         };
         let mut last_err = String::new();
         for uri in uris.iter().take(16) {

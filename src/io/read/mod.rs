@@ -170,6 +170,10 @@ pub struct ReadCtx {
     pub assign_ids: bool,
     /// `format: laion`: how images are fetched.
     pub download: crate::spec::DownloadSpec,
+    /// Set when a local input ended before its planned range did (changed while it
+    /// was read): whatever the reader made of the error, the task's read then fails
+    /// with `input_changed` (see [`read_task`]).
+    pub cut: Arc<std::sync::Mutex<Option<(String, String)>>>,
 }
 
 impl ReadCtx {
@@ -242,7 +246,15 @@ pub fn read_slice(
     schema: &SchemaRef,
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<SliceStats, ReadError> {
-    reader(slice.format).read_slice(ctx, slice, schema, out)
+    let r = reader(slice.format).read_slice(ctx, slice, schema, out);
+    cut_short(ctx).map_or(r, Err)
+}
+
+/// The read error of an input that ended early while it was read (readers turn read
+/// errors into rejects of the rest of a file; this one must fail the attempt).
+fn cut_short(ctx: &ReadCtx) -> Option<ReadError> {
+    let (uri, message) = ctx.cut.lock().expect("cut flag").take()?;
+    Some(ReadError::Changed { uri, message })
 }
 
 /// Reads a task's slices with their format's reader (a task's slices share one).
@@ -252,10 +264,11 @@ pub fn read_task(
     schema: &SchemaRef,
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<SliceStats, ReadError> {
-    match slices.first() {
+    let r = match slices.first() {
         Some(s) => reader(s.format).read_task(ctx, slices, schema, out),
         None => Ok(SliceStats::default()),
-    }
+    };
+    cut_short(ctx).map_or(r, Err)
 }
 
 /// The read size of a local input file.
@@ -268,18 +281,24 @@ const LOCAL_READ_BUFFER: usize = 256 << 10;
 struct Exact<R> {
     inner: R,
     left: u64,
+    /// The task's flag (see [`ReadCtx::cut`]) and this file's URI.
+    cut: Option<(Arc<std::sync::Mutex<Option<(String, String)>>>, String)>,
 }
 
 impl<R: std::io::Read> std::io::Read for Exact<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n == 0 && self.left > 0 && !buf.is_empty() {
+            let message = format!(
+                "the file ended {} bytes early: it changed while it was read",
+                self.left
+            );
+            if let Some((flag, uri)) = &self.cut {
+                *flag.lock().expect("cut flag") = Some((uri.clone(), message.clone()));
+            }
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "the file ended {} bytes early: it changed while it was read",
-                    self.left
-                ),
+                message,
             ));
         }
         self.left -= n as u64;
@@ -328,6 +347,7 @@ pub fn open_range(
             Exact {
                 inner: file.take(range.end - range.start),
                 left: range.end - range.start,
+                cut: Some((ctx.cut.clone(), uri.to_string())),
             },
         )));
     }
@@ -400,17 +420,23 @@ mod tests {
         let mut whole = Exact {
             inner: &b"abcdef"[..],
             left: 6,
+            cut: None,
         };
         let mut v = Vec::new();
         whole.read_to_end(&mut v).unwrap();
         assert_eq!(v, b"abcdef");
         // Planned 10 bytes, 6 there: truncated after the open.
+        let flag = std::sync::Arc::new(std::sync::Mutex::new(None));
         let mut short = Exact {
             inner: &b"abcdef"[..],
             left: 10,
+            cut: Some((flag.clone(), "file:///in/a.jsonl".into())),
         };
         let e = short.read_to_end(&mut Vec::new()).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
         assert!(e.to_string().contains("4 bytes early"), "{e}");
+        // The task's read fails with it, whatever the reader made of the error.
+        let (uri, _) = flag.lock().unwrap().clone().unwrap();
+        assert_eq!(uri, "file:///in/a.jsonl");
     }
 }
