@@ -436,6 +436,22 @@ fn clean(dir: &Path, spec: &Path, out: &str) -> Vec<String> {
     texts(&dir.join(out))
 }
 
+/// Runs `spec` to completion with one in-process worker under `<dir>/jobs`; its URI.
+fn run_fresh(dir: &Path, spec: &Path) -> String {
+    let o = run_ok(
+        mdf()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--workers",
+                "1",
+                "--job-root",
+            ])
+            .arg(dir.join("jobs")),
+    );
+    job_uri(&o)
+}
+
 fn run_reusing(dir: &Path, spec: &Path, old: &str) -> String {
     let o = run_ok(
         mdf()
@@ -487,12 +503,7 @@ fn reuse_of_a_dedup_with_more_files_removes_cross_file_duplicates() {
     let d = tempfile::tempdir().unwrap();
     dup_inputs(d.path());
     let s = dedup_spec(d.path(), &["a"], "o-a", "");
-    let o = run_ok(
-        mdf()
-            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let old = job_uri(&o);
+    let old = run_fresh(d.path(), &s);
     let s = dedup_spec(d.path(), &["a", "b"], "o-ab", "");
     let new = run_reusing(d.path(), &s, &old);
     let want = clean(
@@ -515,12 +526,7 @@ fn reuse_of_a_finished_jobs_dedup_phases_works() {
     let d = tempfile::tempdir().unwrap();
     dup_inputs(d.path());
     let s = dedup_spec(d.path(), &["a", "b"], "o1", "");
-    let o = run_ok(
-        mdf()
-            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let old = job_uri(&o);
+    let old = run_fresh(d.path(), &s);
     let filter = "  - op: length_filter\n    params: {min_words: 7}\n";
     let s = dedup_spec(d.path(), &["a", "b"], "o2", filter);
     let new = run_reusing(d.path(), &s, &old);
@@ -647,12 +653,7 @@ fn reuse_of_a_reuse_still_reuses_the_dedup_phases() {
     let d = tempfile::tempdir().unwrap();
     dup_inputs(d.path());
     let s = dedup_spec(d.path(), &["a", "b"], "o1", "");
-    let o = run_ok(
-        mdf()
-            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let p = job_uri(&o);
+    let p = run_fresh(d.path(), &s);
     let f1 = "  - op: length_filter\n    params: {min_words: 7}\n";
     let q = run_reusing(d.path(), &dedup_spec(d.path(), &["a", "b"], "o2", f1), &p);
     let f2 = "  - op: length_filter\n    params: {min_words: 8}\n";
