@@ -173,8 +173,11 @@ pub struct ReadCtx {
     /// Set when a local input ended before its planned range did (changed while it
     /// was read): whatever the reader made of the error, the task's read then fails
     /// with `input_changed` (see [`read_task`]).
-    pub cut: Arc<std::sync::Mutex<Option<(String, String)>>>,
+    pub cut: CutFlag,
 }
+
+/// Set to (URI, message) when an input ended before its planned range ([`ReadCtx::cut`]).
+pub type CutFlag = Arc<std::sync::Mutex<Option<(String, String)>>>;
 
 impl ReadCtx {
     pub fn cancelled(&self) -> bool {
@@ -282,7 +285,7 @@ struct Exact<R> {
     inner: R,
     left: u64,
     /// The task's flag (see [`ReadCtx::cut`]) and this file's URI.
-    cut: Option<(Arc<std::sync::Mutex<Option<(String, String)>>>, String)>,
+    cut: Option<(CutFlag, String)>,
 }
 
 impl<R: std::io::Read> std::io::Read for Exact<R> {
