@@ -181,8 +181,27 @@ async fn slots_for(reg: &Registry, job: &str, a: &Args, gpu: bool) -> usize {
         None if gpu => (1, "--resources gpu".to_string()),
         None if a.max_tasks.is_some() => (1, "--max-tasks".to_string()),
         None => {
+            // Read as the worker reads it: an outage is waited out (and reported) here,
+            // not taken for a job that cannot be read; a missing job or denied access
+            // falls through to one slot and the worker's own error.
             let retry = crate::protocol::io::Retry::new(Entropy::from_os());
-            match crate::protocol::job::load_job(reg, job, &retry).await {
+            let mut outage = worker::outage::Outage::new(
+                Arc::new(SystemClock),
+                Entropy::from_os(),
+                a.give_up_after.map(std::time::Duration::from_secs),
+            );
+            let loaded = loop {
+                match crate::protocol::job::load_job(reg, job, &retry).await {
+                    Ok(j) => break Ok(j),
+                    Err(e) => {
+                        if let Err(e) = outage.back_off(e.into()).await {
+                            break Err(e);
+                        }
+                    }
+                }
+            };
+            outage.over();
+            match loaded {
                 Ok(j) => {
                     let (c, per) = (cores(), j.spec.max_stage_cpu());
                     let mem = memory_limit();
