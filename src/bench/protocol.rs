@@ -100,6 +100,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             drain_after_task: Default::default(),
             exit_when_class_done: false,
             give_up_after: None,
+            listings: None,
         };
         hs.push(tokio::spawn(async move { worker::run(&reg, o).await }));
     }

@@ -101,6 +101,8 @@ pub fn in_process(
     shutdown: Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<Result<WorkerReport, worker::WorkerError>>> {
     let entropy = Entropy::from_os();
+    // In-process workers are task slots of one process: they share listings.
+    let listings = Arc::new(crate::worker::slots::SharedListings::default());
     (0..workers)
         .map(|i| {
             let reg = reg.clone();
@@ -118,6 +120,7 @@ pub fn in_process(
                 drain_after_task: Default::default(),
                 exit_when_class_done: false,
                 give_up_after: None,
+                listings: (workers > 1).then(|| listings.clone()),
             };
             tokio::spawn(async move { worker::run(&reg, opts).await })
         })

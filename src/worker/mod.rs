@@ -56,6 +56,8 @@ pub struct WorkerOptions {
     /// Stop (with an error) once the store has been unavailable this long; `None`:
     /// wait out any outage.
     pub give_up_after: Option<Duration>,
+    /// Listings shared with the other task slots of this process (`slots::run_slots`).
+    pub listings: Option<Arc<slots::SharedListings>>,
 }
 
 /// What a worker did.
@@ -506,6 +508,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut attempts = 0u64;
     let mut last_stats = Instant::now();
     let mut need_refresh = true;
+    let mut merged_generation = 0u64;
     let mut consecutive_lost = 0u32;
     // A storage request's result; on an outage, wait and start the round again.
     macro_rules! or_back_off {
@@ -532,7 +535,18 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             break;
         }
         if need_refresh {
-            or_back_off!(refresh(&store, &ctx, &mut view, &retry).await);
+            or_back_off!(
+                refresh(
+                    &store,
+                    &ctx,
+                    &mut view,
+                    &retry,
+                    opts.listings.as_deref(),
+                    &mut merged_generation,
+                    poll / 2
+                )
+                .await
+            );
             need_refresh = false;
             consecutive_lost = 0;
         }
@@ -702,7 +716,34 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     Ok(report)
 }
 
+/// Lists the commits and leases of the phases not yet done into `view`, or merges the
+/// view another slot of this process published less than `max_age` ago (once per
+/// publication: `merged` is the last generation merged).
 async fn refresh(
+    store: &Arc<dyn object_store::ObjectStore>,
+    ctx: &WorkerCtx,
+    view: &mut View,
+    retry: &Retry,
+    shared: Option<&slots::SharedListings>,
+    merged: &mut u64,
+    max_age: Duration,
+) -> Result<(), ProtoError> {
+    if let Some(l) = shared.and_then(|s| s.recent(max_age)) {
+        if l.generation != *merged {
+            view.terminal.extend(l.terminal.iter().cloned());
+            view.seen_leased.extend(l.leased.iter().cloned());
+            *merged = l.generation;
+        }
+        return Ok(());
+    }
+    list_into(store, ctx, view, retry).await?;
+    if let Some(s) = shared {
+        s.publish(view.terminal.clone(), view.seen_leased.clone());
+    }
+    Ok(())
+}
+
+async fn list_into(
     store: &Arc<dyn object_store::ObjectStore>,
     ctx: &WorkerCtx,
     view: &mut View,

@@ -12,6 +12,54 @@
 //! CPU-bound kernel threads at the core count however many slots are busy.
 use super::{WorkerError, WorkerOptions, WorkerReport, run};
 use crate::store::Registry;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What one slot knew of the job after listing it: the tasks it saw terminal and
+/// leased (its whole view, not only the phases it listed this time).
+#[derive(Debug)]
+pub struct Listing {
+    pub at: Instant,
+    pub generation: u64,
+    pub terminal: HashSet<(usize, String)>,
+    pub leased: HashSet<(usize, String)>,
+}
+
+/// The job's listings, shared by the task slots of one process: a slot about to list
+/// the job's commits and leases takes another slot's view instead when that is younger
+/// than half the poll interval, so a process with 32 idle slots lists at about one
+/// worker's rate, not 32 times it (at 1,000 instances that is the difference between
+/// S3's per-prefix limit and a SlowDown storm). A view a little older is what a
+/// lagging LIST gives, which the protocol already tolerates: every claim and commit
+/// checks by key.
+#[derive(Debug, Default)]
+pub struct SharedListings {
+    last: Mutex<Option<Arc<Listing>>>,
+}
+
+impl SharedListings {
+    /// The latest listing if it is at most `max_age` old.
+    pub fn recent(&self, max_age: Duration) -> Option<Arc<Listing>> {
+        self.last
+            .lock()
+            .expect("shared listings")
+            .clone()
+            .filter(|l| l.at.elapsed() <= max_age)
+    }
+
+    /// Publishes a slot's view after it listed the job.
+    pub fn publish(&self, terminal: HashSet<(usize, String)>, leased: HashSet<(usize, String)>) {
+        let mut last = self.last.lock().expect("shared listings");
+        let generation = last.as_ref().map_or(1, |l| l.generation + 1);
+        *last = Some(Arc::new(Listing {
+            at: Instant::now(),
+            generation,
+            terminal,
+            leased,
+        }));
+    }
+}
 
 /// The cores this process may use: the standard library's count honours the CPU
 /// affinity mask (`taskset`, cpusets) and cgroup v1/v2 CPU quotas (a container's
@@ -56,8 +104,10 @@ pub async fn run_slots(
     }
     let mut set = tokio::task::JoinSet::new();
     let mut stop = None;
+    let listings = Arc::new(SharedListings::default());
     for k in 0..slots {
-        let (reg, opts) = (reg.clone(), make(k));
+        let (reg, mut opts) = (reg.clone(), make(k));
+        opts.listings = Some(listings.clone());
         stop.get_or_insert_with(|| opts.shutdown.clone());
         set.spawn(async move { run(&reg, opts).await });
     }
@@ -163,6 +213,20 @@ mod tests {
         assert_eq!(fit_memory(4, Some(100 << 20)), 1);
         assert_eq!(fit_memory(4, None), 4);
         assert_eq!(fit_memory(4, Some(64 << 30)), 4);
+    }
+
+    #[test]
+    fn a_listing_is_shared_while_it_is_young() {
+        let sh = SharedListings::default();
+        assert!(sh.recent(Duration::from_secs(1)).is_none());
+        let t: HashSet<(usize, String)> = [(0, "a".to_string())].into();
+        sh.publish(t.clone(), HashSet::new());
+        let l = sh.recent(Duration::from_secs(60)).unwrap();
+        assert_eq!((l.generation, &l.terminal), (1, &t));
+        sh.publish(HashSet::new(), t.clone());
+        assert_eq!(sh.recent(Duration::from_secs(60)).unwrap().generation, 2);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(sh.recent(Duration::from_millis(10)).is_none());
     }
 
     #[test]
