@@ -436,6 +436,22 @@ fn clean(dir: &Path, spec: &Path, out: &str) -> Vec<String> {
     texts(&dir.join(out))
 }
 
+/// A dedup job over {a, b} whose map task over b failed (its input denied): it
+/// completes, its reduce and apply over a alone. Its URI.
+fn job_with_a_failed_map_task(dir: &Path, out: &str) -> String {
+    let job = submit_job(&dedup_spec(dir, &["a", "b"], out, ""), &dir.join("jobs"));
+    let o = mdf()
+        .args(["worker", "--job", &job])
+        .env("MDF_FAULTS", "get:denied:1:/src/b.jsonl")
+        .output()
+        .unwrap();
+    let st = status_json(&job);
+    assert_eq!(st["complete"], true, "{st:#}\n{}", stderr(&o));
+    assert_eq!(st["phases"][0]["tasks"]["failed"], 1, "{st:#}");
+    assert_eq!(st["phases"][1]["tasks"]["committed"], 1, "{st:#}");
+    job
+}
+
 /// Runs `spec` to completion with one in-process worker under `<dir>/jobs`; its URI.
 fn run_fresh(dir: &Path, spec: &Path) -> String {
     let o = run_ok(
@@ -551,22 +567,7 @@ fn reuse_of_a_finished_jobs_dedup_phases_works() {
 fn reuse_recomputes_a_reduce_whose_map_task_had_failed() {
     let d = tempfile::tempdir().unwrap();
     dup_inputs(d.path());
-    let s = dedup_spec(d.path(), &["a", "b"], "o-old", "");
-    let o = run_ok(
-        mdf()
-            .args(["submit", s.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let old = stdout(&o).lines().last().unwrap().to_string();
-    let o = mdf()
-        .args(["worker", "--job", &old])
-        .env("MDF_FAULTS", "get:denied:1:/src/b.jsonl")
-        .output()
-        .unwrap();
-    let st = status_json(&old);
-    assert_eq!(st["complete"], true, "{st:#}\n{}", stderr(&o));
-    assert_eq!(st["phases"][0]["tasks"]["failed"], 1, "{st:#}");
-    assert_eq!(st["phases"][1]["tasks"]["committed"], 1, "{st:#}");
+    let old = job_with_a_failed_map_task(d.path(), "o-old");
     let s = dedup_spec(d.path(), &["a", "b"], "o-new", "");
     let new = run_reusing(d.path(), &s, &old);
     let want = clean(d.path(), &dedup_spec(d.path(), &["a", "b"], "c", ""), "c");
@@ -591,19 +592,7 @@ fn reuse_of_a_job_holding_a_reduce_over_other_map_commits_recomputes_it() {
     let d = tempfile::tempdir().unwrap();
     dup_inputs(d.path());
     let jobs = d.path().join("jobs");
-    let s = dedup_spec(d.path(), &["a", "b"], "o-a", "");
-    let a = submit_job(&s, &jobs);
-    let o = mdf()
-        .args(["worker", "--job", &a])
-        .env("MDF_FAULTS", "get:denied:1:/src/b.jsonl")
-        .output()
-        .unwrap();
-    assert_eq!(
-        status_json(&a)["phases"][0]["tasks"]["failed"],
-        1,
-        "{}",
-        stderr(&o)
-    );
+    let a = job_with_a_failed_map_task(d.path(), "o-a");
     // Job B, poisoned as the old rule made it: map a reused, A's reduce copied in as
     // reused from A, the rest computed by B's workers (its apply over A's decisions,
     // which never saw b's keys). The apply phase is the last, whose ids depend on the

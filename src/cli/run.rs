@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Default: as many workers as the cores allow at the stages' `resources.cpu`.
 pub fn default_workers(spec: &Spec) -> usize {
-    use crate::worker::slots::{cores, fit_memory, memory_limit, task_slots};
-    fit_memory(task_slots(cores(), spec.max_stage_cpu()), memory_limit())
+    crate::worker::slots::default_slots(spec.max_stage_cpu()).0
 }
 
 pub async fn run_local(

@@ -176,7 +176,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 /// `--max-tasks`, else the cores this process may use over the job's largest stage
 /// `resources.cpu` (a job that cannot be read gets one: the worker reports why).
 async fn slots_for(reg: &Registry, job: &str, a: &Args, gpu: bool) -> usize {
-    use worker::slots::{cores, fit_memory, memory_limit, task_slots};
     let (n, why) = match a.slots {
         Some(n) => (n.max(1), "--slots".to_string()),
         None if gpu => (1, "--resources gpu".to_string()),
@@ -185,37 +184,16 @@ async fn slots_for(reg: &Registry, job: &str, a: &Args, gpu: bool) -> usize {
             // Read as the worker reads it: an outage is waited out (and reported) here,
             // not taken for a job that cannot be read; a missing job or denied access
             // falls through to one slot and the worker's own error.
-            let retry = crate::protocol::io::Retry::new(Entropy::from_os());
             let mut outage = worker::outage::Outage::new(
                 Arc::new(SystemClock),
                 Entropy::from_os(),
                 a.give_up_after.map(std::time::Duration::from_secs),
             );
-            let loaded = loop {
-                match crate::protocol::job::load_job(reg, job, &retry).await {
-                    Ok(j) => break Ok(j),
-                    Err(e) => {
-                        if let Err(e) = outage.back_off(e.into()).await {
-                            break Err(e);
-                        }
-                    }
-                }
-            };
+            let retry = crate::protocol::io::Retry::new(Entropy::from_os());
+            let loaded = outage.load_job(reg, job, &retry).await;
             outage.over();
             match loaded {
-                Ok(j) => {
-                    let (c, per) = (cores(), j.spec.max_stage_cpu());
-                    let mem = memory_limit();
-                    let n = fit_memory(task_slots(c, per), mem);
-                    let mut why = format!(
-                        "{c} core{}, stages need up to {per} each",
-                        if c == 1 { "" } else { "s" }
-                    );
-                    if let Some(m) = mem.filter(|_| n < task_slots(c, per)) {
-                        why += &format!(", {} MiB memory limit", m >> 20);
-                    }
-                    (n, why)
-                }
+                Ok(j) => worker::slots::default_slots(j.spec.max_stage_cpu()),
                 Err(_) => (1, "job not readable yet".to_string()),
             }
         }

@@ -208,9 +208,10 @@ pub async fn submit(
     .try_collect::<Vec<()>>()
     .await?;
 
-    // 2. Reused commits.
+    // 2. Reused commits; the reused job as commit records name it.
+    let mut reused_from = None;
     if let Some(old) = &opts.reuse {
-        out.reused = reuse_commits(
+        let (n, uri) = reuse_commits(
             reg,
             &plan,
             &paths,
@@ -221,6 +222,8 @@ pub async fn submit(
             entropy,
         )
         .await?;
+        out.reused = n;
+        reused_from = Some(uri);
     }
 
     // 3. job.json, last.
@@ -236,10 +239,7 @@ pub async fn submit(
         phases: plan.phases.clone(),
         finalize_task,
         // As commit records name it (`check_file` compares the two).
-        reused_from: match &opts.reuse {
-            Some(r) => Some(load_job(reg, r, &retry).await?.uri.to_uri_string()),
-            None => None,
-        },
+        reused_from,
         owner_markers: true,
         asset_etags: plan
             .assets
@@ -270,8 +270,9 @@ async fn reuse_commits(
     format: crate::spec::OutputFormat,
     retry: &Retry,
     entropy: &Entropy,
-) -> Result<u64, SubmitError> {
+) -> Result<(u64, String), SubmitError> {
     let old = load_job(reg, old_uri, retry).await?;
+    let source = old.uri.to_uri_string();
     let old_store = reg.open(&old.uri)?;
     let new_store = reg.open(&paths.job)?;
     let by_fp: BTreeMap<&str, &str> = old
@@ -368,14 +369,12 @@ async fn reuse_commits(
             rec.job_id = job_id.to_string();
             rec.phase = phase.name.clone();
             rec.write_id = entropy.hex_id(8);
-            rec.reused_from
-                .get_or_insert_with(|| old.uri.to_uri_string());
+            rec.reused_from.get_or_insert_with(|| source.clone());
             rec.requests = Default::default();
             // Workers read a reused file only from this job's own reuse source or a
             // sibling job (`JobPaths::check_file`): a commit whose origin is a third
             // job in another root (a chain of reuses across roots) is recomputed
             // here rather than refused by every worker that reads it.
-            let source = old.uri.to_uri_string();
             if rec.staged_files().any(|f| {
                 paths
                     .check_file(&f.uri, rec.reused_from.as_deref(), Some(&source))
@@ -398,10 +397,7 @@ async fn reuse_commits(
                     // commit, so that what is reused downstream read exactly it.
                     let b = read_theirs(new_store.as_ref(), &path, b, retry).await?;
                     let theirs: CommitRecord = decode(&path, &b)?;
-                    let same = theirs.status == TaskStatus::Committed
-                        && theirs.reused_from == rec.reused_from
-                        && theirs.staged_files().eq(rec.staged_files());
-                    if !same {
+                    if !(same_commit(&theirs, &rec) && theirs.reused_from == rec.reused_from) {
                         tracing::info!(
                             phase = %phase.name,
                             task,
@@ -417,7 +413,12 @@ async fn reuse_commits(
         upstream_whole = present == wanted.len();
         upstream.push(mine);
     }
-    Ok(reused)
+    Ok((reused, source))
+}
+
+/// Whether two commit records of a task are the same commit: same status, same files.
+fn same_commit(a: &CommitRecord, b: &CommitRecord) -> bool {
+    a.status == b.status && a.staged_files().eq(b.staged_files())
 }
 
 /// Whether job `x` committed, in each of `phases` (matched by fingerprint), exactly the
@@ -471,10 +472,7 @@ async fn same_upstream(
     let mut checks = futures::stream::iter(others.into_iter().map(|(pi, task, rec)| async move {
         let path = xj.paths.commit(&names[pi], task);
         let theirs = get_json::<CommitRecord>(store.as_ref(), &path, retry).await?;
-        Ok::<bool, SubmitError>(
-            theirs
-                .is_some_and(|t| t.status == rec.status && t.staged_files().eq(rec.staged_files())),
-        )
+        Ok::<bool, SubmitError>(theirs.is_some_and(|t| same_commit(&t, rec)))
     }))
     .buffer_unordered(32);
     while let Some(same) = checks.next().await {

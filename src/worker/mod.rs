@@ -15,7 +15,7 @@ use crate::clock::{Clock, Entropy};
 use crate::ops;
 use crate::protocol::hash16;
 use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
-use crate::protocol::job::{JobError, LoadedJob, load_job};
+use crate::protocol::job::{JobError, LoadedJob};
 use crate::protocol::lease::{Claim, Held, LeaseCtx};
 use crate::protocol::records::{CommitRecord, FINALIZE, PhaseKind, VERSION, WorkerStats};
 use crate::protocol::{planned_task_ids, task_of};
@@ -372,12 +372,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut outage =
         outage::Outage::new(opts.clock.clone(), opts.entropy.clone(), opts.give_up_after);
     let mut retry = Retry::new(opts.entropy.clone());
-    let job = loop {
-        match load_job(reg, &opts.job_uri, &retry).await {
-            Ok(j) => break j,
-            Err(e) => outage.back_off(e.into()).await?,
-        }
-    };
+    let job = outage.load_job(reg, &opts.job_uri, &retry).await?;
     retry.attempts = job.spec.job.retry_attempts;
     retry.base = Duration::from_millis(job.spec.job.retry_base_millis);
     let base = reg.with_s3(job.spec.s3.clone());

@@ -166,3 +166,21 @@ mod tests {
         assert!(!is_outage(&missing));
     }
 }
+
+impl Outage {
+    /// Reads `job.json` at `uri`, waiting out an outage (and reporting it) as every
+    /// other request does; a missing job or denied access is the error.
+    pub async fn load_job(
+        &mut self,
+        reg: &crate::store::Registry,
+        uri: &str,
+        retry: &crate::protocol::io::Retry,
+    ) -> Result<crate::protocol::job::LoadedJob, WorkerError> {
+        loop {
+            match crate::protocol::job::load_job(reg, uri, retry).await {
+                Ok(j) => return Ok(j),
+                Err(e) => self.back_off(e.into()).await?,
+            }
+        }
+    }
+}

@@ -166,6 +166,23 @@ pub fn memory_limit() -> Option<u64> {
     v.trim().parse::<u64>().ok().filter(|&b| b < 1 << 60)
 }
 
+/// The slots this process runs for a job whose largest stage asks `max_stage_cpu`
+/// cores: [`task_slots`] on [`cores`], capped by the [`memory_limit`]; with why, for
+/// the worker's first line.
+pub fn default_slots(max_stage_cpu: f64) -> (usize, String) {
+    let (c, mem) = (cores(), memory_limit());
+    let by_cores = task_slots(c, max_stage_cpu);
+    let n = fit_memory(by_cores, mem);
+    let mut why = format!(
+        "{c} core{}, stages need up to {max_stage_cpu} each",
+        if c == 1 { "" } else { "s" }
+    );
+    if let Some(m) = mem.filter(|_| n < by_cores) {
+        why += &format!(", {} MiB memory limit", m >> 20);
+    }
+    (n, why)
+}
+
 /// `slots` capped so that each gets [`SLOT_MEMORY`] of `limit`, at least one.
 pub fn fit_memory(slots: usize, limit: Option<u64>) -> usize {
     match limit {

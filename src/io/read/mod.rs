@@ -282,8 +282,8 @@ const LOCAL_READ_BUFFER: usize = 256 << 10;
 /// lose the records after the cut without a word. An error instead fails the attempt;
 /// the next one finds the file's etag changed (`input_changed`).
 struct Exact<R> {
-    inner: R,
-    left: u64,
+    /// The range: its limit is what is left of it.
+    inner: std::io::Take<R>,
     /// The task's flag (see [`ReadCtx::cut`]) and this file's URI.
     cut: Option<(CutFlag, String)>,
 }
@@ -291,11 +291,10 @@ struct Exact<R> {
 impl<R: std::io::Read> std::io::Read for Exact<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if n == 0 && self.left > 0 && !buf.is_empty() {
-            let message = format!(
-                "the file ended {} bytes early: it changed while it was read",
-                self.left
-            );
+        let left = self.inner.limit();
+        if n == 0 && left > 0 && !buf.is_empty() {
+            let message =
+                format!("the file ended {left} bytes early: it changed while it was read");
             if let Some((flag, uri)) = &self.cut {
                 *flag.lock().expect("cut flag") = Some((uri.clone(), message.clone()));
             }
@@ -304,7 +303,6 @@ impl<R: std::io::Read> std::io::Read for Exact<R> {
                 message,
             ));
         }
-        self.left -= n as u64;
         Ok(n)
     }
 }
@@ -349,7 +347,6 @@ pub fn open_range(
             LOCAL_READ_BUFFER,
             Exact {
                 inner: file.take(range.end - range.start),
-                left: range.end - range.start,
                 cut: Some((ctx.cut.clone(), uri.to_string())),
             },
         )));
@@ -421,8 +418,7 @@ mod tests {
     #[test]
     fn a_range_that_ends_early_is_an_error_not_an_end() {
         let mut whole = Exact {
-            inner: &b"abcdef"[..],
-            left: 6,
+            inner: (&b"abcdef"[..]).take(6),
             cut: None,
         };
         let mut v = Vec::new();
@@ -431,8 +427,7 @@ mod tests {
         // Planned 10 bytes, 6 there: truncated after the open.
         let flag = std::sync::Arc::new(std::sync::Mutex::new(None));
         let mut short = Exact {
-            inner: &b"abcdef"[..],
-            left: 10,
+            inner: (&b"abcdef"[..]).take(10),
             cut: Some((flag.clone(), "file:///in/a.jsonl".into())),
         };
         let e = short.read_to_end(&mut Vec::new()).unwrap_err();
