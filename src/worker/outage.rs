@@ -108,6 +108,24 @@ impl Outage {
     }
 }
 
+impl Outage {
+    /// Reads `job.json` at `uri`, waiting out an outage (and reporting it) as every
+    /// other request does; a missing job or denied access is the error.
+    pub async fn load_job(
+        &mut self,
+        reg: &crate::store::Registry,
+        uri: &str,
+        retry: &crate::protocol::io::Retry,
+    ) -> Result<crate::protocol::job::LoadedJob, WorkerError> {
+        loop {
+            match crate::protocol::job::load_job(reg, uri, retry).await {
+                Ok(j) => return Ok(j),
+                Err(e) => self.back_off(e.into()).await?,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,23 +182,5 @@ mod tests {
         assert!(o.back_off(denied).await.is_err());
         let missing = WorkerError::Job(JobError::NotFound("memory://x/jobs/j".into()));
         assert!(!is_outage(&missing));
-    }
-}
-
-impl Outage {
-    /// Reads `job.json` at `uri`, waiting out an outage (and reporting it) as every
-    /// other request does; a missing job or denied access is the error.
-    pub async fn load_job(
-        &mut self,
-        reg: &crate::store::Registry,
-        uri: &str,
-        retry: &crate::protocol::io::Retry,
-    ) -> Result<crate::protocol::job::LoadedJob, WorkerError> {
-        loop {
-            match crate::protocol::job::load_job(reg, uri, retry).await {
-                Ok(j) => return Ok(j),
-                Err(e) => self.back_off(e.into()).await?,
-            }
-        }
     }
 }
