@@ -645,8 +645,10 @@ fn a_zombie_deletes_what_it_staged_after_the_janitor_ran() {
         .unwrap();
     let t0 = Instant::now();
     let first = loop {
+        // A complete lease record, not the local store's temporary file of one
+        // (`…#n`, renamed into place a moment later).
         let l = files_under(&job_dir.join("leases/p00"));
-        if let Some(f) = l.first() {
+        if let Some(f) = l.iter().find(|f| !f.contains('#')) {
             break job_dir.join("leases/p00").join(f);
         }
         assert!(t0.elapsed() < Duration::from_secs(30), "no lease taken");
