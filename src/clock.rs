@@ -25,6 +25,31 @@ impl Clock for SystemClock {
     }
 }
 
+/// Tokio's clock, from `base_ms` at creation: virtual time on a runtime whose time is
+/// paused (the fleet simulator, docs/SCALE.md), so leases, heartbeats and polls of
+/// thousands of simulated workers expire and fire as on a real fleet, in minutes.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    start: tokio::time::Instant,
+    base_ms: u64,
+}
+
+impl TokioClock {
+    /// Must be created inside the runtime whose clock it reads.
+    pub fn new(base_ms: u64) -> Self {
+        TokioClock {
+            start: tokio::time::Instant::now(),
+            base_ms,
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now_ms(&self) -> u64 {
+        self.base_ms + self.start.elapsed().as_millis() as u64
+    }
+}
+
 /// A clock that only moves when told to.
 #[derive(Debug, Default, Clone)]
 pub struct MockClock(Arc<AtomicU64>);

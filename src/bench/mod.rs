@@ -4,6 +4,7 @@
 //! report) and never touch a real job's store: they work in a scratch directory or
 //! in memory.
 //!
+//! - [`fleet`]: the fleet simulator, mdf's protocol at 10,000 workers on simulated S3.
 //! - [`protocol`]: requests per task and the protocol's overhead on the local store.
 //! - [`text`]: language identification, main-text extraction, the URL filter, MinHash.
 //! - [`images`]: the image kernels on one core.
@@ -11,12 +12,14 @@
 //! - [`fasttext`]: fastText prediction, and lid.176 beside the built-in identifier.
 pub mod dedup;
 pub mod fasttext;
+pub mod fleet;
 pub mod images;
 pub mod protocol;
 pub mod text;
 
 pub use dedup::{DedupBench, DedupReport, dedup_shuffle};
 pub use fasttext::{FastTextReport, fasttext};
+pub use fleet::{FleetBench, FleetReport, fleet};
 pub use images::{ImagesReport, images};
 pub use protocol::{ProtocolBench, ProtocolReport, protocol};
 pub use text::{

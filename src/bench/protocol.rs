@@ -101,6 +101,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             exit_when_class_done: false,
             give_up_after: None,
             listings: None,
+            simulate: None,
         };
         hs.push(tokio::spawn(async move { worker::run(&reg, o).await }));
     }

@@ -18,6 +18,45 @@ pub enum Bench {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// The fleet simulator (docs/SCALE.md): mdf's real submit, workers, leases, commits
+    /// and finalize against a simulated S3 (latency, per-prefix rate limits with 503
+    /// SlowDown, LIST pages, prices), in virtual time; task work is simulated.
+    Fleet {
+        #[arg(long, default_value_t = 100)]
+        workers: usize,
+        #[arg(long, default_value_t = 2000)]
+        tasks: usize,
+        /// Median seconds of one task's work.
+        #[arg(long, default_value_t = 60.0)]
+        work_secs: f64,
+        /// Log-normal σ of the work across tasks.
+        #[arg(long, default_value_t = 0.3)]
+        work_sigma: f64,
+        #[arg(long, default_value_t = 64 << 20)]
+        output_bytes: u64,
+        /// Workers start evenly over this many seconds.
+        #[arg(long, default_value_t = 60.0)]
+        ramp_secs: f64,
+        /// Workers killed without notice at random times, each replaced.
+        #[arg(long, default_value_t = 0)]
+        kills: usize,
+        /// Extra `job:` settings, e.g. "poll_millis: 5000, lease_ttl_secs: 120".
+        #[arg(long, default_value = "")]
+        job: String,
+        /// A partition (rate-limited together) is a key's first N path segments.
+        #[arg(long, default_value_t = 4)]
+        prefix_depth: usize,
+        /// Requests per second per partition: PUT/COPY/POST/DELETE, GET/HEAD/LIST.
+        #[arg(long, default_value_t = 3500.0)]
+        write_rate: f64,
+        #[arg(long, default_value_t = 5500.0)]
+        read_rate: f64,
+        /// Multiplies every median request latency.
+        #[arg(long, default_value_t = 1.0)]
+        latency_scale: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Language identification accuracy and speed on labelled sentences
     /// (`<iso639-1>.txt.gz`, one sentence a line, e.g. ../shared/data/langid/lingua-testdata-sentences).
     Langid {
@@ -132,6 +171,47 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
         Bench::Extract { dev, limit, .. } => {
             let dev = dev.ok_or_else(|| anyhow::anyhow!("--dev or --pages"))?;
             Box::new(bench::extract_quality(&dev, limit)?)
+        }
+        Bench::Fleet {
+            workers,
+            tasks,
+            work_secs,
+            work_sigma,
+            output_bytes,
+            ramp_secs,
+            kills,
+            job,
+            prefix_depth,
+            write_rate,
+            read_rate,
+            latency_scale,
+            seed,
+        } => {
+            let d = crate::store::sim::SimConfig::default();
+            let l = latency_scale;
+            Box::new(bench::fleet(&bench::FleetBench {
+                workers,
+                tasks,
+                work_secs,
+                work_sigma,
+                output_bytes,
+                ramp_secs,
+                kills,
+                job,
+                store: crate::store::sim::SimConfig {
+                    get_ms: d.get_ms * l,
+                    head_ms: d.head_ms * l,
+                    put_ms: d.put_ms * l,
+                    list_ms: d.list_ms * l,
+                    copy_ms: d.copy_ms * l,
+                    delete_ms: d.delete_ms * l,
+                    write_rate,
+                    read_rate,
+                    prefix_depth,
+                    seed,
+                    ..d
+                },
+            })?)
         }
         Bench::Langid { data, per_language } => {
             Box::new(bench::langid_accuracy(&data, per_language)?)

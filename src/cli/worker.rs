@@ -105,6 +105,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         exit_when_class_done: member.is_some(),
                         give_up_after: a.give_up_after.map(std::time::Duration::from_secs),
                         listings: None,
+                        simulate: None,
                     };
                     let r = worker::slots::run_slots(&reg, slots, make).await?;
                     eprintln!(

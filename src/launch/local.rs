@@ -121,6 +121,7 @@ pub fn in_process(
                 exit_when_class_done: false,
                 give_up_after: None,
                 listings: (workers > 1).then(|| listings.clone()),
+                simulate: None,
             };
             tokio::spawn(async move { worker::run(&reg, opts).await })
         })

@@ -79,19 +79,54 @@ impl Retry {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
+        let started = tokio::time::Instant::now();
         let mut n = 0;
         loop {
             match op().await {
-                Err(e) if is_transient(&e) && n + 1 < self.attempts => {
-                    tracing::debug!(error = %e, attempt = n, "transient storage error, retrying");
-                    tokio::time::sleep(self.delay(n)).await;
-                    n += 1;
-                }
+                Err(e) => match self.again(&e, n, started) {
+                    Some(d) => {
+                        tracing::debug!(error = %e, attempt = n, "transient storage error, retrying");
+                        tokio::time::sleep(d).await;
+                        n += 1;
+                    }
+                    None => return Err(e),
+                },
                 r => return r,
             }
         }
     }
+
+    /// How long to wait before trying again after `e` on try `n` (0-based) of a
+    /// request first tried at `started`; `None`: give up. A transient error gets
+    /// `attempts` tries in all; a store asking to slow down (503 SlowDown, 429) gets
+    /// as many as fit in [`SLOW_DOWN_BUDGET`], its backoff growing to 15 s: S3 answers
+    /// a prefix over its request rate with 503s until it has split the prefix, and a
+    /// fleet whose creates gave up after a second or two would turn that into
+    /// released tasks and failed submits (docs/SCALE.md).
+    pub fn again(
+        &self,
+        e: &object_store::Error,
+        n: u32,
+        started: tokio::time::Instant,
+    ) -> Option<Duration> {
+        if !is_transient(e) {
+            return None;
+        }
+        if crate::store::is_slow_down(e) && started.elapsed() < SLOW_DOWN_BUDGET {
+            let cap = self
+                .base
+                .saturating_mul(1 << n.min(20))
+                .min(Duration::from_secs(15));
+            return Some(Duration::from_millis(
+                self.entropy.below(cap.as_millis() as u64 + 1),
+            ));
+        }
+        (n + 1 < self.attempts).then(|| self.delay(n))
+    }
 }
+
+/// How long a request the store keeps asking to slow down is tried again.
+pub const SLOW_DOWN_BUDGET: Duration = Duration::from_secs(180);
 
 /// Errors worth retrying (defined with the store, re-exported for protocol callers).
 pub use crate::store::is_transient;
@@ -152,18 +187,22 @@ pub async fn create_bytes(
     // can an "already exists" be our own write, and only then is a read-back needed.
     let mut maybe_landed = false;
     let mut n = 0;
+    let started = tokio::time::Instant::now();
     let r = loop {
         let payload = PutPayload::from(body.clone());
         match store
             .put_opts(path, payload, PutOptions::from(PutMode::Create))
             .await
         {
-            Err(e) if is_transient(&e) && n + 1 < retry.attempts => {
-                tracing::debug!(error = %e, attempt = n, "transient error on create, retrying");
-                maybe_landed = true;
-                tokio::time::sleep(retry.delay(n)).await;
-                n += 1;
-            }
+            Err(e) => match retry.again(&e, n, started) {
+                Some(d) => {
+                    tracing::debug!(error = %e, attempt = n, "transient error on create, retrying");
+                    maybe_landed = true;
+                    tokio::time::sleep(d).await;
+                    n += 1;
+                }
+                None => break Err(e),
+            },
             r => break r,
         }
     };

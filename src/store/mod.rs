@@ -7,6 +7,7 @@
 pub mod counting;
 pub mod fault;
 pub mod s3;
+pub mod sim;
 
 pub use counting::{CountingStore, RequestCounts, RequestSnapshot};
 
@@ -123,6 +124,15 @@ impl Uri {
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
     static M: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
     M.get_or_init(Default::default)
+}
+
+/// Serves `store` as `memory://NAME` to every registry of this process (the fleet
+/// simulator's store, see [`sim`]). Replaces an earlier store of that name.
+pub fn install_memory(name: &str, store: Arc<dyn ObjectStore>) {
+    memory_stores()
+        .lock()
+        .expect("memory stores")
+        .insert(format!("memory://{name}"), store);
 }
 
 /// Opens stores by URI, caches them, and wraps them in request counters.
@@ -375,6 +385,19 @@ pub fn is_transient(e: &object_store::Error) -> bool {
             | E::Unauthenticated { .. }
             | E::UnknownConfigurationKey { .. }
     )
+}
+
+/// A store asking its client to slow down: S3's 503 SlowDown, a 429 Too
+/// Many Requests of other S3-compatible stores. Transient, but worth a longer backoff
+/// (`protocol::io::Retry::again`).
+pub fn is_slow_down(e: &object_store::Error) -> bool {
+    if !is_transient(e) {
+        return false;
+    }
+    let m = e.to_string();
+    ["SlowDown", "429 Too Many Requests", "TooManyRequests"]
+        .iter()
+        .any(|s| m.contains(s))
 }
 
 #[cfg(test)]

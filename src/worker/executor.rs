@@ -66,20 +66,121 @@ impl TaskRun<'_> {
 
 /// Runs one task of a phase kind to the point of committing.
 #[async_trait::async_trait]
-pub(super) trait PhaseExecutor: Send + Sync {
+pub(crate) trait PhaseExecutor: Send + Sync {
     /// The kind's name, for logs and tests.
     fn name(&self) -> &'static str;
     async fn execute(&self, run: &TaskRun<'_>) -> Attempt;
 }
 
 /// The executor of a phase's tasks, from its plan.
-pub(super) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
+pub(crate) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
     let near = plan.dedup.as_ref().is_some_and(|d| d.params.kind.is_near());
     match plan.kind {
         PhaseKind::Map => Box::new(RecordsPhase),
         PhaseKind::Reduce if !near => Box::new(ExactReduce),
         PhaseKind::Reduce | PhaseKind::Propagate => Box::new(NearStep),
         PhaseKind::Apply => Box::new(ApplyPhase),
+    }
+}
+
+/// Simulated work, for the fleet simulator (`mdf bench fleet`, docs/SCALE.md): a task
+/// takes a virtual-time sleep instead of running its stages, and stages one output
+/// object. Everything around it (leases, heartbeats, commits, publishing, finalize) is
+/// the real protocol.
+#[derive(Debug, Clone)]
+pub struct SimulatedWork {
+    /// Median seconds of a task's work.
+    pub work_secs: f64,
+    /// σ of its log-normal spread across tasks (0: every task the same).
+    pub sigma: f64,
+    /// Bytes of the one output object a task stages.
+    pub output_bytes: u64,
+    /// Rows the output object counts.
+    pub rows: u64,
+    /// The output object's bytes, allocated once: every task stages the same.
+    pub body: bytes::Bytes,
+}
+
+impl SimulatedWork {
+    pub fn new(work_secs: f64, sigma: f64, output_bytes: u64) -> Self {
+        SimulatedWork {
+            work_secs,
+            sigma,
+            output_bytes,
+            rows: 1,
+            body: bytes::Bytes::from(vec![0u8; output_bytes as usize]),
+        }
+    }
+
+    /// How long `task` works: fixed by its id, so every attempt of it takes the same.
+    pub fn duration(&self, task: &str) -> std::time::Duration {
+        let h = crate::protocol::hash16(&[task]);
+        let a = u64::from_str_radix(&h[..8], 16).unwrap_or(0) as f64 / 4294967296.0;
+        let b = u64::from_str_radix(&h[8..16], 16).unwrap_or(0) as f64 / 4294967296.0;
+        // Box–Muller over the id's two uniform halves.
+        let z = (-2.0 * a.max(1e-12).ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos();
+        std::time::Duration::from_secs_f64(self.work_secs * (self.sigma * z).exp())
+    }
+}
+
+/// The executor of every phase under simulation.
+pub(crate) struct Simulated(pub SimulatedWork);
+
+#[async_trait::async_trait]
+impl PhaseExecutor for Simulated {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
+        let end = tokio::time::Instant::now() + self.0.duration(run.task);
+        // Looks at the cancel flag (set by the heartbeat on a fence or shutdown) once
+        // a second, as the pipelines look between batches.
+        while tokio::time::Instant::now() < end {
+            if run.cancel.load(Ordering::Relaxed) {
+                return Attempt::Cancelled;
+            }
+            let next = end.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+            tokio::time::sleep_until(next).await;
+        }
+        let uri = run.out_dir().child("part-00000.parquet");
+        let body = self.0.body.clone();
+        let store = match run.reg.open(&uri) {
+            Ok(s) => s,
+            Err(e) => {
+                return Attempt::Failed(TaskError::Proto(
+                    crate::protocol::io::ProtoError::Corrupt {
+                        path: uri.to_uri_string(),
+                        message: e.to_string(),
+                    },
+                ));
+            }
+        };
+        let put = run.ctx.retry.run(|| {
+            use object_store::ObjectStoreExt;
+            store.put(&uri.path, body.clone().into())
+        });
+        if let Err(e) = put.await {
+            let e = crate::protocol::io::ProtoError::store(&uri.path, e);
+            return Attempt::Failed(TaskError::Proto(e));
+        }
+        Attempt::Done(Box::new(Produced {
+            outputs: vec![OutputFile {
+                uri: uri.to_uri_string(),
+                rows: self.0.rows,
+                bytes: self.0.output_bytes,
+                blake3: String::new(),
+            }],
+            rejects: vec![],
+            tables: vec![],
+            stats: TaskStats {
+                records_in: self.0.rows,
+                records_out: self.0.rows,
+                output_bytes: self.0.output_bytes,
+                ..Default::default()
+            },
+            shuffle: None,
+            changed: None,
+        }))
     }
 }
 

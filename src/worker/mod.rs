@@ -4,6 +4,7 @@
 //! knows nothing about what an operator computes beyond the operator interface.
 mod attempt;
 mod executor;
+pub use executor::SimulatedWork;
 pub mod finalize;
 pub mod outage;
 pub mod pipeline;
@@ -58,6 +59,9 @@ pub struct WorkerOptions {
     pub give_up_after: Option<Duration>,
     /// Listings shared with the other task slots of this process (`slots::run_slots`).
     pub listings: Option<Arc<slots::SharedListings>>,
+    /// The fleet simulator's work in place of every phase's executor (docs/SCALE.md);
+    /// `None` everywhere else.
+    pub simulate: Option<executor::SimulatedWork>,
 }
 
 /// What a worker did.
@@ -115,6 +119,8 @@ pub struct WorkerCtx {
     /// and the requests of attempts that commit nothing (released, fenced,
     /// outraced), which no commit record carries.
     pub counts: Arc<RequestCounts>,
+    /// See [`WorkerOptions::simulate`].
+    pub simulate: Option<executor::SimulatedWork>,
 }
 
 impl WorkerCtx {
@@ -423,6 +429,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         commits: Default::default(),
         observed: Default::default(),
         counts: counts.clone(),
+        simulate: opts.simulate.clone(),
     });
     let job = &ctx.job;
     let lease = ctx.lease(store.as_ref());

@@ -81,8 +81,10 @@ async fn attempt(
     let outraced = Arc::new(AtomicBool::new(false));
     let commit_path = ctx.job.paths.commit(&phase_name, task);
 
-    // Heartbeat: renew the lease (and slot) until told to stop; fenced → cancel.
-    let hb = {
+    // Heartbeat: renew the lease (and slot) until told to stop; fenced → cancel. It
+    // stops with the attempt however that ends: an attempt dropped mid-way (its worker
+    // stopped from outside) must not leave a task renewing a lease nobody works under.
+    let mut hb = {
         let ctx = ctx.clone();
         let store = store.clone();
         let (held, slot, cancel, fenced, outraced, commit_path) = (
@@ -138,6 +140,7 @@ async fn attempt(
             }
         })
     };
+    let hb_guard = AbortOnDrop(hb.abort_handle());
 
     let attempt_id = held.lock().await.attempt.clone();
     let lost = held.lock().await.lost;
@@ -169,7 +172,8 @@ async fn attempt(
         .await
     };
     hb.abort();
-    let _ = hb.await;
+    let _ = (&mut hb).await;
+    drop(hb_guard);
 
     let lease = ctx.lease(store.as_ref());
     let mut held = held.lock().await.clone();
@@ -362,6 +366,15 @@ async fn attempt(
     Ok(outcome)
 }
 
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Whether `phase` is a near-dedup label step (which skips once the labels converged).
 pub(super) fn is_label_step(ctx: &WorkerCtx, phase: usize) -> bool {
     ctx.job.manifest.phases.get(phase).is_some_and(|p| {
@@ -549,7 +562,10 @@ async fn execute(
         cancel,
         manifest,
     };
-    let exec = executor::for_phase(&job.manifest.phases[phase]);
+    let exec: Box<dyn executor::PhaseExecutor> = match &ctx.simulate {
+        Some(w) => Box::new(executor::Simulated(w.clone())),
+        None => executor::for_phase(&job.manifest.phases[phase]),
+    };
     tracing::debug!(
         phase = phase_name,
         task,
