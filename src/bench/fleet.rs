@@ -48,7 +48,8 @@ pub struct FleetReport {
     pub planning_requests: SimCounts,
     /// From planning's end to the last commit of the last records phase.
     pub drain: Duration,
-    /// `max(total work / workers, longest task)`: a fleet without overhead.
+    /// `max(total work / workers + ramp / 2, longest task)`: a fleet without
+    /// overhead, its workers starting evenly over the ramp.
     pub ideal: Duration,
     pub finalize: Duration,
     pub finalize_requests: u64,
@@ -112,7 +113,11 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
         ));
     }
     let store = SimStore::new(b.store.clone());
-    let name = format!("fleet-sim-{}-{}", std::process::id(), b.store.seed);
+    // The same name for the same seed (task ids derive from the input paths, so a
+    // run is repeatable), and a new one for each simulation of this process.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("fleet-sim-{}-{run}", b.store.seed);
     install_memory(&name, Arc::new(store.clone()));
     let root = format!("memory://{name}");
     // The inputs, written for free: one tiny JSONL file per task.
@@ -275,8 +280,11 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
         .await;
     let works: Vec<f64> = ids.iter().map(|t| work.duration(t).as_secs_f64()).collect();
     let longest = works.iter().cloned().fold(0.0, f64::max);
-    let ideal =
-        Duration::from_secs_f64((works.iter().sum::<f64>() / b.workers as f64).max(longest));
+    // Worker i starts at ramp × i / W: on average a little under half the ramp is
+    // lost to each (a lower bound of the drain, as the longest task is).
+    let w = b.workers as f64;
+    let mean_start = b.ramp_secs * (w - 1.0) / (2.0 * w);
+    let ideal = Duration::from_secs_f64((works.iter().sum::<f64>() / w + mean_start).max(longest));
     let store_objects = backing.list(None).count().await as u64;
     // Published data files (not the manifest or the owner marker).
     let output_objects = backing

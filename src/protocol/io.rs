@@ -54,7 +54,37 @@ pub struct Retry {
     pub attempts: u32,
     pub base: Duration,
     pub max: Duration,
+    /// How long a request the store keeps asking to slow down is tried again
+    /// ([`SLOW_DOWN_BUDGET`]; a lease's operations get less, see `WorkerCtx::lease`).
+    pub slow_down_for: Duration,
     pub entropy: Entropy,
+}
+
+/// The tries of one request so far, for [`Retry::again`].
+#[derive(Debug, Clone, Copy)]
+pub struct Tries {
+    /// Tries that failed, of any kind (the backoff grows with them).
+    pub n: u32,
+    /// Those that failed other than by the store asking to slow down (they count
+    /// towards `attempts`).
+    pub other: u32,
+    pub started: tokio::time::Instant,
+}
+
+impl Tries {
+    pub fn new() -> Self {
+        Tries {
+            n: 0,
+            other: 0,
+            started: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for Tries {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Retry {
@@ -63,6 +93,7 @@ impl Retry {
             attempts: 8,
             base: Duration::from_millis(25),
             max: Duration::from_secs(5),
+            slow_down_for: SLOW_DOWN_BUDGET,
             entropy,
         }
     }
@@ -79,15 +110,13 @@ impl Retry {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
-        let started = tokio::time::Instant::now();
-        let mut n = 0;
+        let mut tries = Tries::new();
         loop {
             match op().await {
-                Err(e) => match self.again(&e, n, started) {
+                Err(e) => match self.again(&e, &mut tries) {
                     Some(d) => {
-                        tracing::debug!(error = %e, attempt = n, "transient storage error, retrying");
+                        tracing::debug!(error = %e, attempt = tries.n, "transient storage error, retrying");
                         tokio::time::sleep(d).await;
-                        n += 1;
                     }
                     None => return Err(e),
                 },
@@ -96,23 +125,24 @@ impl Retry {
         }
     }
 
-    /// How long to wait before trying again after `e` on try `n` (0-based) of a
-    /// request first tried at `started`; `None`: give up. A transient error gets
-    /// `attempts` tries in all; a store asking to slow down (503 SlowDown, 429) gets
-    /// as many as fit in [`SLOW_DOWN_BUDGET`], its backoff growing to 15 s: S3 answers
-    /// a prefix over its request rate with 503s until it has split the prefix, and a
-    /// fleet whose creates gave up after a second or two would turn that into
-    /// released tasks and failed submits (docs/SCALE.md).
-    pub fn again(
-        &self,
-        e: &object_store::Error,
-        n: u32,
-        started: tokio::time::Instant,
-    ) -> Option<Duration> {
+    /// How long to wait before trying again after `e` (and counts the failed try in
+    /// `tries`); `None`: give up. A transient error gets `attempts` tries in all; a
+    /// store asking to slow down (503 SlowDown, 429) gets as many as fit in
+    /// `slow_down_for` from the first try, its backoff growing to 15 s, and they do
+    /// not count towards `attempts`: S3 answers a prefix over its request rate with
+    /// 503s until it has split the prefix, and a fleet whose creates gave up after a
+    /// second or two would turn that into released tasks and failed submits
+    /// (docs/SCALE.md).
+    pub fn again(&self, e: &object_store::Error, tries: &mut Tries) -> Option<Duration> {
         if !is_transient(e) {
             return None;
         }
-        if crate::store::is_slow_down(e) && started.elapsed() < SLOW_DOWN_BUDGET {
+        let n = tries.n;
+        tries.n += 1;
+        if crate::store::is_slow_down(e) {
+            if tries.started.elapsed() >= self.slow_down_for {
+                return None;
+            }
             let cap = self
                 .base
                 .saturating_mul(1 << n.min(20))
@@ -121,7 +151,8 @@ impl Retry {
                 self.entropy.below(cap.as_millis() as u64 + 1),
             ));
         }
-        (n + 1 < self.attempts).then(|| self.delay(n))
+        tries.other += 1;
+        (tries.other < self.attempts).then(|| self.delay(n))
     }
 }
 
@@ -186,20 +217,18 @@ pub async fn create_bytes(
     // Whether an earlier try may have landed although it reported an error: only then
     // can an "already exists" be our own write, and only then is a read-back needed.
     let mut maybe_landed = false;
-    let mut n = 0;
-    let started = tokio::time::Instant::now();
+    let mut tries = Tries::new();
     let r = loop {
         let payload = PutPayload::from(body.clone());
         match store
             .put_opts(path, payload, PutOptions::from(PutMode::Create))
             .await
         {
-            Err(e) => match retry.again(&e, n, started) {
+            Err(e) => match retry.again(&e, &mut tries) {
                 Some(d) => {
-                    tracing::debug!(error = %e, attempt = n, "transient error on create, retrying");
+                    tracing::debug!(error = %e, attempt = tries.n, "transient error on create, retrying");
                     maybe_landed = true;
                     tokio::time::sleep(d).await;
-                    n += 1;
                 }
                 None => break Err(e),
             },
@@ -343,4 +372,59 @@ pub async fn list_dirs(
         .collect();
     v.sort();
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(msg: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "test",
+            source: msg.to_string().into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_downs_are_waited_out_for_the_budget_and_do_not_use_up_attempts() {
+        let r = Retry::new(Entropy::seeded(3));
+        let slow = err("503 SlowDown: please reduce your request rate");
+        let other = err("500 InternalError");
+        let mut t = Tries::new();
+        // Many more slow-downs than `attempts`, all retried while within the budget.
+        for _ in 0..20 {
+            let d = r.again(&slow, &mut t).expect("retried");
+            assert!(d <= Duration::from_secs(15));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        // Other transient errors still get `attempts` tries of their own.
+        for _ in 0..r.attempts - 1 {
+            assert!(r.again(&other, &mut t).is_some());
+        }
+        assert!(r.again(&other, &mut t).is_none());
+        // Past the budget a slow-down is given up on; a lease's retry has less.
+        let mut t = Tries::new();
+        tokio::time::sleep(SLOW_DOWN_BUDGET).await;
+        assert!(r.again(&slow, &mut t).is_none());
+        let lease = Retry {
+            slow_down_for: Duration::from_secs(15),
+            ..r.clone()
+        };
+        let mut t = Tries::new();
+        assert!(lease.again(&slow, &mut t).is_some());
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        assert!(lease.again(&slow, &mut t).is_none());
+        // Definite answers are never retried; a key named like a slow-down is not one.
+        let gone = object_store::Error::NotFound {
+            path: "x".into(),
+            source: "no".into(),
+        };
+        assert!(r.again(&gone, &mut Tries::new()).is_none());
+        assert!(!crate::store::is_slow_down(&err(
+            "500 InternalError on jobs/SlowDown-job/x"
+        )));
+        assert!(crate::store::is_slow_down(&err(
+            "Server returned non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>"
+        )));
+    }
 }

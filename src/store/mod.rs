@@ -394,10 +394,17 @@ pub fn is_slow_down(e: &object_store::Error) -> bool {
     if !is_transient(e) {
         return false;
     }
+    // What the store said, not the whole message (which names the key: a job called
+    // "SlowDown" must not turn every error on its keys into one).
     let m = e.to_string();
-    ["SlowDown", "429 Too Many Requests", "TooManyRequests"]
-        .iter()
-        .any(|s| m.contains(s))
+    [
+        "<Code>SlowDown</Code>",
+        "503 SlowDown",
+        "429 Too Many Requests",
+        "<Code>TooManyRequests</Code>",
+    ]
+    .iter()
+    .any(|s| m.contains(s))
 }
 
 #[cfg(test)]

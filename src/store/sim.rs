@@ -139,15 +139,17 @@ impl SimCounts {
             bytes_written: self.bytes_written - before.bytes_written,
         }
     }
-    /// As the job's request counters, for [`crate::coordinator::status::Prices`].
+    /// The billed requests, as the job's request counters for
+    /// [`crate::coordinator::status::Prices`]: S3 bills no 5xx answer, so no 503.
     pub fn snapshot(&self) -> super::RequestSnapshot {
+        let billed = |op| self.get(op) - self.throttled.get(&op).copied().unwrap_or(0);
         super::RequestSnapshot {
-            get: self.get(Op::Get),
-            head: self.get(Op::Head),
-            put: self.get(Op::Put),
-            list: self.get(Op::List),
-            delete: self.get(Op::Delete),
-            copy: self.get(Op::Copy),
+            get: billed(Op::Get),
+            head: billed(Op::Head),
+            put: billed(Op::Put),
+            list: billed(Op::List),
+            delete: billed(Op::Delete),
+            copy: billed(Op::Copy),
             bytes_read: self.bytes_read,
             bytes_written: self.bytes_written,
         }
@@ -225,12 +227,12 @@ impl SimStore {
         c
     }
 
-    /// The partition of a key or listed prefix.
+    /// The partition of a key (its folder, cut at `prefix_depth` segments: an
+    /// object's own name never makes a partition of its own) or of a listed prefix
+    /// (cut the same way).
     pub fn partition(&self, key: &str) -> String {
-        key.split('/')
-            .take(self.cfg.prefix_depth)
-            .collect::<Vec<_>>()
-            .join("/")
+        let parts: Vec<&str> = key.split('/').collect();
+        parts[..parts.len().saturating_sub(1).min(self.cfg.prefix_depth)].join("/")
     }
 
     /// One call of `op` on `key` moving `bytes`, as mdf's S3 client makes it: a 503 is
@@ -442,7 +444,7 @@ impl ObjectStore for SimStore {
         futures::stream::once(async move {
             let all: Result<Vec<ObjectMeta>> = this.inner.list(p.as_ref()).try_collect().await;
             match all {
-                Ok(v) => this.paged(v, p.map(|p| p.to_string()).unwrap_or_default()),
+                Ok(v) => this.paged(v, p.map(|p| format!("{p}/")).unwrap_or_default()),
                 Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
             }
         })
@@ -451,7 +453,7 @@ impl ObjectStore for SimStore {
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let r = self.inner.list_with_delimiter(prefix).await?;
-        let key = prefix.map(|p| p.to_string()).unwrap_or_default();
+        let key = prefix.map(|p| format!("{p}/")).unwrap_or_default();
         let n = r.objects.len() + r.common_prefixes.len();
         for _ in 0..n.div_ceil(self.cfg.page.max(1)).max(1) {
             self.call(Op::List, &key, 0, true).await?;
@@ -537,7 +539,9 @@ mod tests {
         // 10 of burst, then 1 per 100 ms while each PUT takes 30 ms.
         assert!(slow > 0 && ok >= 10, "ok {ok} slow {slow}");
         assert_eq!(s.counts().throttled_total(), slow);
-        // Another partition is not throttled.
+        // Another partition is not throttled; an object's name is not one.
+        assert_eq!(s.partition("a/b/c/d/e/f"), "a/b/c/d");
+        assert_eq!(s.partition("in/x.jsonl"), "in");
         s.put(&Path::from("a/b/c/e/1"), "x".into()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(2)).await;
         s.put(&Path::from("a/b/c/d/again"), "x".into())

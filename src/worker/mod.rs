@@ -106,6 +106,10 @@ pub struct WorkerCtx {
     pub clock: Arc<dyn Clock>,
     pub entropy: Entropy,
     pub retry: Retry,
+    /// `retry` for lease operations: a store asking to slow down is tried again for at
+    /// most one heartbeat interval, so a claim, renewal or commit never outlives the
+    /// lease it acts under while waiting (and the heartbeat keeps passing shutdown on).
+    pub lease_retry: Retry,
     pub worker_id: String,
     pub stages: Vec<Vec<BoundStage>>,
     pub shutdown: Arc<AtomicBool>,
@@ -140,7 +144,7 @@ impl WorkerCtx {
             entropy: &self.entropy,
             worker: &self.worker_id,
             ttl_ms: self.ttl_ms(),
-            retry: &self.retry,
+            retry: &self.lease_retry,
             observed: &self.observed,
         }
     }
@@ -356,6 +360,9 @@ struct View {
     backed_up: HashSet<Key>,
     budget_spent: HashSet<usize>,
     median_ms: HashMap<usize, u64>,
+    /// The most tasks this worker's listings ever showed leased and not yet
+    /// terminal at once: about the fleet's size (see `idle_wait`).
+    peak_inflight: usize,
 }
 
 impl View {
@@ -415,6 +422,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         .clone()
         .unwrap_or_else(|| format!("w-{}", opts.entropy.hex_id(6)));
     let stages = bind_stages(&job, &operators).map_err(WorkerError::Plan)?;
+    let heartbeat_secs = job.spec.job.heartbeat_secs;
     let ctx = Arc::new(WorkerCtx {
         base: base.clone(),
         coord: coord.clone(),
@@ -422,6 +430,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         clock: opts.clock.clone(),
         entropy: opts.entropy.clone(),
         retry: retry.clone(),
+        lease_retry: Retry {
+            slow_down_for: Duration::from_secs(heartbeat_secs)
+                .min(crate::protocol::io::SLOW_DOWN_BUDGET),
+            ..retry.clone()
+        },
         worker_id: worker_id.clone(),
         stages,
         shutdown: opts.shutdown.clone(),
@@ -500,6 +513,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         backed_up: HashSet::new(),
         budget_spent: HashSet::new(),
         median_ms: HashMap::new(),
+        peak_inflight: 0,
     };
     let offset = seed as usize;
     let mut report = WorkerReport {
@@ -510,6 +524,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut attempts = 0u64;
     let mut last_stats = Instant::now();
     let mut need_refresh = true;
+    // Rounds in a row that found nothing to do (see `idle_wait`), reset by a task
+    // claimed or a phase done; and the phases seen done at the last idle round.
+    let mut idle_rounds = 0u32;
+    let mut phases_done = 0usize;
     let mut merged_generation = 0u64;
     let mut consecutive_lost = 0u32;
     // A storage request's result; on an outage, wait and start the round again.
@@ -575,6 +593,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 .await
             ) {
                 attempts += 1;
+                idle_rounds = 0;
                 report.backups += 1;
                 let key = (p, task.clone());
                 match task::run(&ctx, p, &task, held, slot, true).await {
@@ -593,10 +612,28 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 }
                 continue;
             }
-            tokio::time::sleep(
-                poll + Duration::from_millis(ctx.entropy.below(poll.as_millis() as u64 / 2 + 1)),
-            )
-            .await;
+            // A phase done since the last idle round may have opened a barrier: look
+            // again soon, as every idle worker of the fleet does.
+            let done = (0..view.names.len())
+                .filter(|&q| view.phase_done(q))
+                .count();
+            if done != phases_done {
+                phases_done = done;
+                idle_rounds = 0;
+            }
+            let wait = idle_wait(poll, idle_rounds, view.peak_inflight);
+            let wait =
+                wait + Duration::from_millis(ctx.entropy.below(wait.as_millis() as u64 / 2 + 1));
+            // In slices: a shutdown or spot notice must not wait out a long idle round.
+            let until = tokio::time::Instant::now() + wait;
+            while tokio::time::Instant::now() < until
+                && !ctx.shutdown.load(Ordering::Relaxed)
+                && !opts.drain.load(Ordering::Relaxed)
+            {
+                let slice = until.min(tokio::time::Instant::now() + Duration::from_millis(500));
+                tokio::time::sleep_until(slice).await;
+            }
+            idle_rounds += 1;
             need_refresh = true;
             continue;
         };
@@ -653,7 +690,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             let _ = lease.release(s, None).await;
         }
         let held = match or_back_off!(claim) {
-            Claim::Acquired(h) => h,
+            Claim::Acquired(h) => {
+                idle_rounds = 0;
+                h
+            }
             Claim::Busy { until_ms } => {
                 if let Some(s) = &slot {
                     let _ = lease.release(s, None).await;
@@ -734,6 +774,12 @@ async fn refresh(
         if l.generation != *merged {
             view.terminal.extend(l.terminal.iter().cloned());
             view.seen_leased.extend(l.leased.iter().cloned());
+            let inflight = l
+                .leased
+                .iter()
+                .filter(|k| !view.terminal.contains(*k))
+                .count();
+            view.peak_inflight = view.peak_inflight.max(inflight);
             *merged = l.generation;
         }
         return Ok(());
@@ -752,6 +798,7 @@ async fn list_into(
     retry: &Retry,
 ) -> Result<(), ProtoError> {
     let paths = &ctx.job.paths;
+    let mut inflight = 0usize;
     for p in 0..view.names.len() {
         if view.phase_done(p) {
             continue;
@@ -766,10 +813,34 @@ async fn list_into(
             continue;
         }
         for t in list_dirs(store.as_ref(), &paths.leases(name), retry).await? {
-            view.seen_leased.insert((p, t));
+            let key = (p, t);
+            inflight += usize::from(!view.terminal.contains(&key));
+            view.seen_leased.insert(key);
         }
     }
+    view.peak_inflight = view.peak_inflight.max(inflight);
     Ok(())
+}
+
+/// The fleet-wide rate of listings by idle workers that `idle_wait` aims at.
+pub const IDLE_REFRESHES_PER_SEC: f64 = 50.0;
+/// The longest an idle worker waits between two looks at the job.
+pub const MAX_IDLE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a worker that found nothing to do `rounds` times in a row waits before
+/// listing the job again: `poll` at first, doubling each round up to a cap that grows
+/// with the fleet (`fleet`: the most tasks seen in flight at once), so that the idle
+/// workers of a fleet together list about [`IDLE_REFRESHES_PER_SEC`] times a second
+/// (at most [`MAX_IDLE_WAIT`] apart). A phase's tail or barrier otherwise has every idle
+/// worker listing every phase every `poll`: 10,000 workers at 500 ms are 20,000 listings
+/// a second against one prefix (docs/SCALE.md). A small fleet polls as before: its cap
+/// is `poll`. Whoever of many workers looks first still sees new work within about
+/// `cap / idle workers`.
+pub fn idle_wait(poll: Duration, rounds: u32, fleet: usize) -> Duration {
+    let cap = Duration::from_secs_f64(fleet as f64 / IDLE_REFRESHES_PER_SEC)
+        .min(MAX_IDLE_WAIT)
+        .max(poll);
+    poll.saturating_mul(1 << rounds.min(16)).min(cap)
 }
 
 /// The next task to try. A CPU worker takes CPU phases only; a GPU worker takes GPU
@@ -1150,5 +1221,31 @@ async fn write_stats(ctx: &WorkerCtx, r: &WorkerReport, counts: &RequestCounts) 
         .await
     {
         tracing::warn!(error = %e, "could not write worker stats");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_waits_grow_to_a_cap_that_grows_with_the_fleet() {
+        let poll = Duration::from_millis(500);
+        // A small fleet polls every `poll`, however long it idles.
+        for rounds in [0, 1, 5, 40] {
+            assert_eq!(idle_wait(poll, rounds, 3), poll);
+        }
+        // 1,000 workers: doubling from `poll` to 1,000 / 50 = 20 s.
+        let w: Vec<u64> = (0..8)
+            .map(|r| idle_wait(poll, r, 1000).as_millis() as u64)
+            .collect();
+        assert_eq!(w, [500, 1000, 2000, 4000, 8000, 16000, 20000, 20000]);
+        // 10,000 workers: capped at MAX_IDLE_WAIT.
+        assert_eq!(idle_wait(poll, 30, 10_000), MAX_IDLE_WAIT);
+        // A poll longer than the fleet's cap stays as configured.
+        assert_eq!(
+            idle_wait(Duration::from_secs(60), 3, 10_000),
+            Duration::from_secs(60)
+        );
     }
 }

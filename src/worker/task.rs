@@ -140,7 +140,7 @@ async fn attempt(
             }
         })
     };
-    let hb_guard = AbortOnDrop(hb.abort_handle());
+    let hb_guard = AbortOnDrop(Some((hb.abort_handle(), cancel.clone())));
 
     let attempt_id = held.lock().await.attempt.clone();
     let lost = held.lock().await.lost;
@@ -173,7 +173,7 @@ async fn attempt(
     };
     hb.abort();
     let _ = (&mut hb).await;
-    drop(hb_guard);
+    hb_guard.disarm();
 
     let lease = ctx.lease(store.as_ref());
     let mut held = held.lock().await.clone();
@@ -366,12 +366,23 @@ async fn attempt(
     Ok(outcome)
 }
 
-/// Aborts a spawned task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// When dropped: aborts the heartbeat and cancels the attempt's work (a pipeline on
+/// a blocking thread stops at its next batch instead of staging on without a lease).
+/// `disarm` once the attempt's work is over.
+struct AbortOnDrop(Option<(tokio::task::AbortHandle, Arc<AtomicBool>)>);
+
+impl AbortOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        self.0.abort();
+        if let Some((hb, cancel)) = self.0.take() {
+            hb.abort();
+            cancel.store(true, Ordering::Relaxed);
+        }
     }
 }
 
