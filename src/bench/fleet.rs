@@ -9,7 +9,6 @@ use crate::clock::{Clock, Entropy, TokioClock};
 use crate::coordinator::status::{self, JobStatus, Prices};
 use crate::coordinator::submit;
 use crate::protocol::io::Retry;
-use crate::spec::{Overrides, Spec};
 use crate::store::sim::{Op, SimConfig, SimCounts, SimStore};
 use crate::store::{Registry, install_memory};
 use crate::worker::{self, SimulatedWork, WorkerOptions};
@@ -131,22 +130,12 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
             .await
             .map_err(BenchError::step("seeding the inputs"))?;
     }
-    let job = if b.job.trim().is_empty() {
-        String::new()
-    } else {
-        format!(", {}", b.job.trim())
-    };
-    let text = format!(
-        "name: fleet\ninput: {{uris: [\"{root}/in/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{root}/out\"}}\njob: {{max_files_per_task: 1{job}}}\n"
-    );
-    let spec = Spec::from_text(
-        &text,
+    let spec = super::text_length_job(
         "fleet",
-        &Overrides::default(),
-        &|_| None,
-        &crate::ops::Catalog,
-    )
-    .map_err(BenchError::step("the simulated job's spec"))?;
+        &format!("{root}/in/*.jsonl"),
+        &format!("{root}/out"),
+        &b.job,
+    )?;
     let reg = Registry::with_wrapper(spec.s3.clone(), None);
     // Virtual epoch milliseconds: any fixed start will do.
     let clock = TokioClock::new(1_800_000_000_000);

@@ -80,3 +80,29 @@ pub(crate) fn peak_rss_mb() -> f64 {
         })
         .map_or(0.0, |kb| kb / 1024.0)
 }
+
+/// The spec of a benchmark job: `text_length` over the JSONL files `input` (a glob)
+/// into `output`, a task per file, with `job` as extra `job:` entries
+/// (`poll_millis: 200`).
+pub(crate) fn text_length_job(
+    name: &str,
+    input: &str,
+    output: &str,
+    job: &str,
+) -> Result<crate::spec::Spec, BenchError> {
+    let job = match job.trim() {
+        "" => String::new(),
+        j => format!(", {j}"),
+    };
+    let text = format!(
+        "name: {name}\ninput: {{uris: [\"{input}\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{output}\"}}\njob: {{max_files_per_task: 1{job}}}\n"
+    );
+    crate::spec::Spec::from_text(
+        &text,
+        name,
+        &crate::spec::Overrides::default(),
+        &|_| None,
+        &crate::ops::Catalog,
+    )
+    .map_err(BenchError::step("the benchmark spec"))
+}

@@ -7,7 +7,6 @@ use crate::clock::{Entropy, SystemClock};
 use crate::coordinator::status::JobStatus;
 use crate::coordinator::{load_job, status, submit};
 use crate::protocol::io::Retry;
-use crate::spec::{Overrides, Spec};
 use crate::store::{Registry, RequestCounts, RequestSnapshot, Uri};
 use crate::worker::pipeline::{self, PipelineSpec};
 use crate::worker::{self, WorkerOptions};
@@ -56,19 +55,12 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
         let file = input.join(format!("{t:06}.jsonl"));
         std::fs::write(&file, s).map_err(BenchError::io(&file))?;
     }
-    let text = format!(
-        "name: bench\ninput: {{uris: [\"{}/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\njob: {{max_files_per_task: 1, poll_millis: 200}}\n",
-        input.display(),
-        dir.join("out").display()
-    );
-    let spec = Spec::from_text(
-        &text,
+    let spec = super::text_length_job(
         "bench",
-        &Overrides::default(),
-        &|_| None,
-        &crate::ops::Catalog,
-    )
-    .map_err(BenchError::step("the benchmark spec"))?;
+        &format!("{}/*.jsonl", input.display()),
+        &dir.join("out").display().to_string(),
+        "poll_millis: 200",
+    )?;
     let reg = Registry::new(spec.s3.clone());
     let entropy = Entropy::from_os();
     let retry = Retry::new(entropy.clone());
