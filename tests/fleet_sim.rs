@@ -63,3 +63,17 @@ fn an_unthrottled_fleet_drains_near_the_ideal() {
     let over = r.drain.as_secs_f64() / r.ideal.as_secs_f64();
     assert!(over < 1.35, "{over}: {table}");
 }
+
+#[test]
+fn no_workers_plans_only_and_counts_the_planning_requests() {
+    let r = fleet(&bench(0, 500, 3, SimConfig::default())).unwrap();
+    let table = r.to_string();
+    // A manifest a task and the finalize task's, job.json, the owner markers: all
+    // PUTs; the input listing is one page.
+    let p = &r.planning_requests;
+    assert!(p.get(mdf::store::sim::Op::Put) >= 501, "{table}");
+    assert_eq!(p.get(mdf::store::sim::Op::List), 2, "{table}");
+    assert!(r.planning > std::time::Duration::ZERO, "{table}");
+    assert_eq!(r.status.tasks_committed, 0, "{table}");
+    assert!(table.contains("planning (submit) of 500 input files"), "{table}");
+}

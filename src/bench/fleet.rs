@@ -106,10 +106,8 @@ fn reset_peak() {
 
 async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
     let real = std::time::Instant::now();
-    if b.workers == 0 || b.tasks == 0 {
-        return Err(BenchError::Input(
-            "--workers and --tasks must be at least 1".into(),
-        ));
+    if b.tasks == 0 {
+        return Err(BenchError::Input("--tasks must be at least 1".into()));
     }
     let store = SimStore::new(b.store.clone());
     // The same name for the same seed (task ids derive from the input paths, so a
@@ -201,11 +199,12 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
     // Spot interruptions without notice: at random times over the expected drain, a
     // random worker dies mid-task (its leases expire, its staged files stay) and a new
     // one takes its place.
+    let kills = if b.workers == 0 { 0 } else { b.kills };
     let mut kills: Vec<(Duration, usize)> = {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(b.store.seed ^ 0x6b696c6c);
         let span = b.ramp_secs + b.work_secs * (b.tasks as f64 / b.workers as f64).max(1.0);
-        (0..b.kills)
+        (0..kills)
             .map(|_| {
                 (
                     Duration::from_secs_f64(rng.random::<f64>() * span),
@@ -271,7 +270,7 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
     let longest = works.iter().cloned().fold(0.0, f64::max);
     // Worker i starts at ramp × i / W: on average a little under half the ramp is
     // lost to each (a lower bound of the drain, as the longest task is).
-    let w = b.workers as f64;
+    let w = b.workers.max(1) as f64;
     let mean_start = b.ramp_secs * (w - 1.0) / (2.0 * w);
     let ideal = Duration::from_secs_f64((works.iter().sum::<f64>() / w + mean_start).max(longest));
     let store_objects = backing.list(None).count().await as u64;
@@ -345,6 +344,31 @@ impl std::fmt::Display for FleetReport {
         writeln!(f)?;
         writeln!(f, "| measure | value |")?;
         writeln!(f, "|---|---|")?;
+        if b.workers == 0 {
+            // --workers 0: planning only.
+            let p = &self.planning_requests;
+            let by: Vec<String> = Op::ALL
+                .iter()
+                .filter(|op| p.get(**op) > 0)
+                .map(|op| format!("{} {}", op.name(), p.get(*op)))
+                .collect();
+            writeln!(
+                f,
+                "| planning (submit) of {} input files | {} virtual, {} requests ({}), ${:.3} |",
+                b.tasks,
+                mins(self.planning),
+                p.total(),
+                by.join(", "),
+                self.prices.cost(&p.snapshot())
+            )?;
+            writeln!(
+                f,
+                "| memory | before {}, planning peak {} |",
+                mib(self.rss_before),
+                mib(self.rss_planning)
+            )?;
+            return writeln!(f, "| simulation | {:.1} s real |", self.real_secs);
+        }
         writeln!(
             f,
             "| job | {} ({} of {} tasks committed, {} failed) |",
