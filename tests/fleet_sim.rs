@@ -75,5 +75,8 @@ fn no_workers_plans_only_and_counts_the_planning_requests() {
     assert_eq!(p.get(mdf::store::sim::Op::List), 2, "{table}");
     assert!(r.planning > std::time::Duration::ZERO, "{table}");
     assert_eq!(r.status.tasks_committed, 0, "{table}");
-    assert!(table.contains("planning (submit) of 500 input files"), "{table}");
+    assert!(
+        table.contains("planning (submit) of 500 input files"),
+        "{table}"
+    );
 }
