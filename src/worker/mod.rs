@@ -106,9 +106,11 @@ pub struct WorkerCtx {
     pub clock: Arc<dyn Clock>,
     pub entropy: Entropy,
     pub retry: Retry,
-    /// `retry` for lease operations: a store asking to slow down is tried again for at
-    /// most one heartbeat interval, so a claim, renewal or commit never outlives the
-    /// lease it acts under while waiting (and the heartbeat keeps passing shutdown on).
+    /// `retry` for lease operations: a store asking to slow down is tried again for
+    /// about one heartbeat interval, so a claim or renewal does not outlive the lease it
+    /// acts under while waiting (and the heartbeat keeps passing shutdown on). The
+    /// commit itself keeps `retry`'s budget (create-only: a late landing is still one
+    /// commit; giving up would rerun the task).
     pub lease_retry: Retry,
     pub worker_id: String,
     pub stages: Vec<Vec<BoundStage>>,
@@ -626,10 +628,12 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 wait + Duration::from_millis(ctx.entropy.below(wait.as_millis() as u64 / 2 + 1));
             // In slices: a shutdown or spot notice must not wait out a long idle round.
             let until = tokio::time::Instant::now() + wait;
-            while tokio::time::Instant::now() < until
-                && !ctx.shutdown.load(Ordering::Relaxed)
-                && !opts.drain.load(Ordering::Relaxed)
-            {
+            let leaving = || {
+                ctx.shutdown.load(Ordering::Relaxed)
+                    || opts.drain.load(Ordering::Relaxed)
+                    || (attempts > 0 && opts.drain_after_task.load(Ordering::Relaxed))
+            };
+            while tokio::time::Instant::now() < until && !leaving() {
                 let slice = until.min(tokio::time::Instant::now() + Duration::from_millis(500));
                 tokio::time::sleep_until(slice).await;
             }

@@ -295,8 +295,11 @@ async fn attempt(
             path: path.to_string(),
             message: e.to_string(),
         })?;
+    // The commit keeps the full SlowDown budget (`ctx.retry`): it is create-only, so a
+    // late landing is still exactly one commit, and giving up would rerun the task.
     let commit_lease = LeaseCtx {
         store: plain.as_ref(),
+        retry: &ctx.retry,
         ..lease.clone()
     };
     let outcome = match commit_lease.commit(&mut held, &path, &record).await {
