@@ -100,7 +100,12 @@ impl Retry {
 
     /// Full-jitter exponential backoff before retry number `n` (0-based).
     pub fn delay(&self, n: u32) -> Duration {
-        let cap = self.base.saturating_mul(1 << n.min(20)).min(self.max);
+        self.delay_up_to(n, self.max)
+    }
+
+    /// [`Retry::delay`] with its growth capped at `max` instead of `self.max`.
+    fn delay_up_to(&self, n: u32, max: Duration) -> Duration {
+        let cap = self.base.saturating_mul(1 << n.min(20)).min(max);
         Duration::from_millis(self.entropy.below(cap.as_millis() as u64 + 1))
     }
 
@@ -143,13 +148,7 @@ impl Retry {
             if tries.started.elapsed() >= self.slow_down_for {
                 return None;
             }
-            let cap = self
-                .base
-                .saturating_mul(1 << n.min(20))
-                .min(Duration::from_secs(15));
-            return Some(Duration::from_millis(
-                self.entropy.below(cap.as_millis() as u64 + 1),
-            ));
+            return Some(self.delay_up_to(n, Duration::from_secs(15)));
         }
         tries.other += 1;
         (tries.other < self.attempts).then(|| self.delay(n))

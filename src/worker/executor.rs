@@ -66,14 +66,14 @@ impl TaskRun<'_> {
 
 /// Runs one task of a phase kind to the point of committing.
 #[async_trait::async_trait]
-pub(crate) trait PhaseExecutor: Send + Sync {
+pub(super) trait PhaseExecutor: Send + Sync {
     /// The kind's name, for logs and tests.
     fn name(&self) -> &'static str;
     async fn execute(&self, run: &TaskRun<'_>) -> Attempt;
 }
 
 /// The executor of a phase's tasks, from its plan.
-pub(crate) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
+pub(super) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
     let near = plan.dedup.as_ref().is_some_and(|d| d.params.kind.is_near());
     match plan.kind {
         PhaseKind::Map => Box::new(RecordsPhase),
@@ -124,7 +124,7 @@ impl SimulatedWork {
 }
 
 /// The executor of every phase under simulation.
-pub(crate) struct Simulated(pub SimulatedWork);
+pub(super) struct Simulated(pub SimulatedWork);
 
 #[async_trait::async_trait]
 impl PhaseExecutor for Simulated {
