@@ -176,7 +176,19 @@ fn ids_of(objects: &[(String, bytes::Bytes)]) -> Vec<String> {
 
 #[test]
 fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
-    let kills_wanted = env_or("MDF_CHAOS_KILLS", 50);
+    chaos(None, env_or("MDF_CHAOS_KILLS", 50));
+}
+
+/// The same chaos on a sharded job (docs/PROTOCOL.md §1: `job.shard_tasks: 2`, so the
+/// map and apply phases have 16 shards each, with shard done markers, sharded lease and
+/// commit folders and a finalize that reads the markers), against a clean run of the
+/// same spec unsharded: the same records, each once.
+#[test]
+fn a_sharded_job_under_kills_and_faults_leaves_exactly_the_clean_unsharded_output() {
+    chaos(Some(2), env_or("MDF_CHAOS_KILLS", 50) / 2);
+}
+
+fn chaos(shard_tasks: Option<u64>, kills_wanted: usize) {
     let n_workers = env_or("MDF_CHAOS_WORKERS", 8);
     let n_files = env_or("MDF_CHAOS_FILES", 24);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -226,7 +238,8 @@ fn fifty_kills_and_store_faults_leave_exactly_the_clean_output() {
     // Backup attempts of stragglers are on among the kills and faults (a low bar:
     // half the tasks done, 1.5× the median, 1 s), so a backup and its original may
     // race; the output must still be exactly once.
-    let spec_text = |root: &str, out: &str| {
+    let spec_text = |root: &str, out: &str, shard: Option<u64>| {
+        let shard = shard.map_or(String::new(), |n| format!(", shard_tasks: {n}"));
         format!(
             r#"
 name: chaos
@@ -242,13 +255,13 @@ stages:
   - op: dedup
     params: {{key: content_key, partitions: 4}}
 output: {{uri: "{out}"}}
-job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000, max_attempts: 8, speculation: {{quantile: 0.5, factor: 1.5, min_secs: 1, max_share: 0.3}}}}
+job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis: 100, max_lost_leases: 1000, max_attempts: 8, speculation: {{quantile: 0.5, factor: 1.5, min_secs: 1, max_share: 0.3}}{shard}}}
 "#
         )
     };
     let spec = write_spec(
         d.path(),
-        &spec_text(&place.root, &format!("{}/out", place.root)),
+        &spec_text(&place.root, &format!("{}/out", place.root), shard_tasks),
     );
     let mut submit = mdf();
     submit
@@ -337,6 +350,41 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     let v: serde_json::Value = serde_json::from_slice(&run_ok(&mut st).stdout).unwrap();
     assert_eq!(v["succeeded"], true, "{v:#}");
     assert!(kills >= kills_wanted);
+    if shard_tasks.is_some() {
+        // Sharded as planned: markers for every shard of the map and apply phases,
+        // commits in shard folders, no per-task manifests of a sharded phase.
+        let rel = |sub: &str| format!("jobs/jobs/{}/{sub}", job.rsplit('/').next().unwrap());
+        let dir = format!("jobs/jobs/{}", job.rsplit('/').next().unwrap());
+        let files = place.list(&rt, &dir);
+        let jobj: serde_json::Value =
+            serde_json::from_slice(&files.iter().find(|(f, _)| f == "job.json").unwrap().1)
+                .unwrap();
+        assert_eq!(jobj["version"], 3, "{jobj:#}");
+        for p in jobj["phases"].as_array().unwrap() {
+            let (name, k) = (p["name"].as_str().unwrap(), p["shard_digits"].as_u64());
+            if let Some(k) = k {
+                let markers = place.list(&rt, &rel(&format!("done/{name}")));
+                assert_eq!(markers.len(), 16usize.pow(k as u32), "{name}");
+                assert!(place.list(&rt, &rel(&format!("tasks/{name}"))).is_empty());
+                let commits = place.list(&rt, &rel(&format!("commits/{name}")));
+                assert!(
+                    commits
+                        .iter()
+                        .all(|(f, _)| f.len() == k as usize + 1 + 16 + 5)
+                );
+            }
+        }
+        assert_eq!(
+            jobj["phases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["shard_digits"].as_u64().is_some())
+                .count(),
+            2,
+            "the map and apply phases are sharded, the reduce is not: {jobj:#}"
+        );
+    }
     let ids = ids_of(&place.list(&rt, "out"));
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "no duplicates");
@@ -346,7 +394,7 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
     let rspec = d.path().join("ref.yaml");
     std::fs::write(
         &rspec,
-        spec_text(&place.root, &format!("{}/out-ref", place.root)),
+        spec_text(&place.root, &format!("{}/out-ref", place.root), None),
     )
     .unwrap();
     let mut r = mdf();

@@ -78,11 +78,11 @@ fn records_from_a_newer_format_are_refused() {
         .unwrap(),
     )
     .unwrap();
-    v["version"] = 3.into();
+    v["version"] = 4.into();
     let e = decode::<CommitRecord>(&Path::from("c.json"), v.to_string().as_bytes()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "corrupt record at c.json: c.json: written by a newer mdf (format version 3, this build reads up to 2)"
+        "corrupt record at c.json: c.json: written by a newer mdf (format version 4, this build reads up to 3)"
     );
 }
 

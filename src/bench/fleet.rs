@@ -258,14 +258,16 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
         Duration::from_millis(s.finished_ms.saturating_sub(s.started_ms))
     });
     let finalize_requests = status.phases.last().map_or(0, |p| p.requests.total());
-    let ids: Vec<String> = backing
-        .list(Some(&object_store::path::Path::from(
-            "jobs/fleet/tasks/p00",
-        )))
-        .filter_map(|m| async move { m.ok() })
-        .filter_map(|m| async move { crate::protocol::task_of(&m.location) })
-        .collect()
-        .await;
+    // The planned ids, read as workers read them (a sharded phase from its shards).
+    let job = crate::protocol::job::load_job(&reg, &sub.job_uri, &retry)
+        .await
+        .map_err(BenchError::step("the job"))?;
+    let ids = match job.manifest.phases.first() {
+        Some(p) => crate::protocol::planned_task_ids(&*backing, &job.paths, p, &retry)
+            .await
+            .map_err(BenchError::step("the job's task ids"))?,
+        None => Vec::new(),
+    };
     let works: Vec<f64> = ids.iter().map(|t| work.duration(t).as_secs_f64()).collect();
     let longest = works.iter().cloned().fold(0.0, f64::max);
     // Worker i starts at ramp × i / W: on average a little under half the ramp is

@@ -8,6 +8,7 @@ use crate::ops;
 use crate::protocol::records::{
     InputSlice, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
 };
+use crate::protocol::{follower_id, shard_digits_for};
 use crate::records::with_id_column;
 use crate::spec::reader::{FieldError, SpecErrors};
 use crate::spec::{Format, Spec};
@@ -778,6 +779,15 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             Some(_) => dedup_plan::apply_fingerprint(fp, &phases[phases.len() - 1].fingerprint),
             None => fp.clone(),
         };
+        // Sharded (docs/PROTOCOL.md §1): a first phase by its size, a follower by its
+        // upstream's shards; never with `max_unconsumed_tasks`, which counts over a
+        // whole phase.
+        let digits = match (&dedup, pi) {
+            _ if spec.job.max_unconsumed_tasks.is_some() => 0,
+            (_, 0) => shard_digits_for(groups.len() as u64, spec.job.shard_tasks),
+            (Some(dd), _) => phases[dd.map_phase].shard_digits,
+            (None, _) => phases[phases.len() - 1].shard_digits,
+        };
         let list: Vec<TaskManifest> = if pi == 0 {
             groups
                 .iter()
@@ -802,7 +812,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
                     version: VERSION,
                     job_id: String::new(),
                     phase: name.clone(),
-                    task_id: hash16(&[fp, &up.task_id]),
+                    task_id: follower_id(fp, &up.task_id, digits as usize),
                     inputs: vec![],
                     upstream: vec![up.task_id.clone()],
                 })
@@ -824,6 +834,7 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             },
             dedup,
             task_digest: Some(digest_of(&list)),
+            shard_digits: digits,
         });
         tasks.push(list);
     }

@@ -254,7 +254,17 @@ async fn status_with(
         p.records_in = p.stats.records_in;
         p.records_out = p.stats.records_out;
         p.rejected = p.stats.rejected;
-        for task in list_dirs(store.as_ref(), &job.paths.leases(&name), retry).await? {
+        // A sharded phase's lease folders are one level down, in its shards' folders.
+        let mut leased = list_dirs(store.as_ref(), &job.paths.leases(&name), retry).await?;
+        if job.paths.shard_digits(&name) > 0 {
+            let mut tasks = Vec::new();
+            for prefix in leased {
+                let shard = job.paths.leases_shard(&name, &prefix);
+                tasks.extend(list_dirs(store.as_ref(), &shard, retry).await?);
+            }
+            leased = tasks;
+        }
+        for task in leased {
             if done.contains(&task) {
                 continue;
             }

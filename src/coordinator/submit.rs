@@ -10,7 +10,8 @@ use crate::protocol::io::{
     Created, ProtoError, Retry, create_bytes, create_json, decode, get_json, list_all, read_theirs,
 };
 use crate::protocol::records::{
-    CommitRecord, FINALIZE, JobManifest, TaskManifest, TaskStatus, VERSION,
+    CommitRecord, FINALIZE, JobManifest, SHARDED_VERSION, TaskManifest, TaskShard, TaskStatus,
+    VERSION,
 };
 use crate::protocol::task_of;
 use crate::spec::Spec;
@@ -138,7 +139,7 @@ pub async fn submit(
     let job = root.child(&format!("jobs/{job_id}"));
     let job_uri = job.to_uri_string();
     let store = reg.open(&job)?;
-    let paths = JobPaths::new(job.clone());
+    let paths = JobPaths::new(job.clone()).with_shards(&plan.phases);
     let tasks: u64 = plan.tasks.iter().map(|t| t.len() as u64).sum::<u64>() + 1;
     let mut out = Submitted {
         job_uri: job_uri.clone(),
@@ -179,7 +180,55 @@ pub async fn submit(
         .map(|p| p.fingerprint.clone())
         .unwrap_or_default();
     let finalize_task = plan::finalize_task_id(&job_id, &last_fp);
-    let mut all: Vec<TaskManifest> = plan.tasks.iter().flatten().cloned().collect();
+    // A sharded phase's manifests go out a shard at a time (docs/PROTOCOL.md §1).
+    let mut all: Vec<TaskManifest> = Vec::new();
+    let mut shards: Vec<TaskShard> = Vec::new();
+    for (phase, tasks) in plan.phases.iter().zip(&plan.tasks) {
+        let k = phase.shard_digits as usize;
+        if k == 0 {
+            all.extend(tasks.iter().cloned());
+            continue;
+        }
+        let mut by_prefix: std::collections::BTreeMap<String, Vec<TaskManifest>> =
+            std::collections::BTreeMap::new();
+        for t in tasks {
+            let mut t = t.clone();
+            t.job_id = job_id.clone();
+            by_prefix
+                .entry(t.task_id[..k].to_string())
+                .or_default()
+                .push(t);
+        }
+        for prefix in crate::protocol::shard_prefixes(k) {
+            let mut tasks = by_prefix.remove(&prefix).unwrap_or_default();
+            tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+            shards.push(TaskShard {
+                version: SHARDED_VERSION,
+                job_id: job_id.clone(),
+                phase: phase.name.clone(),
+                prefix,
+                tasks,
+            });
+        }
+    }
+    futures::stream::iter(shards.into_iter().map(|sh| {
+        let path = paths.task_shard(&sh.phase, &sh.prefix);
+        let store = store.clone();
+        let retry = retry.clone();
+        async move {
+            let body = Bytes::from(serde_json::to_vec(&sh).expect("json"));
+            match create_bytes(store.as_ref(), &path, body, None, &retry).await? {
+                Created::Mine => Ok(()),
+                Created::Theirs(_) => Err(ProtoError::Corrupt {
+                    path: path.to_string(),
+                    message: "a different shard of task manifests already exists here".into(),
+                }),
+            }
+        }
+    }))
+    .buffer_unordered(32)
+    .try_collect::<Vec<()>>()
+    .await?;
     all.push(TaskManifest {
         version: VERSION,
         job_id: String::new(),
@@ -227,8 +276,9 @@ pub async fn submit(
     }
 
     // 3. job.json, last.
+    let sharded = plan.phases.iter().any(|p| p.shard_digits > 0);
     let manifest = JobManifest {
-        version: VERSION,
+        version: if sharded { SHARDED_VERSION } else { VERSION },
         job_id: job_id.clone(),
         spec_hash: hash.clone(),
         spec: spec.resolved.clone(),

@@ -109,6 +109,7 @@ pub fn shuffle_phases(
             },
             dedup: Some(DedupPhase { step, ..dd.clone() }),
             task_digest: Some(digest_of(&list)),
+            shard_digits: 0,
         };
         out.push((phase, list));
     }

@@ -41,6 +41,8 @@ pub async fn load_job(reg: &Registry, job_uri: &str, retry: &Retry) -> Result<Lo
         uri: uri.to_uri_string(),
         errors,
     })?;
+    // A sharded phase's leases and commits live under its shards' folders.
+    let paths = paths.with_shards(&manifest.phases);
     Ok(LoadedJob {
         uri,
         paths,

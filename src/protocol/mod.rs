@@ -15,11 +15,59 @@ use object_store::path::Path;
 pub struct JobPaths {
     /// `<root>/jobs/<id>` as a URI.
     pub job: Uri,
+    /// Shard digits of each sharded phase, by name (docs/PROTOCOL.md §1): its leases
+    /// and commits live one folder deeper, under the task id's first digits. Set from
+    /// the plan ([`JobPaths::with_shards`]); empty for a job without sharded phases.
+    shards: std::sync::Arc<std::collections::BTreeMap<String, usize>>,
 }
 
 impl JobPaths {
     pub fn new(job: Uri) -> Self {
-        JobPaths { job }
+        JobPaths {
+            job,
+            shards: Default::default(),
+        }
+    }
+    /// These paths, knowing the plan's sharded phases.
+    pub fn with_shards(mut self, phases: &[records::PhasePlan]) -> Self {
+        self.shards = std::sync::Arc::new(
+            phases
+                .iter()
+                .filter(|p| p.shard_digits > 0)
+                .map(|p| (p.name.clone(), p.shard_digits as usize))
+                .collect(),
+        );
+        self
+    }
+    /// Shard digits of `phase` (0: not sharded).
+    pub fn shard_digits(&self, phase: &str) -> usize {
+        self.shards.get(phase).copied().unwrap_or(0)
+    }
+    /// `<task>` of an unsharded phase, `<prefix>/<task>` of a sharded one.
+    fn sharded(&self, phase: &str, task: &str) -> String {
+        match self.shard_digits(phase) {
+            0 => task.to_string(),
+            k => format!("{}/{task}", task.get(..k).unwrap_or(task)),
+        }
+    }
+    /// A sharded phase's shard of task manifests (docs/PROTOCOL.md §1).
+    pub fn task_shard(&self, phase: &str, prefix: &str) -> Path {
+        self.p(&format!("shards/{phase}/{prefix}.json"))
+    }
+    /// The commit records of one shard of a sharded phase.
+    pub fn commits_shard(&self, phase: &str, prefix: &str) -> Path {
+        self.p(&format!("commits/{phase}/{prefix}"))
+    }
+    /// The lease folders of one shard of a sharded phase.
+    pub fn leases_shard(&self, phase: &str, prefix: &str) -> Path {
+        self.p(&format!("leases/{phase}/{prefix}"))
+    }
+    /// The markers of a sharded phase's terminal shards.
+    pub fn shards_done(&self, phase: &str) -> Path {
+        self.p(&format!("done/{phase}"))
+    }
+    pub fn shard_done(&self, phase: &str, prefix: &str) -> Path {
+        self.p(&format!("done/{phase}/{prefix}.json"))
     }
     fn p(&self, rel: &str) -> Path {
         self.job.child(rel).path
@@ -42,7 +90,7 @@ impl JobPaths {
         self.p(&format!("leases/{phase}"))
     }
     pub fn lease_dir(&self, phase: &str, task: &str) -> Path {
-        self.p(&format!("leases/{phase}/{task}"))
+        self.p(&format!("leases/{phase}/{}", self.sharded(phase, task)))
     }
     /// A task's backup lease (docs/PROTOCOL.md §4, "Backup attempts").
     pub fn backup_dir(&self, phase: &str, task: &str) -> Path {
@@ -65,7 +113,10 @@ impl JobPaths {
         self.p(&format!("commits/{phase}"))
     }
     pub fn commit(&self, phase: &str, task: &str) -> Path {
-        self.p(&format!("commits/{phase}/{task}.json"))
+        self.p(&format!(
+            "commits/{phase}/{}.json",
+            self.sharded(phase, task)
+        ))
     }
     pub fn staging(&self) -> Path {
         self.p("staging")
@@ -171,6 +222,9 @@ async fn planned_task_ids_within(
     limit: std::time::Duration,
 ) -> Result<Vec<String>, io::ProtoError> {
     let (phase, planned) = (plan.name.as_str(), plan.tasks);
+    if plan.shard_digits > 0 {
+        return sharded_task_ids(store, paths, plan, retry).await;
+    }
     let prefix = paths.tasks(phase);
     let mut waited = std::time::Duration::ZERO;
     let mut n = 0u32;
@@ -228,6 +282,83 @@ async fn planned_task_ids_within(
     }
 }
 
+/// One shard of a sharded phase's task manifests (a GET: submit wrote every shard
+/// before `job.json`, so a missing one is a damaged job, not a lagging store).
+pub async fn read_task_shard(
+    store: &dyn object_store::ObjectStore,
+    paths: &JobPaths,
+    phase: &str,
+    prefix: &str,
+    retry: &io::Retry,
+) -> Result<records::TaskShard, io::ProtoError> {
+    let path = paths.task_shard(phase, prefix);
+    let shard: records::TaskShard =
+        io::get_json(store, &path, retry)
+            .await?
+            .ok_or_else(|| io::ProtoError::Corrupt {
+                path: path.to_string(),
+                message: "a shard of the plan's task manifests is missing".into(),
+            })?;
+    let bad = shard.phase != phase
+        || shard.prefix != prefix
+        || shard
+            .tasks
+            .iter()
+            .any(|t| t.phase != phase || !t.task_id.starts_with(prefix));
+    if bad {
+        return Err(io::ProtoError::Corrupt {
+            path: path.to_string(),
+            message: format!("holds tasks that are not of shard {phase}/{prefix}"),
+        });
+    }
+    Ok(shard)
+}
+
+/// Every task id of a sharded phase, sorted, read from its shards and checked against
+/// the plan's count and digest.
+async fn sharded_task_ids(
+    store: &dyn object_store::ObjectStore,
+    paths: &JobPaths,
+    plan: &records::PhasePlan,
+    retry: &io::Retry,
+) -> Result<Vec<String>, io::ProtoError> {
+    use futures::{StreamExt, TryStreamExt};
+    let phase = plan.name.as_str();
+    let shards: Vec<records::TaskShard> =
+        futures::stream::iter(shard_prefixes(plan.shard_digits as usize).map(
+            |prefix| async move { read_task_shard(store, paths, phase, &prefix, retry).await },
+        ))
+        .buffered(32)
+        .try_collect()
+        .await?;
+    let mut v: Vec<String> = shards
+        .into_iter()
+        .flat_map(|s| s.tasks.into_iter().map(|t| t.task_id))
+        .collect();
+    v.sort();
+    v.dedup();
+    let digest_ok = plan
+        .task_digest
+        .as_deref()
+        .is_none_or(|d| d == records::task_digest(&v));
+    if v.len() as u64 != plan.tasks || !digest_ok {
+        return Err(io::ProtoError::Corrupt {
+            path: paths.tasks(phase).to_string(),
+            message: format!(
+                "the shards of phase {phase} hold {} tasks{}, the plan {}",
+                v.len(),
+                if digest_ok {
+                    ""
+                } else {
+                    " (not the planned ids)"
+                },
+                plan.tasks
+            ),
+        });
+    }
+    Ok(v)
+}
+
 /// A file a commit record names that this job may not read or publish: outside its
 /// staging area (and not a trusted earlier job's). A corrupt or forged record; fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -235,6 +366,36 @@ async fn planned_task_ids_within(
 pub struct ForeignFile {
     pub uri: String,
     pub staging: String,
+}
+
+/// The most hex digits a shard prefix has (65,536 shards).
+pub const MAX_SHARD_DIGITS: u32 = 4;
+
+/// Shard digits for a phase of `tasks` tasks and at most `shard_tasks` a shard: the
+/// smallest `k` with `tasks <= shard_tasks * 16^k` (0: not sharded), at most
+/// [`MAX_SHARD_DIGITS`].
+pub fn shard_digits_for(tasks: u64, shard_tasks: u64) -> u32 {
+    let mut k = 0;
+    while k < MAX_SHARD_DIGITS && tasks > shard_tasks.max(1).saturating_mul(16u64.pow(k)) {
+        k += 1;
+    }
+    k
+}
+
+/// Every shard prefix of `k` hex digits, in order.
+pub fn shard_prefixes(k: usize) -> impl Iterator<Item = String> {
+    (0..16usize.pow(k as u32)).map(move |i| format!("{i:0k$x}"))
+}
+
+/// The id of a task that follows `upstream` one for one in a phase of fingerprint
+/// `fp` with `k` shard digits: [`hash16`] of both, its first `k` digits replaced by the
+/// upstream's (docs/PROTOCOL.md §2), so both fall in the same shard.
+pub fn follower_id(fp: &str, upstream: &str, k: usize) -> String {
+    let h = hash16(&[fp, upstream]);
+    match upstream.get(..k) {
+        Some(pre) if k > 0 => format!("{pre}{}", &h[k..]),
+        _ => h,
+    }
 }
 
 /// The first 16 hex digits of blake3 over length-prefixed parts: task ids. Workers

@@ -14,6 +14,10 @@ use std::collections::BTreeMap;
 /// so it refuses the records as newer; this build reads version-1 records as before.
 pub const VERSION: u32 = 2;
 
+/// The format version of a sharded job's `job.json` and shard records
+/// (docs/PROTOCOL.md §1, "Sharded phases"); the newest this build reads.
+pub const SHARDED_VERSION: u32 = 3;
+
 /// Name of the phase that publishes the output manifest.
 pub const FINALIZE: &str = "finalize";
 
@@ -49,6 +53,10 @@ pub struct PhasePlan {
     /// id) can never stand in for a planned task that a lagging LIST left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_digest: Option<String>,
+    /// Hex digits of a task id that name its shard (format version 3); 0 (absent):
+    /// not sharded, laid out as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shard_digits: u32,
 }
 
 /// The [`PhasePlan::task_digest`] of sorted task ids.
@@ -257,6 +265,28 @@ pub struct TaskManifest {
     /// Tasks of the previous phase whose committed output this task reads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream: Vec<String>,
+}
+
+/// `shards/<phase>/<prefix>.json`: the task manifests of one shard of a sharded phase,
+/// sorted by task id (written by submit, create-only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskShard {
+    pub version: u32,
+    pub job_id: String,
+    pub phase: String,
+    pub prefix: String,
+    pub tasks: Vec<TaskManifest>,
+}
+
+/// `done/<phase>/<prefix>.json`: every task of a shard is terminal; their commit
+/// records, read by key, sorted by task id (create-only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardDone {
+    pub version: u32,
+    pub job_id: String,
+    pub phase: String,
+    pub prefix: String,
+    pub records: Vec<CommitRecord>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -746,7 +776,7 @@ pub enum VersionError {
     #[error("{what}: missing version")]
     Missing { what: String },
     #[error(
-        "{what}: written by a newer mdf (format version {found}, this build reads up to {VERSION})"
+        "{what}: written by a newer mdf (format version {found}, this build reads up to {SHARDED_VERSION})"
     )]
     Newer { what: String, found: u32 },
 }
@@ -765,7 +795,7 @@ pub fn check_version(what: &str, bytes: &[u8]) -> Result<(), VersionError> {
         None => Err(VersionError::Missing {
             what: what.to_string(),
         }),
-        Some(found) if found > VERSION => Err(VersionError::Newer {
+        Some(found) if found > SHARDED_VERSION => Err(VersionError::Newer {
             what: what.to_string(),
             found,
         }),

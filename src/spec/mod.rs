@@ -287,6 +287,9 @@ pub struct JobSettings {
     pub max_lost_leases: u32,
     pub lease_caps: BTreeMap<String, u32>,
     pub max_unconsumed_tasks: Option<u64>,
+    /// At most this many tasks in a shard of a phase (docs/PROTOCOL.md §1): a phase
+    /// with more is sharded by task id prefix.
+    pub shard_tasks: u64,
     pub batch_rows: usize,
     pub batch_bytes: usize,
     pub channel_batches: usize,
@@ -1023,6 +1026,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     }
     caps.finish();
     let max_unconsumed_tasks = o.opt_u64("max_unconsumed_tasks");
+    let shard_tasks = o.u64_in("shard_tasks", 1000, 1, 1_000_000);
     let batch_rows = o.u64_in("batch_rows", 8192, 1, 1 << 22) as usize;
     // 8 MiB: a batch's buffers (the page column, grown by doubling) then stay under
     // glibc's mmap threshold (at most 32 MiB), so freed batches are reused from the
@@ -1044,6 +1048,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
         max_lost_leases,
         lease_caps,
         max_unconsumed_tasks,
+        shard_tasks,
         batch_rows,
         batch_bytes,
         channel_batches,

@@ -37,6 +37,8 @@ pub(super) struct TaskRun<'a> {
     pub attempt: &'a str,
     pub cancel: Arc<AtomicBool>,
     pub manifest: TaskManifest,
+    /// Task ids per phase, a sharded phase's read if this task needs them.
+    pub ids: Arc<Vec<Vec<String>>>,
 }
 
 impl TaskRun<'_> {
@@ -59,7 +61,7 @@ impl TaskRun<'_> {
             reg: self.reg,
             store: self.store,
             commits: &self.ctx.commits,
-            task_ids: self.ctx.ids.get().map_or(&[], Vec::as_slice),
+            task_ids: &self.ids,
         }
     }
 }
@@ -497,6 +499,7 @@ mod tests {
                 step: 0,
             }),
             task_digest: None,
+            shard_digits: 0,
         }
     }
 

@@ -30,7 +30,12 @@ pub async fn run(
     // the sweep below would then delete.
     let mut records: Vec<CommitRecord> = Vec::new();
     for (pi, p) in job.manifest.phases.iter().enumerate() {
-        let ids = ctx.task_ids(pi).to_vec();
+        // A sharded phase's records, a shard at a time, from its done markers.
+        if p.shard_digits > 0 {
+            records.extend(super::shards::done_records(&store, ctx, p).await?);
+            continue;
+        }
+        let ids = ctx.task_ids(pi);
         if ids.len() as u64 != p.tasks {
             return Err(format!(
                 "phase {}: the worker knows {} of its {} planned tasks",

@@ -9,6 +9,7 @@ pub mod finalize;
 pub mod outage;
 pub mod pipeline;
 pub mod publish;
+mod shards;
 pub mod slots;
 pub mod task;
 
@@ -18,7 +19,9 @@ use crate::protocol::hash16;
 use crate::protocol::io::{ProtoError, Retry, list_all, list_dirs, put_json};
 use crate::protocol::job::{JobError, LoadedJob};
 use crate::protocol::lease::{Claim, Held, LeaseCtx};
-use crate::protocol::records::{CommitRecord, FINALIZE, PhaseKind, VERSION, WorkerStats};
+use crate::protocol::records::{
+    CommitRecord, FINALIZE, PhaseKind, TaskShard, VERSION, WorkerStats,
+};
 use crate::protocol::{planned_task_ids, task_of};
 use crate::store::{Registry, RequestCounts};
 use pipeline::BoundStage;
@@ -115,8 +118,11 @@ pub struct WorkerCtx {
     pub worker_id: String,
     pub stages: Vec<Vec<BoundStage>>,
     pub shutdown: Arc<AtomicBool>,
-    /// Task ids per phase, sorted (the last entry is finalize); set once at start.
-    pub ids: std::sync::OnceLock<Vec<Vec<String>>>,
+    /// Task ids per phase, sorted (the last entry is finalize); set at start, except a
+    /// sharded phase's, read when a task needs them ([`WorkerCtx::ensure_ids`]).
+    pub ids: std::sync::RwLock<Arc<Vec<Vec<String>>>>,
+    /// Shards of task manifests read lately, by (phase, prefix).
+    pub shards: std::sync::Mutex<HashMap<(String, String), Arc<TaskShard>>>,
     /// Commit records read by dedup tasks, by (phase, task): create-only, so cacheable.
     pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
     /// Lease records of other attempts this worker has seen, for clock-free expiry.
@@ -130,9 +136,13 @@ pub struct WorkerCtx {
 }
 
 impl WorkerCtx {
+    /// The sorted task ids of every phase known so far (see [`WorkerCtx::ensure_ids`]).
+    pub fn all_ids(&self) -> Arc<Vec<Vec<String>>> {
+        self.ids.read().expect("ids lock").clone()
+    }
     /// The sorted task ids of a phase.
-    pub fn task_ids(&self, phase: usize) -> &[String] {
-        self.ids.get().map(|v| v[phase].as_slice()).unwrap_or(&[])
+    pub fn task_ids(&self, phase: usize) -> Vec<String> {
+        self.all_ids().get(phase).cloned().unwrap_or_default()
     }
     pub fn ttl_ms(&self) -> u64 {
         self.job.spec.job.lease_ttl_secs * 1000
@@ -365,13 +375,22 @@ struct View {
     /// The most tasks this worker's listings ever showed leased and not yet
     /// terminal at once: about the fleet's size (see `idle_wait`).
     peak_inflight: usize,
+    /// Per phase, where the worker stands in it if it is sharded (`ids`, `order` and
+    /// `upstream` then hold only its current shard's tasks).
+    shards: Vec<Option<shards::ShardCursor>>,
 }
 
 impl View {
     fn all_terminal(&self) -> bool {
-        self.ids.iter().map(Vec::len).sum::<usize>() == self.terminal.len()
+        if self.shards.iter().all(Option::is_none) {
+            return self.ids.iter().map(Vec::len).sum::<usize>() == self.terminal.len();
+        }
+        (0..self.names.len()).all(|p| self.phase_done(p))
     }
     fn phase_done(&self, p: usize) -> bool {
+        if let Some(c) = &self.shards[p] {
+            return c.all_done();
+        }
         self.ids[p]
             .iter()
             .all(|t| self.terminal.contains(&(p, t.clone())))
@@ -441,6 +460,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         stages,
         shutdown: opts.shutdown.clone(),
         ids: Default::default(),
+        shards: Default::default(),
         commits: Default::default(),
         observed: Default::default(),
         counts: counts.clone(),
@@ -455,6 +475,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     names.push(FINALIZE.to_string());
     let mut ids = Vec::new();
     for p in &job.manifest.phases {
+        // A sharded phase's ids are read a shard at a time (shards.rs).
+        if p.shard_digits > 0 {
+            ids.push(Vec::new());
+            continue;
+        }
         let v = loop {
             match planned_task_ids(store.as_ref(), &job.paths, p, &retry).await {
                 Ok(v) => break v,
@@ -465,7 +490,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         ids.push(v);
     }
     ids.push(vec![job.manifest.finalize_task.clone()]);
-    let _ = ctx.ids.set(ids.clone());
+    *ctx.ids.write().expect("ids lock") = Arc::new(ids.clone());
     let nphases = job.manifest.phases.len();
     let mut upstream = vec![HashMap::new(); nphases + 1];
     let mut downstream = vec![HashMap::new(); nphases + 1];
@@ -516,6 +541,15 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         budget_spent: HashSet::new(),
         median_ms: HashMap::new(),
         peak_inflight: 0,
+        shards: job
+            .manifest
+            .phases
+            .iter()
+            .map(|p| {
+                (p.shard_digits > 0).then(|| shards::ShardCursor::new(p.shard_digits as usize))
+            })
+            .chain([None])
+            .collect(),
     };
     let offset = seed as usize;
     let mut report = WorkerReport {
@@ -579,6 +613,12 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         if opts.exit_when_class_done && class_done(&ctx, &view, opts.gpu, opts.cpu_work) {
             report.class_done = true;
             break;
+        }
+        // Sharded phases: be in a shard with something to claim (shards.rs).
+        for p in (0..view.names.len()).rev() {
+            if view.shards[p].is_some() && may_take(&ctx, p, opts.gpu, opts.cpu_work) {
+                or_back_off!(shards::settle(&ctx, &store, &mut view, p, seed).await);
+            }
         }
         let Some((p, task, fresh)) = pick(&ctx, &view, opts.gpu, opts.cpu_work) else {
             // Nothing to claim: a straggler of another worker may deserve a backup.
@@ -646,13 +686,16 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         // A near-dedup label step after converged labels would only skip: commit it
         // and the stage's remaining steps at once instead of leasing them one by one.
         if task::is_label_step(&ctx, p) {
+            // Its map phase's ids, if that phase is sharded.
+            or_back_off!(ctx.ensure_ids(&store, p).await);
+            let all_ids = ctx.all_ids();
             let sc = crate::dedup::shuffle::ShuffleCtx {
                 job: &ctx.job,
                 retry: &ctx.retry,
                 reg: &ctx.coord,
                 store: &store,
                 commits: &ctx.commits,
-                task_ids: ctx.ids.get().map_or(&[], Vec::as_slice),
+                task_ids: &all_ids,
             };
             if let Ok(true) = crate::dedup::propagate::converged_before(&sc, p).await {
                 let settled = task::commit_converged(&ctx, p, p, Some(&task)).await;
@@ -718,6 +761,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         consecutive_lost = 0;
         attempts += 1;
         let outcome = task::run(&ctx, p, &task, held, slot, false).await;
+        // A sharded phase's shard has moved on meanwhile: list it again before picking.
+        for c in view.shards.iter_mut().flatten() {
+            c.stale = true;
+        }
         match outcome {
             Ok(task::Outcome::Committed) => {
                 report.committed += 1;
@@ -805,6 +852,11 @@ async fn list_into(
     let mut inflight = 0usize;
     for p in 0..view.names.len() {
         if view.phase_done(p) {
+            continue;
+        }
+        if view.shards[p].is_some() {
+            shards::list_done(ctx, store, view, p).await?;
+            shards::list_current(ctx, store, view, p).await?;
             continue;
         }
         let name = &view.names[p];
@@ -941,8 +993,10 @@ fn pick_among(
                     continue;
                 }
                 if p > 0 && p < nphases && !view.upstream[p].is_empty() {
+                    // A sharded upstream phase done holds no terminal keys any more.
+                    let up_done = |q: usize| view.shards[q].as_ref().is_some_and(|c| c.all_done());
                     match view.upstream[p].get(t) {
-                        Some(up) if view.terminal.contains(up) => {}
+                        Some(up) if view.terminal.contains(up) || up_done(up.0) => {}
                         _ => continue,
                     }
                 }

@@ -489,7 +489,7 @@ pub(super) async fn commit_converged(
     }
     let mut settled = Vec::new();
     for &q in &steps {
-        let ids = ctx.task_ids(q).to_vec();
+        let ids = ctx.task_ids(q);
         let n = ids.len();
         let done: Vec<(usize, String)> = futures::stream::iter(ids)
             .map(|t| commit(q, t))
@@ -549,13 +549,23 @@ async fn execute(
     cancel: Arc<AtomicBool>,
 ) -> Attempt {
     let job = &ctx.job;
-    let manifest: TaskManifest = match get_json(
-        store.as_ref(),
-        &job.paths.task(phase_name, task),
-        &ctx.retry,
-    )
-    .await
+    // A dedup reduce, propagate or apply task reads every task of its map phase.
+    if job.manifest.phases[phase].kind != PhaseKind::Map
+        && let Err(e) = ctx.ensure_ids(store, phase).await
     {
+        return Attempt::Failed(e.into());
+    }
+    let manifest = if job.paths.shard_digits(phase_name) > 0 {
+        ctx.sharded_manifest(store, phase_name, task).await
+    } else {
+        get_json(
+            store.as_ref(),
+            &job.paths.task(phase_name, task),
+            &ctx.retry,
+        )
+        .await
+    };
+    let manifest: TaskManifest = match manifest {
         Ok(Some(m)) => m,
         Ok(None) => {
             return Attempt::Failed(TaskError::ManifestMissing {
@@ -575,6 +585,7 @@ async fn execute(
         attempt,
         cancel,
         manifest,
+        ids: ctx.all_ids(),
     };
     let exec: Box<dyn executor::PhaseExecutor> = match &ctx.simulate {
         Some(w) => Box::new(executor::Simulated(w.clone())),

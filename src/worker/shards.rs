@@ -1,0 +1,477 @@
+//! A worker's view of a sharded phase (docs/PROTOCOL.md §1, docs/SCALE.md): it works
+//! in one shard at a time, lists only that shard's commits, writes a shard's done
+//! marker when every task of it is terminal, and knows a phase done by its markers.
+//! Nothing here holds a whole phase: a phase of a million tasks costs a worker the
+//! shard it is in.
+use super::{View, WorkerCtx, pick_among};
+use crate::protocol::io::{Created, ProtoError, create_bytes, get_json, list_all};
+use crate::protocol::records::{
+    CommitRecord, PhaseKind, SHARDED_VERSION, ShardDone, TaskManifest, TaskShard,
+};
+use crate::protocol::{planned_task_ids, read_task_shard, shard_prefixes, task_of};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+type Store = Arc<dyn object_store::ObjectStore>;
+
+/// Shards of task manifests a worker keeps read (each up to `shard_tasks` manifests).
+const SHARD_CACHE: usize = 8;
+
+/// New shards a worker looks at in one round before it waits (a follower phase: one).
+const SHARDS_PER_ROUND: usize = 4;
+
+impl WorkerCtx {
+    /// One shard of a sharded phase's task manifests, read once and kept a while.
+    pub async fn shard(
+        &self,
+        store: &Store,
+        phase: &str,
+        prefix: &str,
+    ) -> Result<Arc<TaskShard>, ProtoError> {
+        let key = (phase.to_string(), prefix.to_string());
+        if let Some(s) = self.shards.lock().expect("shards lock").get(&key) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(
+            read_task_shard(store.as_ref(), &self.job.paths, phase, prefix, &self.retry).await?,
+        );
+        let mut cache = self.shards.lock().expect("shards lock");
+        while cache.len() >= SHARD_CACHE {
+            let Some(k) = cache.keys().next().cloned() else {
+                break;
+            };
+            cache.remove(&k);
+        }
+        cache.insert(key, s.clone());
+        Ok(s)
+    }
+
+    /// The manifest of `task` of a sharded phase, from its shard.
+    pub async fn sharded_manifest(
+        &self,
+        store: &Store,
+        phase: &str,
+        task: &str,
+    ) -> Result<Option<TaskManifest>, ProtoError> {
+        let k = self.job.paths.shard_digits(phase);
+        let Some(prefix) = task.get(..k) else {
+            return Ok(None);
+        };
+        let shard = self.shard(store, phase, prefix).await?;
+        Ok(shard
+            .tasks
+            .binary_search_by(|t| t.task_id.as_str().cmp(task))
+            .ok()
+            .map(|i| shard.tasks[i].clone()))
+    }
+
+    /// Reads the ids of every sharded phase before `upto` that this worker does not
+    /// know yet (a dedup reduce or apply task reads every task of its map phase).
+    pub async fn ensure_ids(&self, store: &Store, upto: usize) -> Result<(), ProtoError> {
+        for (q, plan) in self.job.manifest.phases.iter().enumerate().take(upto) {
+            let known = self.all_ids().get(q).is_some_and(|v| !v.is_empty());
+            if plan.shard_digits == 0 || plan.tasks == 0 || known {
+                continue;
+            }
+            let v = planned_task_ids(store.as_ref(), &self.job.paths, plan, &self.retry).await?;
+            let mut ids = self.ids.write().expect("ids lock");
+            let mut all = ids.as_ref().clone();
+            all[q] = v;
+            *ids = Arc::new(all);
+        }
+        Ok(())
+    }
+}
+
+/// Where a worker stands in one sharded phase.
+pub(super) struct ShardCursor {
+    digits: usize,
+    /// Shards whose done marker this worker has seen.
+    done: HashSet<String>,
+    /// The shard it works in: `View::ids[p]` holds that shard's task ids.
+    current: Option<String>,
+    /// Shards it found nothing to claim in, and until when it leaves them alone.
+    skip_until: HashMap<String, u64>,
+    /// The current shard's commits are to be listed again (after any task).
+    pub stale: bool,
+}
+
+impl ShardCursor {
+    pub fn new(digits: usize) -> Self {
+        ShardCursor {
+            digits,
+            done: HashSet::new(),
+            current: None,
+            skip_until: HashMap::new(),
+            stale: false,
+        }
+    }
+    fn total(&self) -> usize {
+        16usize.pow(self.digits as u32)
+    }
+    pub fn all_done(&self) -> bool {
+        self.done.len() >= self.total()
+    }
+}
+
+/// The phase whose tasks a task of sharded phase `p` follows one for one, in the same
+/// shard (a pipelined map phase after the first), if any.
+fn follows(ctx: &WorkerCtx, p: usize) -> Option<usize> {
+    let phases = &ctx.job.manifest.phases;
+    let plan = phases.get(p)?;
+    (p > 0 && plan.kind == PhaseKind::Map && phases[p - 1].shard_digits == plan.shard_digits)
+        .then(|| p - 1)
+}
+
+/// The phase a sharded phase's tasks read one for one (its `upstream`), if any.
+fn upstream_phase(ctx: &WorkerCtx, p: usize) -> Option<usize> {
+    let plan = &ctx.job.manifest.phases[p];
+    match (plan.kind, &plan.dedup) {
+        (PhaseKind::Apply, Some(d)) => Some(d.map_phase),
+        (PhaseKind::Map, _) if p > 0 => Some(p - 1),
+        _ => None,
+    }
+}
+
+/// The ids of a shard's committed (or failed) tasks, listed.
+async fn list_commits(
+    ctx: &WorkerCtx,
+    store: &Store,
+    phase: &str,
+    prefix: &str,
+) -> Result<Vec<String>, ProtoError> {
+    let path = ctx.job.paths.commits_shard(phase, prefix);
+    Ok(list_all(store.as_ref(), &path, &ctx.retry)
+        .await?
+        .iter()
+        .filter_map(|m| task_of(&m.location))
+        .collect())
+}
+
+/// Lists the current shard of sharded phase `p` (and the same shard of the phase it
+/// follows, while that phase is not done) into the view.
+pub(super) async fn list_current(
+    ctx: &WorkerCtx,
+    store: &Store,
+    view: &mut View,
+    p: usize,
+) -> Result<(), ProtoError> {
+    let Some(c) = view.shards[p].as_mut() else {
+        return Ok(());
+    };
+    c.stale = false;
+    let Some(s) = c.current.clone() else {
+        return Ok(());
+    };
+    let undone = c.total() - c.done.len();
+    for t in list_commits(ctx, store, &view.names[p], &s).await? {
+        view.terminal.insert((p, t));
+    }
+    if let Some(q) = follows(ctx, p)
+        && !view.phase_done(q)
+    {
+        for t in list_commits(ctx, store, &view.names[q], &s).await? {
+            view.terminal.insert((q, t));
+        }
+    }
+    // Tasks seen leased here, as many again in every shard not done: about the
+    // fleet's size, for idle waits (`idle_wait`).
+    let leased = view.ids[p]
+        .iter()
+        .filter(|t| {
+            let k = (p, (*t).clone());
+            view.seen_leased.contains(&k) && !view.terminal.contains(&k)
+        })
+        .count();
+    view.peak_inflight = view.peak_inflight.max(leased * undone);
+    Ok(())
+}
+
+/// Lists sharded phase `p`'s done markers into the view, forgetting what it held of
+/// each newly done shard.
+pub(super) async fn list_done(
+    ctx: &WorkerCtx,
+    store: &Store,
+    view: &mut View,
+    p: usize,
+) -> Result<(), ProtoError> {
+    let path = ctx.job.paths.shards_done(&view.names[p]);
+    let found: Vec<String> = list_all(store.as_ref(), &path, &ctx.retry)
+        .await?
+        .iter()
+        .filter_map(|m| task_of(&m.location))
+        .collect();
+    for prefix in found {
+        mark_done(view, p, prefix);
+    }
+    Ok(())
+}
+
+fn mark_done(view: &mut View, p: usize, prefix: String) {
+    let Some(c) = view.shards[p].as_mut() else {
+        return;
+    };
+    if !c.done.insert(prefix.clone()) {
+        return;
+    }
+    c.skip_until.remove(&prefix);
+    if c.current.as_deref() == Some(prefix.as_str()) {
+        c.current = None;
+        view.ids[p].clear();
+        view.order[p].clear();
+        view.upstream[p].clear();
+    }
+    let of_shard = |k: &(usize, String)| k.0 == p && k.1.starts_with(prefix.as_str());
+    view.terminal.retain(|k| !of_shard(k));
+    view.seen_leased.retain(|k| !of_shard(k));
+    view.busy_until.retain(|k, _| !of_shard(k));
+    view.spec_seen.retain(|k, _| !of_shard(k));
+}
+
+/// Makes shard `prefix` of phase `p` the worker's current one: its manifests (one GET,
+/// kept a while) and its commits.
+async fn enter(
+    ctx: &WorkerCtx,
+    store: &Store,
+    view: &mut View,
+    p: usize,
+    prefix: &str,
+    seed: u64,
+) -> Result<(), ProtoError> {
+    let shard = ctx.shard(store, &view.names[p], prefix).await?;
+    let up = upstream_phase(ctx, p);
+    view.ids[p] = shard.tasks.iter().map(|t| t.task_id.clone()).collect();
+    view.upstream[p] = match up {
+        Some(q) => shard
+            .tasks
+            .iter()
+            .filter_map(|t| Some((t.task_id.clone(), (q, t.upstream.first()?.clone()))))
+            .collect(),
+        None => HashMap::new(),
+    };
+    view.order[p] = {
+        use rand::{SeedableRng, seq::SliceRandom};
+        let mut o: Vec<usize> = (0..view.ids[p].len()).collect();
+        let s = seed
+            ^ u64::from_str_radix(prefix, 16)
+                .unwrap_or(0)
+                .wrapping_mul(0x9e37_79b9);
+        o.shuffle(&mut rand::rngs::StdRng::seed_from_u64(s));
+        o
+    };
+    if let Some(c) = view.shards[p].as_mut() {
+        c.current = Some(prefix.to_string());
+    }
+    list_current(ctx, store, view, p).await
+}
+
+/// Writes shard `prefix`'s done marker from the commit records of its tasks, each read
+/// by key (a listing may lag; a GET does not). False if a task the view holds terminal
+/// has no record after all (it is then taken as not terminal).
+async fn write_done(
+    ctx: &WorkerCtx,
+    store: &Store,
+    view: &mut View,
+    p: usize,
+    prefix: &str,
+) -> Result<bool, ProtoError> {
+    let phase = view.names[p].clone();
+    let paths = &ctx.job.paths;
+    let records: Vec<(String, Option<CommitRecord>)> =
+        futures::stream::iter(view.ids[p].iter().cloned().map(|t| {
+            let path = paths.commit(&phase, &t);
+            async move {
+                let r = get_json::<CommitRecord>(store.as_ref(), &path, &ctx.retry).await?;
+                Ok::<_, ProtoError>((t, r))
+            }
+        }))
+        .buffered(32)
+        .try_collect()
+        .await?;
+    let mut out = Vec::with_capacity(records.len());
+    let mut complete = true;
+    for (t, r) in records {
+        match r {
+            Some(r) if r.task_id == t && r.phase == phase => out.push(r),
+            Some(r) => {
+                return Err(ProtoError::Corrupt {
+                    path: paths.commit(&phase, &t).to_string(),
+                    message: format!("holds the record of task {}/{}", r.phase, r.task_id),
+                });
+            }
+            None => {
+                view.terminal.remove(&(p, t));
+                complete = false;
+            }
+        }
+    }
+    if !complete {
+        return Ok(false);
+    }
+    out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    let marker = ShardDone {
+        version: SHARDED_VERSION,
+        job_id: ctx.job.manifest.job_id.clone(),
+        phase: phase.clone(),
+        prefix: prefix.to_string(),
+        records: out,
+    };
+    let body = Bytes::from(serde_json::to_vec(&marker).expect("json"));
+    let path = paths.shard_done(&phase, prefix);
+    // Another worker's marker of the same shard holds the same (immutable) records.
+    match create_bytes(store.as_ref(), &path, body, None, &ctx.retry).await? {
+        Created::Mine | Created::Theirs(_) => Ok(true),
+    }
+}
+
+/// Keeps the worker in a shard of sharded phase `p` that has a task for it to claim:
+/// marks the current shard done when all of it is terminal, and moves on, to a random
+/// shard not done, when it has nothing to claim (a few shards a round; a phase that
+/// follows another stays in the shard of the upstream phase the worker is in). With
+/// every shard left looked at lately, it enters one anyway, where a lease that has
+/// expired may be taken over.
+pub(super) async fn settle(
+    ctx: &WorkerCtx,
+    store: &Store,
+    view: &mut View,
+    p: usize,
+    seed: u64,
+) -> Result<(), ProtoError> {
+    let Some(c) = view.shards[p].as_ref() else {
+        return Ok(());
+    };
+    if c.all_done() || view.barrier[p].is_some_and(|b| !view.phase_done(b)) {
+        return Ok(());
+    }
+    if c.stale {
+        list_current(ctx, store, view, p).await?;
+    }
+    let follower = follows(ctx, p).filter(|&q| !view.phase_done(q));
+    for _ in 0..SHARDS_PER_ROUND {
+        let c = view.shards[p].as_ref().expect("sharded");
+        if let Some(s) = c.current.clone() {
+            let all_terminal = view.ids[p]
+                .iter()
+                .all(|t| view.terminal.contains(&(p, t.clone())));
+            if all_terminal {
+                if write_done(ctx, store, view, p, &s).await? {
+                    mark_done(view, p, s);
+                }
+                continue;
+            }
+            if pick_among(ctx, view, &|q| q == p).is_some() {
+                return Ok(());
+            }
+            let until = ctx.clock.now_ms() + ctx.ttl_ms();
+            let c = view.shards[p].as_mut().expect("sharded");
+            c.skip_until.insert(s, until);
+            c.current = None;
+            view.ids[p].clear();
+            view.order[p].clear();
+            view.upstream[p].clear();
+            if follower.is_some() {
+                return Ok(());
+            }
+        }
+        let c = view.shards[p].as_ref().expect("sharded");
+        if c.all_done() {
+            return Ok(());
+        }
+        let now = ctx.clock.now_ms();
+        let open = |s: &String| !c.done.contains(s);
+        let rested = |s: &String| c.skip_until.get(s).is_none_or(|&u| u <= now);
+        let (next, last) = match follower {
+            Some(q) => {
+                let s = view.shards[q].as_ref().and_then(|u| u.current.clone());
+                match s.filter(|s| open(s) && rested(s)) {
+                    Some(s) => (s, true),
+                    None => return Ok(()),
+                }
+            }
+            None => {
+                let mut cands: Vec<String> = shard_prefixes(c.digits)
+                    .filter(|s| open(s) && rested(s))
+                    .collect();
+                let last = cands.is_empty();
+                if last {
+                    cands = shard_prefixes(c.digits).filter(open).collect();
+                }
+                let i = ctx.entropy.below(cands.len() as u64) as usize;
+                (cands.swap_remove(i.min(cands.len() - 1)), last)
+            }
+        };
+        enter(ctx, store, view, p, &next, seed).await?;
+        if last {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Every commit record of sharded phase `plan`, from its shards' done markers, checked
+/// to be exactly the planned tasks (finalize).
+pub async fn done_records(
+    store: &Store,
+    ctx: &WorkerCtx,
+    plan: &crate::protocol::records::PhasePlan,
+) -> Result<Vec<CommitRecord>, String> {
+    let paths = &ctx.job.paths;
+    let phase = plan.name.as_str();
+    let markers: Vec<ShardDone> =
+        futures::stream::iter(shard_prefixes(plan.shard_digits as usize).map(|prefix| {
+            let path = paths.shard_done(phase, &prefix);
+            async move {
+                match get_json::<ShardDone>(store.as_ref(), &path, &ctx.retry).await {
+                    Ok(Some(m)) if m.phase == phase && m.prefix == prefix => Ok(m),
+                    Ok(Some(_)) => Err(format!("{path}: the marker of another shard")),
+                    Ok(None) => Err(format!(
+                        "shard {phase}/{prefix} has no done marker although its phase is complete"
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        }))
+        .buffered(32)
+        .try_collect()
+        .await?;
+    let records: Vec<CommitRecord> = markers
+        .into_iter()
+        .flat_map(|m| {
+            let prefix = m.prefix;
+            m.records.into_iter().map(move |r| (prefix.clone(), r))
+        })
+        .map(|(prefix, r)| {
+            if r.phase == phase && r.task_id.starts_with(&prefix) {
+                Ok(r)
+            } else {
+                Err(format!(
+                    "the done marker of shard {phase}/{prefix} holds task {}/{}",
+                    r.phase, r.task_id
+                ))
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    let mut ids: Vec<&str> = records.iter().map(|r| r.task_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let digest_ok = plan
+        .task_digest
+        .as_deref()
+        .is_none_or(|d| d == crate::protocol::records::task_digest(&ids));
+    if ids.len() != records.len() || ids.len() as u64 != plan.tasks || !digest_ok {
+        return Err(format!(
+            "phase {phase}: its done markers hold {} records of {} tasks, the plan {} tasks{}",
+            records.len(),
+            ids.len(),
+            plan.tasks,
+            if digest_ok {
+                ""
+            } else {
+                " (not the planned ids)"
+            }
+        ));
+    }
+    Ok(records)
+}
