@@ -4,7 +4,7 @@
 //! Nothing here holds a whole phase: a phase of a million tasks costs a worker the
 //! shard it is in.
 use super::{View, WorkerCtx, pick_among};
-use crate::protocol::io::{Created, ProtoError, create_bytes, get_json, list_all};
+use crate::protocol::io::{Created, ProtoError, create_bytes, get_json, list_all, list_dirs};
 use crate::protocol::records::{
     CommitRecord, PhaseKind, SHARDED_VERSION, ShardDone, TaskManifest, TaskShard,
 };
@@ -169,6 +169,12 @@ pub(super) async fn list_current(
     for t in list_commits(ctx, store, &view.names[p], &s).await? {
         view.terminal.insert((p, t));
     }
+    // Tasks with a lease folder (one page a shard, as a delimiter listing): claims
+    // go to tasks nobody has leased first, and lost claims are true races.
+    let path = ctx.job.paths.leases_shard(&view.names[p], &s);
+    for t in list_dirs(store.as_ref(), &path, &ctx.retry).await? {
+        view.seen_leased.insert((p, t));
+    }
     if let Some(q) = follows(ctx, p)
         && !view.phase_done(q)
     {
@@ -279,6 +285,17 @@ async fn write_done(
 ) -> Result<bool, ProtoError> {
     let phase = view.names[p].clone();
     let paths = &ctx.job.paths;
+    // Most often another worker of the shard wrote it already: one HEAD, not a GET of
+    // every record.
+    {
+        use object_store::ObjectStoreExt;
+        let path = paths.shard_done(&phase, prefix);
+        match ctx.retry.run(|| store.head(&path)).await {
+            Ok(_) => return Ok(true),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(ProtoError::store(&path, e)),
+        }
+    }
     let records: Vec<(String, Option<CommitRecord>)> =
         futures::stream::iter(view.ids[p].iter().cloned().map(|t| {
             let path = paths.commit(&phase, &t);
@@ -361,8 +378,27 @@ pub(super) async fn settle(
                 }
                 continue;
             }
-            if pick_among(ctx, view, &|q| q == p).is_some() {
+            // Fresh work here (a task nobody has leased); a leased one, to take over
+            // once its lease expires, only when no shard has any (below).
+            let fresh = pick_among(ctx, view, &|q| q == p).is_some_and(|(_, _, fresh)| fresh);
+            if fresh {
                 return Ok(());
+            }
+            // Nothing nobody has leased here: move to a shard not looked at lately, or
+            // else stay, and take over a lease here once it has expired (a worker
+            // that roamed every shard at the phase's tail would probe every task in
+            // flight: fleet × fleet requests).
+            if follower.is_none() {
+                let c = view.shards[p].as_ref().expect("sharded");
+                let now = ctx.clock.now_ms();
+                let elsewhere = shard_prefixes(c.digits).any(|x| {
+                    x != s
+                        && !c.done.contains(&x)
+                        && c.skip_until.get(&x).is_none_or(|&u| u <= now)
+                });
+                if !elsewhere {
+                    return Ok(());
+                }
             }
             let until = ctx.clock.now_ms() + ctx.ttl_ms();
             let c = view.shards[p].as_mut().expect("sharded");
