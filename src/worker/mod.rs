@@ -765,6 +765,16 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         for c in view.shards.iter_mut().flatten() {
             c.stale = true;
         }
+        if let Some(c) = view.shards[p].as_mut()
+            && matches!(
+                outcome,
+                Ok(task::Outcome::Committed
+                    | task::Outcome::Failed
+                    | task::Outcome::AlreadyCommitted)
+            )
+        {
+            c.last_own = Some(c.prefix_of(&task).to_string());
+        }
         match outcome {
             Ok(task::Outcome::Committed) => {
                 report.committed += 1;
@@ -856,7 +866,7 @@ async fn list_into(
         }
         if view.shards[p].is_some() {
             shards::list_done(ctx, store, view, p).await?;
-            shards::list_current(ctx, store, view, p).await?;
+            shards::list_current(ctx, store, view, p, true).await?;
             continue;
         }
         let name = &view.names[p];

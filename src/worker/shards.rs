@@ -96,6 +96,12 @@ pub(super) struct ShardCursor {
     skip_until: HashMap<String, u64>,
     /// The current shard's commits are to be listed again (after any task).
     pub stale: bool,
+    /// The shard of the last task this worker itself ended (committed or failed):
+    /// seen complete right after, its marker is this worker's to write.
+    pub last_own: Option<String>,
+    /// Shards seen complete by a worker that did not end their last task: it writes
+    /// the marker only if the one who did has not, by then.
+    build_after: HashMap<String, u64>,
 }
 
 impl ShardCursor {
@@ -106,6 +112,8 @@ impl ShardCursor {
             current: None,
             skip_until: HashMap::new(),
             stale: false,
+            last_own: None,
+            build_after: HashMap::new(),
         }
     }
     fn total(&self) -> usize {
@@ -113,6 +121,10 @@ impl ShardCursor {
     }
     pub fn all_done(&self) -> bool {
         self.done.len() >= self.total()
+    }
+    /// The shard a task of this phase falls in.
+    pub fn prefix_of<'a>(&self, task: &'a str) -> &'a str {
+        task.get(..self.digits).unwrap_or(task)
     }
 }
 
@@ -157,6 +169,7 @@ pub(super) async fn list_current(
     store: &Store,
     view: &mut View,
     p: usize,
+    with_commits: bool,
 ) -> Result<(), ProtoError> {
     let Some(c) = view.shards[p].as_mut() else {
         return Ok(());
@@ -166,14 +179,39 @@ pub(super) async fn list_current(
         return Ok(());
     };
     let undone = c.total() - c.done.len();
-    for t in list_commits(ctx, store, &view.names[p], &s).await? {
-        view.terminal.insert((p, t));
-    }
-    // Tasks with a lease folder (one page a shard, as a delimiter listing): claims
-    // go to tasks nobody has leased first, and lost claims are true races.
+    // Tasks with a lease folder (one page a shard, as a delimiter listing): a task
+    // without one is fresh, and a claim of it loses only a true race. A task seen
+    // leased for the first time is left alone for a TTL: its lease cannot be taken
+    // over sooner (its holder has one TTL from our first look at its record), so an
+    // earlier look would be a request spent on a live lease.
+    let now = ctx.clock.now_ms();
     let path = ctx.job.paths.leases_shard(&view.names[p], &s);
     for t in list_dirs(store.as_ref(), &path, &ctx.retry).await? {
-        view.seen_leased.insert((p, t));
+        let key = (p, t);
+        if !view.terminal.contains(&key) && view.seen_leased.insert(key.clone()) {
+            view.busy_until.entry(key).or_insert(now + ctx.ttl_ms());
+        }
+    }
+    // Commits: only when no task is left fresh (the shard may be complete, or hold a
+    // lease to take over), or the caller asks (a worker entering the shard).
+    let settled = view.ids[p].iter().all(|t| {
+        let k = (p, t.clone());
+        view.terminal.contains(&k) || view.seen_leased.contains(&k)
+    });
+    if settled || with_commits {
+        for t in list_commits(ctx, store, &view.names[p], &s).await? {
+            view.terminal.insert((p, t));
+        }
+        // Tasks seen leased here, as many again in every shard not done: about the
+        // fleet's size, for idle waits (`idle_wait`).
+        let leased = view.ids[p]
+            .iter()
+            .filter(|t| {
+                let k = (p, (*t).clone());
+                view.seen_leased.contains(&k) && !view.terminal.contains(&k)
+            })
+            .count();
+        view.peak_inflight = view.peak_inflight.max(leased * undone);
     }
     if let Some(q) = follows(ctx, p)
         && !view.phase_done(q)
@@ -182,16 +220,6 @@ pub(super) async fn list_current(
             view.terminal.insert((q, t));
         }
     }
-    // Tasks seen leased here, as many again in every shard not done: about the
-    // fleet's size, for idle waits (`idle_wait`).
-    let leased = view.ids[p]
-        .iter()
-        .filter(|t| {
-            let k = (p, (*t).clone());
-            view.seen_leased.contains(&k) && !view.terminal.contains(&k)
-        })
-        .count();
-    view.peak_inflight = view.peak_inflight.max(leased * undone);
     Ok(())
 }
 
@@ -223,6 +251,7 @@ fn mark_done(view: &mut View, p: usize, prefix: String) {
         return;
     }
     c.skip_until.remove(&prefix);
+    c.build_after.remove(&prefix);
     if c.current.as_deref() == Some(prefix.as_str()) {
         c.current = None;
         view.ids[p].clear();
@@ -270,7 +299,7 @@ async fn enter(
     if let Some(c) = view.shards[p].as_mut() {
         c.current = Some(prefix.to_string());
     }
-    list_current(ctx, store, view, p).await
+    list_current(ctx, store, view, p, true).await
 }
 
 /// Writes shard `prefix`'s done marker from the commit records of its tasks, each read
@@ -363,7 +392,7 @@ pub(super) async fn settle(
         return Ok(());
     }
     if c.stale {
-        list_current(ctx, store, view, p).await?;
+        list_current(ctx, store, view, p, false).await?;
     }
     let follower = follows(ctx, p).filter(|&q| !view.phase_done(q));
     for _ in 0..SHARDS_PER_ROUND {
@@ -373,9 +402,24 @@ pub(super) async fn settle(
                 .iter()
                 .all(|t| view.terminal.contains(&(p, t.clone())));
             if all_terminal {
-                if write_done(ctx, store, view, p, &s).await? {
-                    mark_done(view, p, s);
+                // Written by the worker that ended the shard's last task, right after;
+                // by anyone else only a TTL later (that worker may be gone), so a
+                // shard's records are read about once.
+                let c = view.shards[p].as_mut().expect("sharded");
+                let now = ctx.clock.now_ms();
+                let mine = c.last_own.as_deref() == Some(s.as_str()) || view.ids[p].is_empty();
+                let after = *c.build_after.entry(s.clone()).or_insert(now + ctx.ttl_ms());
+                if mine || now >= after {
+                    if write_done(ctx, store, view, p, &s).await? {
+                        mark_done(view, p, s);
+                    }
+                    continue;
                 }
+                c.skip_until.insert(s, after);
+                c.current = None;
+                view.ids[p].clear();
+                view.order[p].clear();
+                view.upstream[p].clear();
                 continue;
             }
             // Fresh work here (a task nobody has leased); a leased one, to take over
@@ -392,9 +436,7 @@ pub(super) async fn settle(
                 let c = view.shards[p].as_ref().expect("sharded");
                 let now = ctx.clock.now_ms();
                 let elsewhere = shard_prefixes(c.digits).any(|x| {
-                    x != s
-                        && !c.done.contains(&x)
-                        && c.skip_until.get(&x).is_none_or(|&u| u <= now)
+                    x != s && !c.done.contains(&x) && c.skip_until.get(&x).is_none_or(|&u| u <= now)
                 });
                 if !elsewhere {
                     return Ok(());
