@@ -80,3 +80,54 @@ fn no_workers_plans_only_and_counts_the_planning_requests() {
         "{table}"
     );
 }
+
+/// A sharded job (docs/PROTOCOL.md §1: `shard_tasks: 25`, 16 shards of about 25
+/// tasks) under the same kills and throttling: every task commits once, each output
+/// is published once, and finalize reads the shards' done markers, not every commit.
+/// Against the same job unsharded, a worker's listings stop covering the whole phase:
+/// fewer LISTs a task, and finalize needs a request per shard, not per task.
+#[test]
+fn a_sharded_job_loses_nothing_under_kills_and_lists_a_shard_not_the_phase() {
+    let throttled = SimConfig {
+        write_rate: 40.0,
+        read_rate: 60.0,
+        seed: 7,
+        ..SimConfig::default()
+    };
+    let mut b = bench(40, 400, 8, throttled.clone());
+    b.job = "shard_tasks: 25".into();
+    let r = fleet(&b).unwrap();
+    let table = r.to_string();
+    assert!(r.status.succeeded, "{table}");
+    assert_eq!(r.status.tasks_committed, 401, "{table}");
+    assert!(r.status.failed_tasks.is_empty(), "{table}");
+    assert!(r.worker_errors.is_empty(), "{table}");
+    assert_eq!(r.output_objects, 400, "{table}");
+    assert!(r.killed > 0, "{table}");
+    // Finalize: 16 markers (and its own claim, heartbeats, commit, publishing), where
+    // the unsharded job reads 400 commit records.
+    let plain = fleet(&bench(40, 400, 8, throttled)).unwrap();
+    let plain_table = plain.to_string();
+    assert!(plain.status.succeeded, "{plain_table}");
+    assert!(
+        r.finalize_requests * 2 < plain.finalize_requests,
+        "{} vs {}: {table}\n{plain_table}",
+        r.finalize_requests,
+        plain.finalize_requests
+    );
+    // The unsharded job overruns the throttled partitions (its submit alone writes
+    // 401 manifests into one); the sharded one, with a manifest object a shard and
+    // fewer listings, less so.
+    assert!(plain.total.throttled_total() > 0, "{plain_table}");
+    assert!(
+        r.total.throttled_total() < plain.total.throttled_total(),
+        "{table}\n{plain_table}"
+    );
+    let lists = |x: &mdf::bench::FleetReport| x.total.get(mdf::store::sim::Op::List);
+    assert!(
+        lists(&r) < lists(&plain),
+        "LISTs sharded {} vs unsharded {}: {table}\n{plain_table}",
+        lists(&r),
+        lists(&plain)
+    );
+}

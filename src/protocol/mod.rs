@@ -384,7 +384,10 @@ pub fn shard_digits_for(tasks: u64, shard_tasks: u64) -> u32 {
 
 /// Every shard prefix of `k` hex digits, in order.
 pub fn shard_prefixes(k: usize) -> impl Iterator<Item = String> {
-    (0..16usize.pow(k as u32)).map(move |i| format!("{i:0k$x}"))
+    (0..16usize.pow(k as u32)).map(move |i| match k {
+        0 => String::new(),
+        _ => format!("{i:0k$x}"),
+    })
 }
 
 /// The id of a task that follows `upstream` one for one in a phase of fingerprint
@@ -452,6 +455,145 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(ids, ["a", "b"]);
+    }
+
+    #[test]
+    fn shard_digits_follow_the_task_count_and_followers_keep_their_upstreams_shard() {
+        assert_eq!(shard_digits_for(0, 1000), 0);
+        assert_eq!(shard_digits_for(1000, 1000), 0);
+        assert_eq!(shard_digits_for(1001, 1000), 1);
+        assert_eq!(shard_digits_for(16_000, 1000), 1);
+        assert_eq!(shard_digits_for(16_001, 1000), 2);
+        assert_eq!(shard_digits_for(1_000_000, 1000), 3);
+        assert_eq!(shard_digits_for(u64::MAX, 1), MAX_SHARD_DIGITS);
+        assert_eq!(shard_prefixes(0).collect::<Vec<_>>(), [""]);
+        let two: Vec<String> = shard_prefixes(2).collect();
+        assert_eq!(
+            (two.len(), two[0].as_str(), two[255].as_str()),
+            (256, "00", "ff")
+        );
+        // Unsharded: the old derivation, unchanged; sharded: the upstream's prefix.
+        assert_eq!(
+            follower_id("fp", "0123456789abcdef", 0),
+            hash16(&["fp", "0123456789abcdef"])
+        );
+        let f = follower_id("fp", "0123456789abcdef", 2);
+        assert_eq!(&f[..2], "01");
+        assert_eq!(&f[2..], &hash16(&["fp", "0123456789abcdef"])[2..]);
+    }
+
+    #[test]
+    fn a_sharded_phase_keeps_its_leases_and_commits_in_shard_folders() {
+        let plan = |name: &str, k: u32| -> records::PhasePlan {
+            serde_json::from_value(serde_json::json!({
+                "name": name, "fingerprint": "f", "stages": [],
+                "input_schema": {"fields": [], "metadata": {}},
+                "output_schema": {"fields": [], "metadata": {}},
+                "last": true, "gpu": false, "tasks": 2, "shard_digits": k,
+            }))
+            .unwrap()
+        };
+        let p = JobPaths::new(Uri::parse("memory://t/jobs/j").unwrap())
+            .with_shards(&[plan("p00", 2), plan("p01", 0)]);
+        let t = "3fa0000000000000";
+        assert_eq!(
+            p.commit("p00", t).as_ref(),
+            format!("jobs/j/commits/p00/3f/{t}.json")
+        );
+        assert_eq!(
+            p.lease_dir("p00", t).as_ref(),
+            format!("jobs/j/leases/p00/3f/{t}")
+        );
+        assert_eq!(
+            p.commit("p01", t).as_ref(),
+            format!("jobs/j/commits/p01/{t}.json")
+        );
+        assert_eq!(
+            p.commit(records::FINALIZE, t).as_ref(),
+            format!("jobs/j/commits/finalize/{t}.json")
+        );
+        // A job read without its plan (`JobPaths::new`) is laid out as before.
+        let old = JobPaths::new(Uri::parse("memory://t/jobs/j").unwrap());
+        assert_eq!(
+            old.commit("p00", t).as_ref(),
+            format!("jobs/j/commits/p00/{t}.json")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sharded_phase_s_ids_come_from_every_shard_checked_against_the_plan() {
+        let store = object_store::memory::InMemory::new();
+        let mut plan: records::PhasePlan = serde_json::from_value(serde_json::json!({
+            "name": "p00", "fingerprint": "f", "stages": [],
+            "input_schema": {"fields": [], "metadata": {}},
+            "output_schema": {"fields": [], "metadata": {}},
+            "last": true, "gpu": false, "tasks": 3, "shard_digits": 1,
+            "task_digest": records::task_digest(&["0a", "0b", "fc"]),
+        }))
+        .unwrap();
+        let paths = JobPaths::new(Uri::parse("memory://t/jobs/j").unwrap())
+            .with_shards(std::slice::from_ref(&plan));
+        let retry = io::Retry::new(crate::clock::Entropy::seeded(1));
+        let task = |id: &str| records::TaskManifest {
+            version: records::VERSION,
+            job_id: "j".into(),
+            phase: "p00".into(),
+            task_id: id.into(),
+            inputs: vec![],
+            upstream: vec![],
+        };
+        let put = |prefix: &str, ids: &[&str]| {
+            let shard = records::TaskShard {
+                version: records::SHARDED_VERSION,
+                job_id: "j".into(),
+                phase: "p00".into(),
+                prefix: prefix.into(),
+                tasks: ids.iter().map(|t| task(t)).collect(),
+            };
+            let (s, path) = (&store, paths.task_shard("p00", prefix));
+            async move {
+                io::put_json(
+                    s,
+                    &path,
+                    &shard,
+                    &io::Retry::new(crate::clock::Entropy::seeded(2)),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        for prefix in shard_prefixes(1) {
+            match prefix.as_str() {
+                "0" => put("0", &["0a", "0b"]).await,
+                "f" => put("f", &["fc"]).await,
+                p => put(p, &[]).await,
+            }
+        }
+        let ids = planned_task_ids(&store, &paths, &plan, &retry)
+            .await
+            .unwrap();
+        assert_eq!(ids, ["0a", "0b", "fc"]);
+        // A shard holding a task of another shard is refused, whatever the digest.
+        put("f", &["fc", "0c"]).await;
+        let e = planned_task_ids(&store, &paths, &plan, &retry)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("not of shard p00/f"), "{e}");
+        // A task missing from its shard is not believed.
+        put("f", &[]).await;
+        let e = planned_task_ids(&store, &paths, &plan, &retry)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("hold 2 tasks"), "{e}");
+        // A missing shard is a damaged job, not a lagging listing.
+        plan.tasks = 2;
+        plan.task_digest = Some(records::task_digest(&["0a", "0b"]));
+        use object_store::ObjectStoreExt;
+        store.delete(&paths.task_shard("p00", "7")).await.unwrap();
+        let e = planned_task_ids(&store, &paths, &plan, &retry)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
     }
 
     #[test]
