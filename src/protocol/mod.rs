@@ -391,12 +391,15 @@ pub fn shard_prefixes(k: usize) -> impl Iterator<Item = String> {
 }
 
 /// The id of a task that follows `upstream` one for one in a phase of fingerprint
-/// `fp` with `k` shard digits: [`hash16`] of both, its first `k` digits replaced by the
-/// upstream's (docs/PROTOCOL.md §2), so both fall in the same shard.
+/// `fp` with `k` shard digits: [`hash16`] of both; in a sharded phase (`k > 0`) its first
+/// [`MAX_SHARD_DIGITS`] digits replaced by the upstream's (docs/PROTOCOL.md §2), so both
+/// fall in the same shard whatever `k`, and the id does not change with `k` (with the
+/// job's size).
 pub fn follower_id(fp: &str, upstream: &str, k: usize) -> String {
     let h = hash16(&[fp, upstream]);
-    match upstream.get(..k) {
-        Some(pre) if k > 0 => format!("{pre}{}", &h[k..]),
+    let n = MAX_SHARD_DIGITS as usize;
+    match upstream.get(..n) {
+        Some(pre) if k > 0 => format!("{pre}{}", &h[n..]),
         _ => h,
     }
 }
@@ -478,8 +481,11 @@ mod tests {
             hash16(&["fp", "0123456789abcdef"])
         );
         let f = follower_id("fp", "0123456789abcdef", 2);
-        assert_eq!(&f[..2], "01");
-        assert_eq!(&f[2..], &hash16(&["fp", "0123456789abcdef"])[2..]);
+        assert_eq!(&f[..4], "0123");
+        assert_eq!(&f[4..], &hash16(&["fp", "0123456789abcdef"])[4..]);
+        // The same id whatever the shard digits (the job's size), once sharded.
+        assert_eq!(follower_id("fp", "0123456789abcdef", 1), f);
+        assert_eq!(follower_id("fp", "0123456789abcdef", 4), f);
     }
 
     #[test]

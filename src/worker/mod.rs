@@ -387,6 +387,14 @@ impl View {
         }
         (0..self.names.len()).all(|p| self.phase_done(p))
     }
+    /// Whether an upstream task `up` is known terminal: seen committed, or its shard
+    /// (of a sharded phase) done, whose keys the view forgets.
+    fn upstream_ready(&self, up: &Key) -> bool {
+        self.terminal.contains(up)
+            || self.shards[up.0]
+                .as_ref()
+                .is_some_and(|c| c.all_done() || c.done.contains(c.prefix_of(&up.1)))
+    }
     fn phase_done(&self, p: usize) -> bool {
         if let Some(c) = &self.shards[p] {
             return c.all_done();
@@ -643,6 +651,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                         report.committed += 1;
                         report.backups_won += 1;
                         view.terminal.insert(key);
+                        if let Err(e) = shards::after_task(&ctx, &store, &mut view, p, &task).await
+                        {
+                            tracing::warn!(task = %task, error = %e, "could not list the task's shard after it");
+                        }
                     }
                     Ok(task::Outcome::AlreadyCommitted) => {
                         view.terminal.insert(key);
@@ -765,15 +777,15 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         for c in view.shards.iter_mut().flatten() {
             c.stale = true;
         }
-        if let Some(c) = view.shards[p].as_mut()
-            && matches!(
-                outcome,
-                Ok(task::Outcome::Committed
-                    | task::Outcome::Failed
-                    | task::Outcome::AlreadyCommitted)
-            )
-        {
-            c.last_own = Some(c.prefix_of(&task).to_string());
+        let ended = matches!(
+            outcome,
+            Ok(task::Outcome::Committed | task::Outcome::Failed | task::Outcome::AlreadyCommitted)
+        );
+        if ended {
+            view.terminal.insert(key.clone());
+            if let Err(e) = shards::after_task(&ctx, &store, &mut view, p, &task).await {
+                tracing::warn!(task = %task, error = %e, "could not list the task's shard after it");
+            }
         }
         match outcome {
             Ok(task::Outcome::Committed) => {
@@ -1003,10 +1015,8 @@ fn pick_among(
                     continue;
                 }
                 if p > 0 && p < nphases && !view.upstream[p].is_empty() {
-                    // A sharded upstream phase done holds no terminal keys any more.
-                    let up_done = |q: usize| view.shards[q].as_ref().is_some_and(|c| c.all_done());
                     match view.upstream[p].get(t) {
-                        Some(up) if view.terminal.contains(up) || up_done(up.0) => {}
+                        Some(up) if view.upstream_ready(up) => {}
                         _ => continue,
                     }
                 }
@@ -1115,7 +1125,7 @@ async fn speculate(
                     && (view.upstream[p].is_empty()
                         || view.upstream[p]
                             .get(*t)
-                            .is_some_and(|up| view.terminal.contains(up)))
+                            .is_some_and(|up| view.upstream_ready(up)))
             })
             .collect();
         // 8 at random: every straggler of a long tail is someone's candidate.

@@ -89,7 +89,7 @@ impl WorkerCtx {
 pub(super) struct ShardCursor {
     digits: usize,
     /// Shards whose done marker this worker has seen.
-    done: HashSet<String>,
+    pub done: HashSet<String>,
     /// The shard it works in: `View::ids[p]` holds that shard's task ids.
     current: Option<String>,
     /// Shards it found nothing to claim in, and until when it leaves them alone.
@@ -214,7 +214,9 @@ pub(super) async fn list_current(
         view.peak_inflight = view.peak_inflight.max(leased * undone);
     }
     if let Some(q) = follows(ctx, p)
-        && !view.phase_done(q)
+        && !view.shards[q]
+            .as_ref()
+            .is_some_and(|u| u.all_done() || u.done.contains(&s))
     {
         for t in list_commits(ctx, store, &view.names[q], &s).await? {
             view.terminal.insert((q, t));
@@ -232,10 +234,21 @@ pub(super) async fn list_done(
     p: usize,
 ) -> Result<(), ProtoError> {
     let path = ctx.job.paths.shards_done(&view.names[p]);
+    let digits = view.shards[p].as_ref().map_or(0, |c| c.digits);
+    // Only a marker at a shard's own key counts: a stray object under `done/` must not
+    // make up for a missing marker.
     let found: Vec<String> = list_all(store.as_ref(), &path, &ctx.retry)
         .await?
         .iter()
-        .filter_map(|m| task_of(&m.location))
+        .filter_map(|m| {
+            let prefix = task_of(&m.location)?;
+            let hex = prefix.len() == digits
+                && prefix
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            (hex && m.location == ctx.job.paths.shard_done(&view.names[p], &prefix))
+                .then_some(prefix)
+        })
         .collect();
     for prefix in found {
         mark_done(view, p, prefix);
@@ -372,6 +385,34 @@ async fn write_done(
     }
 }
 
+/// After this worker ended a task of sharded phase `p`: lists its shard and, if that
+/// task was the shard's last, writes the shard's marker now, before the worker may
+/// leave (a drain or shutdown is honoured at the top of its loop).
+pub(super) async fn after_task(
+    ctx: &WorkerCtx,
+    store: &Store,
+    view: &mut View,
+    p: usize,
+    task: &str,
+) -> Result<(), ProtoError> {
+    let Some(c) = view.shards[p].as_mut() else {
+        return Ok(());
+    };
+    let prefix = c.prefix_of(task).to_string();
+    c.last_own = Some(prefix.clone());
+    if c.current.as_deref() != Some(prefix.as_str()) {
+        return Ok(());
+    }
+    list_current(ctx, store, view, p, false).await?;
+    let complete = view.ids[p]
+        .iter()
+        .all(|t| view.terminal.contains(&(p, t.clone())));
+    if complete && write_done(ctx, store, view, p, &prefix).await? {
+        mark_done(view, p, prefix);
+    }
+    Ok(())
+}
+
 /// Keeps the worker in a shard of sharded phase `p` that has a task for it to claim:
 /// marks the current shard done when all of it is terminal, and moves on, to a random
 /// shard not done, when it has nothing to claim (a few shards a round; a phase that
@@ -407,7 +448,12 @@ pub(super) async fn settle(
                 // shard's records are read about once.
                 let c = view.shards[p].as_mut().expect("sharded");
                 let now = ctx.clock.now_ms();
-                let mine = c.last_own.as_deref() == Some(s.as_str()) || view.ids[p].is_empty();
+                // Also when no task of it was ever leased (all reused, or committed by a
+                // converged dedup's tail): nobody else ended its last task.
+                let never_leased = !view.ids[p]
+                    .iter()
+                    .any(|t| view.seen_leased.contains(&(p, t.clone())));
+                let mine = c.last_own.as_deref() == Some(s.as_str()) || never_leased;
                 let after = *c.build_after.entry(s.clone()).or_insert(now + ctx.ttl_ms());
                 if mine || now >= after {
                     if write_done(ctx, store, view, p, &s).await? {
@@ -461,11 +507,38 @@ pub(super) async fn settle(
         let open = |s: &String| !c.done.contains(s);
         let rested = |s: &String| c.skip_until.get(s).is_none_or(|&u| u <= now);
         let (next, last) = match follower {
+            // A follower: a shard whose upstream shard is done (known from its markers
+            // to workers of every class), else the one this worker works upstream,
+            // else any (a worker of another class than the upstream's finds ready
+            // tasks there as the upstream's workers commit them).
             Some(q) => {
-                let s = view.shards[q].as_ref().and_then(|u| u.current.clone());
-                match s.filter(|s| open(s) && rested(s)) {
-                    Some(s) => (s, true),
-                    None => return Ok(()),
+                let up = view.shards[q].as_ref();
+                let up_done: Vec<String> = up
+                    .map(|u| {
+                        u.done
+                            .iter()
+                            .filter(|s| open(s) && rested(s))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let here = up
+                    .and_then(|u| u.current.clone())
+                    .filter(|s| open(s) && rested(s));
+                if !up_done.is_empty() {
+                    let i = ctx.entropy.below(up_done.len() as u64) as usize;
+                    (up_done[i.min(up_done.len() - 1)].clone(), true)
+                } else if let Some(s) = here {
+                    (s, true)
+                } else {
+                    let cands: Vec<String> = shard_prefixes(c.digits)
+                        .filter(|s| open(s) && rested(s))
+                        .collect();
+                    if cands.is_empty() {
+                        return Ok(());
+                    }
+                    let i = ctx.entropy.below(cands.len() as u64) as usize;
+                    (cands[i.min(cands.len() - 1)].clone(), true)
                 }
             }
             None => {
