@@ -1061,3 +1061,84 @@ fn column_filter_drops_by_a_written_column_with_its_reason() {
     }
     assert_eq!(seen, long_enough.len() - want);
 }
+
+/// A pipelined job whose phases are sharded (`job.shard_tasks: 3`: each of its two map
+/// phases splits into 16 shards, the second following the first shard for shard)
+/// writes exactly the output of the same job unsharded, marks every shard done, and a
+/// `--reuse` of it, whose first phase's shards hold only reused commits, completes
+/// without leasing them; `mdf status` reads its sharded folders.
+#[test]
+fn a_sharded_pipeline_writes_what_the_unsharded_one_writes_and_reuses_whole() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(7, 600));
+    let spec = |out: &str, job: &str| {
+        write_spec(
+            d.path(),
+            &format!(
+                "name: sharded\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - {{op: text_length, end_phase: true}}\n  - {{op: length_filter, params: {{min_words: 4}}}}\noutput: {{uri: \"{0}/{out}\"}}\njob: {{task_bytes: 4KiB, poll_millis: 20{job}}}\n",
+                d.path().display()
+            ),
+        )
+    };
+    let run = |out: &str, job: &str, extra: &[&str]| {
+        let s = spec(out, job);
+        job_uri(&run_ok(
+            mdf()
+                .args(["run", s.to_str().unwrap(), "--workers", "3"])
+                .args(extra)
+                .arg("--job-root")
+                .arg(d.path().join("jobs")),
+        ))
+    };
+    let sharded = run("o1", ", shard_tasks: 3", &[]);
+    run("o2", "", &[]);
+    let mut a = output_ids(&d.path().join("o1"));
+    let mut b = output_ids(&d.path().join("o2"));
+    a.sort();
+    b.sort();
+    assert!(a.len() > 100, "{}", a.len());
+    assert_eq!(a, b, "the same records, each once");
+    let dir = d
+        .path()
+        .join("jobs/jobs")
+        .join(sharded.rsplit('/').next().unwrap());
+    let job: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("job.json")).unwrap()).unwrap();
+    assert_eq!(job["version"], 3);
+    let tasks = job["phases"][0]["tasks"].as_u64().unwrap();
+    assert!(tasks > 16, "{tasks} tasks: not enough to shard");
+    for p in ["p00", "p01"] {
+        assert_eq!(
+            job["phases"][if p == "p00" { 0 } else { 1 }]["shard_digits"],
+            1
+        );
+        assert_eq!(files_under(&dir.join("done").join(p)).len(), 16, "{p}");
+        assert!(!dir.join("tasks").join(p).exists(), "{p}");
+        // Every commit in its shard's folder, and a follower in its upstream's shard.
+        let commits = files_under(&dir.join("commits").join(p));
+        assert_eq!(commits.len() as u64, tasks, "{p}");
+        assert!(commits.iter().all(|c| c[..1] == c[2..3]), "{commits:?}");
+    }
+    let st = status_json(&sharded);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    assert_eq!(
+        st["phases"][1]["tasks"]["committed"].as_u64(),
+        Some(tasks),
+        "{st:#}"
+    );
+
+    // Reused: p00's commits copied, none of its tasks leased, and its shards marked
+    // done all the same (p01 writes the output, whose settings are in its fingerprint,
+    // so it runs again).
+    let again = run("o3", ", shard_tasks: 3", &["--reuse", &sharded]);
+    let dir = d
+        .path()
+        .join("jobs/jobs")
+        .join(again.rsplit('/').next().unwrap());
+    assert!(!dir.join("leases/p00").exists());
+    assert_eq!(files_under(&dir.join("done/p00")).len(), 16);
+    assert_eq!(files_under(&dir.join("done/p01")).len(), 16);
+    let mut c = output_ids(&d.path().join("o3"));
+    c.sort();
+    assert_eq!(a, c);
+}
