@@ -470,14 +470,16 @@ pub(super) async fn settle(
             }
             // Fresh work here (a task nobody has leased); a leased one, to take over
             // once its lease expires, only when no shard has any (below).
-            let fresh = pick_among(ctx, view, &|q| q == p).is_some_and(|(_, _, fresh)| fresh);
-            if fresh {
+            // A task nobody has leased, or one seen leased a TTL ago and not committed
+            // since (its holder may be dead: a look starts the clock for taking it
+            // over): stay.
+            if pick_among(ctx, view, &|q| q == p).is_some() {
                 return Ok(());
             }
-            // Nothing nobody has leased here: move to a shard not looked at lately, or
-            // else stay, and take over a lease here once it has expired (a worker
-            // that roamed every shard at the phase's tail would probe every task in
-            // flight: fleet × fleet requests).
+            // Nothing to claim here: move to a shard not looked at lately, or else
+            // stay, and look again when a lease here is due (a worker that roamed
+            // every shard at the phase's tail would probe every task in flight:
+            // fleet × fleet requests).
             if follower.is_none() {
                 let c = view.shards[p].as_ref().expect("sharded");
                 let now = ctx.clock.now_ms();
