@@ -19,6 +19,18 @@ fn bench(workers: usize, tasks: usize, kills: usize, store: SimConfig) -> FleetB
     }
 }
 
+/// Every task (and finalize) committed once, none failed, no worker error, each
+/// output published once, and some worker was killed on the way.
+fn every_task_once_despite_kills(r: &mdf::bench::FleetReport, tasks: u64) {
+    let table = r.to_string();
+    assert!(r.status.succeeded, "{table}");
+    assert_eq!(r.status.tasks_committed, tasks + 1, "{table}");
+    assert!(r.status.failed_tasks.is_empty(), "{table}");
+    assert!(r.worker_errors.is_empty(), "{table}");
+    assert_eq!(r.output_objects, tasks, "{table}");
+    assert!(r.killed > 0, "{table}");
+}
+
 #[test]
 fn killed_workers_and_slow_downs_lose_nothing_and_publish_each_output_once() {
     let r = fleet(&bench(
@@ -36,12 +48,7 @@ fn killed_workers_and_slow_downs_lose_nothing_and_publish_each_output_once() {
     ))
     .unwrap();
     let table = r.to_string();
-    assert!(r.status.succeeded, "{table}");
-    assert_eq!(r.status.tasks_committed, 401, "{table}");
-    assert!(r.status.failed_tasks.is_empty(), "{table}");
-    assert!(r.worker_errors.is_empty(), "{table}");
-    assert_eq!(r.output_objects, 400, "{table}");
-    assert!(r.killed > 0, "{table}");
+    every_task_once_despite_kills(&r, 400);
     assert!(
         r.total.throttled_total() > 0,
         "the store never throttled: {table}"
@@ -98,12 +105,7 @@ fn a_sharded_job_loses_nothing_under_kills_and_lists_a_shard_not_the_phase() {
     b.job = "shard_tasks: 25".into();
     let r = fleet(&b).unwrap();
     let table = r.to_string();
-    assert!(r.status.succeeded, "{table}");
-    assert_eq!(r.status.tasks_committed, 401, "{table}");
-    assert!(r.status.failed_tasks.is_empty(), "{table}");
-    assert!(r.worker_errors.is_empty(), "{table}");
-    assert_eq!(r.output_objects, 400, "{table}");
-    assert!(r.killed > 0, "{table}");
+    every_task_once_despite_kills(&r, 400);
     // Finalize: 16 markers (and its own claim, heartbeats, commit, publishing), where
     // the unsharded job reads 400 commit records.
     let plain = fleet(&bench(40, 400, 8, throttled)).unwrap();

@@ -211,24 +211,6 @@ pub async fn submit(
             });
         }
     }
-    futures::stream::iter(shards.into_iter().map(|sh| {
-        let path = paths.task_shard(&sh.phase, &sh.prefix);
-        let store = store.clone();
-        let retry = retry.clone();
-        async move {
-            let body = Bytes::from(serde_json::to_vec(&sh).expect("json"));
-            match create_bytes(store.as_ref(), &path, body, None, &retry).await? {
-                Created::Mine => Ok(()),
-                Created::Theirs(_) => Err(ProtoError::Corrupt {
-                    path: path.to_string(),
-                    message: "a different shard of task manifests already exists here".into(),
-                }),
-            }
-        }
-    }))
-    .buffer_unordered(32)
-    .try_collect::<Vec<()>>()
-    .await?;
     all.push(TaskManifest {
         version: VERSION,
         job_id: String::new(),
@@ -237,18 +219,32 @@ pub async fn submit(
         inputs: vec![],
         upstream: vec![],
     });
-    futures::stream::iter(all.into_iter().map(|mut t| {
+    // Every object to create: (path, body, what it is).
+    let mut writes: Vec<(object_store::path::Path, Bytes, &str)> = shards
+        .iter()
+        .map(|sh| {
+            let body = Bytes::from(serde_json::to_vec(sh).expect("json"));
+            (
+                paths.task_shard(&sh.phase, &sh.prefix),
+                body,
+                "shard of task manifests",
+            )
+        })
+        .collect();
+    for mut t in all {
         t.job_id = job_id.clone();
-        let path = paths.task(&t.phase, &t.task_id);
+        let body = Bytes::from(serde_json::to_vec_pretty(&t).expect("json"));
+        writes.push((paths.task(&t.phase, &t.task_id), body, "task manifest"));
+    }
+    futures::stream::iter(writes.into_iter().map(|(path, body, what)| {
         let store = store.clone();
         let retry = retry.clone();
         async move {
-            let body = Bytes::from(serde_json::to_vec_pretty(&t).expect("json"));
             match create_bytes(store.as_ref(), &path, body, None, &retry).await? {
                 Created::Mine => Ok(()),
                 Created::Theirs(_) => Err(ProtoError::Corrupt {
                     path: path.to_string(),
-                    message: "a different task manifest already exists here".into(),
+                    message: format!("a different {what} already exists here"),
                 }),
             }
         }

@@ -787,18 +787,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 tracing::warn!(task = %task, error = %e, "could not list the task's shard after it");
             }
         }
+        // (A task that ended is terminal in the view already, above.)
         match outcome {
-            Ok(task::Outcome::Committed) => {
-                report.committed += 1;
-                view.terminal.insert(key);
-            }
-            Ok(task::Outcome::Failed) => {
-                report.failed += 1;
-                view.terminal.insert(key);
-            }
-            Ok(task::Outcome::AlreadyCommitted) => {
-                view.terminal.insert(key);
-            }
+            Ok(task::Outcome::Committed) => report.committed += 1,
+            Ok(task::Outcome::Failed) => report.failed += 1,
+            Ok(task::Outcome::AlreadyCommitted) => {}
             Ok(task::Outcome::Released) => {
                 report.released += 1;
                 view.busy_until
