@@ -651,7 +651,8 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                         report.committed += 1;
                         report.backups_won += 1;
                         view.terminal.insert(key);
-                        if let Err(e) = shards::after_task(&ctx, &store, &mut view, p, &task).await
+                        if let Err(e) =
+                            shards::after_task(&ctx, &store, &mut view, p, &task, None).await
                         {
                             tracing::warn!(task = %task, error = %e, "could not list the task's shard after it");
                         }
@@ -772,7 +773,9 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         };
         consecutive_lost = 0;
         attempts += 1;
+        let started_ms = ctx.clock.now_ms();
         let outcome = task::run(&ctx, p, &task, held, slot, false).await;
+        let took_ms = ctx.clock.now_ms().saturating_sub(started_ms);
         // A sharded phase's shard has moved on meanwhile: list it again before picking.
         for c in view.shards.iter_mut().flatten() {
             c.stale = true;
@@ -783,7 +786,9 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         );
         if ended {
             view.terminal.insert(key.clone());
-            if let Err(e) = shards::after_task(&ctx, &store, &mut view, p, &task).await {
+            if let Err(e) =
+                shards::after_task(&ctx, &store, &mut view, p, &task, Some(took_ms)).await
+            {
                 tracing::warn!(task = %task, error = %e, "could not list the task's shard after it");
             }
         }

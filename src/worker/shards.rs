@@ -99,6 +99,8 @@ pub(super) struct ShardCursor {
     /// The shard of the last task this worker itself ended (committed or failed):
     /// seen complete right after, its marker is this worker's to write.
     pub last_own: Option<String>,
+    /// How long this worker's own tasks of the phase take (a running average), in ms.
+    pub typical_ms: Option<u64>,
     /// Shards seen complete by a worker that did not end their last task: it writes
     /// the marker only if the one who did has not, by then.
     build_after: HashMap<String, u64>,
@@ -113,6 +115,7 @@ impl ShardCursor {
             skip_until: HashMap::new(),
             stale: false,
             last_own: None,
+            typical_ms: None,
             build_after: HashMap::new(),
         }
     }
@@ -185,11 +188,14 @@ pub(super) async fn list_current(
     // over sooner (its holder has one TTL from our first look at its record), so an
     // earlier look would be a request spent on a live lease.
     let now = ctx.clock.now_ms();
+    // ... or, when tasks take longer than a TTL, for about a task's length: a look at a
+    // lease that is still renewed is a request spent for nothing.
+    let wait = ctx.ttl_ms().max(c.typical_ms.unwrap_or(0) * 3 / 2);
     let path = ctx.job.paths.leases_shard(&view.names[p], &s);
     for t in list_dirs(store.as_ref(), &path, &ctx.retry).await? {
         let key = (p, t);
         if !view.terminal.contains(&key) && view.seen_leased.insert(key.clone()) {
-            view.busy_until.entry(key).or_insert(now + ctx.ttl_ms());
+            view.busy_until.entry(key).or_insert(now + wait);
         }
     }
     // Commits: only when no task is left fresh (the shard may be complete, or hold a
@@ -385,7 +391,8 @@ async fn write_done(
     }
 }
 
-/// After this worker ended a task of sharded phase `p`: lists its shard and, if that
+/// After this worker ended a task of sharded phase `p` (which took `took_ms`, unless a
+/// backup's): lists its shard and, if that
 /// task was the shard's last, writes the shard's marker now, before the worker may
 /// leave (a drain or shutdown is honoured at the top of its loop).
 pub(super) async fn after_task(
@@ -394,12 +401,16 @@ pub(super) async fn after_task(
     view: &mut View,
     p: usize,
     task: &str,
+    took_ms: Option<u64>,
 ) -> Result<(), ProtoError> {
     let Some(c) = view.shards[p].as_mut() else {
         return Ok(());
     };
     let prefix = c.prefix_of(task).to_string();
     c.last_own = Some(prefix.clone());
+    if let Some(d) = took_ms {
+        c.typical_ms = Some(c.typical_ms.map_or(d, |t| (3 * t + d) / 4));
+    }
     if c.current.as_deref() != Some(prefix.as_str()) {
         return Ok(());
     }
