@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 type Store = Arc<dyn object_store::ObjectStore>;
 
-/// Shards of task manifests a worker keeps read (each up to `shard_tasks` manifests).
-const SHARD_CACHE: usize = 8;
+/// Shards of task manifests a worker keeps read (each up to `shard_tasks` manifests):
+/// the one it works in and the one before. Its largest piece of memory (heaptrack, in
+/// the fleet simulator: half of a worker's heap at 8).
+const SHARD_CACHE: usize = 2;
 
 /// New shards a worker looks at in one round before it waits (a follower phase: one).
 const SHARDS_PER_ROUND: usize = 4;
