@@ -264,6 +264,23 @@ pub(super) async fn list_done(
     Ok(())
 }
 
+/// Whether every task of the current shard of phase `p` is terminal in the view.
+fn current_complete(view: &View, p: usize) -> bool {
+    view.ids[p]
+        .iter()
+        .all(|t| view.terminal.contains(&(p, t.clone())))
+}
+
+/// The worker leaves its current shard of phase `p`: the view holds no shard's tasks.
+fn leave(view: &mut View, p: usize) {
+    if let Some(c) = view.shards[p].as_mut() {
+        c.current = None;
+    }
+    view.ids[p].clear();
+    view.order[p].clear();
+    view.upstream[p].clear();
+}
+
 fn mark_done(view: &mut View, p: usize, prefix: String) {
     let Some(c) = view.shards[p].as_mut() else {
         return;
@@ -274,10 +291,7 @@ fn mark_done(view: &mut View, p: usize, prefix: String) {
     c.skip_until.remove(&prefix);
     c.build_after.remove(&prefix);
     if c.current.as_deref() == Some(prefix.as_str()) {
-        c.current = None;
-        view.ids[p].clear();
-        view.order[p].clear();
-        view.upstream[p].clear();
+        leave(view, p);
     }
     let of_shard = |k: &(usize, String)| k.0 == p && k.1.starts_with(prefix.as_str());
     view.terminal.retain(|k| !of_shard(k));
@@ -417,9 +431,7 @@ pub(super) async fn after_task(
         return Ok(());
     }
     list_current(ctx, store, view, p, false).await?;
-    let complete = view.ids[p]
-        .iter()
-        .all(|t| view.terminal.contains(&(p, t.clone())));
+    let complete = current_complete(view, p);
     if complete && write_done(ctx, store, view, p, &prefix).await? {
         mark_done(view, p, prefix);
     }
@@ -452,9 +464,7 @@ pub(super) async fn settle(
     for _ in 0..SHARDS_PER_ROUND {
         let c = view.shards[p].as_ref().expect("sharded");
         if let Some(s) = c.current.clone() {
-            let all_terminal = view.ids[p]
-                .iter()
-                .all(|t| view.terminal.contains(&(p, t.clone())));
+            let all_terminal = current_complete(view, p);
             if all_terminal {
                 // Written by the worker that ended the shard's last task, right after;
                 // by anyone else only a TTL later (that worker may be gone), so a
@@ -475,10 +485,7 @@ pub(super) async fn settle(
                     continue;
                 }
                 c.skip_until.insert(s, after);
-                c.current = None;
-                view.ids[p].clear();
-                view.order[p].clear();
-                view.upstream[p].clear();
+                leave(view, p);
                 continue;
             }
             // Fresh work here (a task nobody has leased); a leased one, to take over
@@ -506,10 +513,7 @@ pub(super) async fn settle(
             let until = ctx.clock.now_ms() + ctx.ttl_ms();
             let c = view.shards[p].as_mut().expect("sharded");
             c.skip_until.insert(s, until);
-            c.current = None;
-            view.ids[p].clear();
-            view.order[p].clear();
-            view.upstream[p].clear();
+            leave(view, p);
             if follower.is_some() {
                 return Ok(());
             }
