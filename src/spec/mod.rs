@@ -992,7 +992,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     let task_bytes = o.opt_bytes("task_bytes").unwrap_or(128 << 20).max(1);
     let max_files_per_task = o.u64_in("max_files_per_task", 1000, 1, 1_000_000) as usize;
     let lease_ttl_secs = o.u64_in("lease_ttl_secs", 60, 1, 86_400);
-    let heartbeat_secs = o.u64_in("heartbeat_secs", (lease_ttl_secs / 4).max(1), 1, 86_400);
+    let heartbeat_secs = o.u64_in("heartbeat_secs", (lease_ttl_secs / 3).max(1), 1, 86_400);
     if heartbeat_secs * 2 > lease_ttl_secs && lease_ttl_secs > 1 {
         sink.error(
             &o.field_path("heartbeat_secs"),
