@@ -382,6 +382,18 @@ impl ObjectStore for SimStore {
             !create,
         )
         .await?;
+        // A small body is copied to its exact size: a serialised record's buffer has
+        // up to twice its length of capacity, and a simulated fleet's store holds
+        // millions of them. A large one (a task's shared output) stays shared.
+        let payload = if payload.content_length() < 1 << 20 {
+            let mut b = Vec::with_capacity(payload.content_length());
+            for chunk in payload.iter() {
+                b.extend_from_slice(chunk);
+            }
+            PutPayload::from(b)
+        } else {
+            payload
+        };
         self.inner.put_opts(location, payload, opts).await
     }
     async fn put_multipart_opts(
