@@ -150,6 +150,7 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
             job_root: root.clone(),
             job_id: Some("fleet".into()),
             reuse: None,
+            plan_memory: crate::coordinator::plan::PLAN_MEMORY,
         },
         &clock,
         &entropy,

@@ -71,6 +71,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
         job_root: dir.join("jobs").display().to_string(),
         job_id: None,
         reuse: None,
+        plan_memory: crate::coordinator::plan::PLAN_MEMORY,
     };
     let sub = submit::submit(&spec, &reg, &opts, &SystemClock, &entropy)
         .await
@@ -128,7 +129,11 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
     let phase = job.manifest.phases[0].clone();
     let sem = Arc::new(tokio::sync::Semaphore::new(workers));
     let mut hs = Vec::new();
-    for t in plan.tasks[0].iter().cloned() {
+    let first: Vec<_> = plan
+        .first_tasks()
+        .and_then(|ts| ts.collect::<Result<Vec<_>, _>>())
+        .map_err(BenchError::step("planning"))?;
+    for t in first {
         let permit = sem
             .clone()
             .acquire_owned()

@@ -189,7 +189,7 @@ pub fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
             bytes as f64 / 1e6,
             spec.input.format
         );
-        for f in p.files.iter().take(5) {
+        for f in p.files.first(5).unwrap_or_default() {
             println!("  {} ({} bytes)", f.uri, f.size);
         }
         if p.files.len() > 5 {

@@ -31,6 +31,7 @@ pub async fn run_local(
         job_root,
         job_id,
         reuse,
+        plan_memory: crate::coordinator::plan::PLAN_MEMORY,
     };
     let t0 = std::time::Instant::now();
     let s = match submit::submit(&spec, &reg, &opts, &SystemClock, &entropy).await {

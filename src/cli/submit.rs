@@ -56,6 +56,7 @@ pub fn run(
             job_root,
             job_id,
             reuse,
+            plan_memory: crate::coordinator::plan::PLAN_MEMORY,
         };
         let s = match submit::submit(&spec, &reg, &opts, &SystemClock, &Entropy::from_os()).await {
             Ok(s) => s,

@@ -52,9 +52,12 @@ pub fn requests(p: &Plan) -> Requests {
 
 /// The input bytes of each task of the first phase, smallest first.
 pub fn task_sizes(p: &Plan) -> Vec<u64> {
-    let mut v: Vec<u64> = p.tasks[0]
-        .iter()
-        .map(|t| t.inputs.iter().map(|s| s.end - s.start).sum())
+    // A task that cannot be read back from planning's local sort counts as empty.
+    let mut v: Vec<u64> = p
+        .first_tasks()
+        .into_iter()
+        .flatten()
+        .map(|t| t.map_or(0, |t| t.inputs.iter().map(|s| s.end - s.start).sum()))
         .collect();
     v.sort_unstable();
     v

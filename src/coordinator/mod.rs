@@ -5,6 +5,7 @@
 pub mod estimate;
 pub mod ownership;
 pub mod plan;
+pub mod spill;
 pub mod status;
 pub mod submit;
 pub mod totals;

@@ -24,6 +24,8 @@ pub enum OwnershipError {
     Proto(#[from] crate::protocol::io::ProtoError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Plan(#[from] super::plan::PlanError),
 }
 
 use futures::StreamExt;
@@ -94,7 +96,7 @@ pub async fn check(
     reg: &Registry,
     job_root: &Uri,
     job_uri: &Uri,
-    inputs: &[String],
+    inputs: &super::plan::InputFiles,
     retry: &Retry,
 ) -> Result<(), OwnershipError> {
     let mut errors = Vec::new();
@@ -115,11 +117,16 @@ pub async fn check(
             ));
             continue;
         }
-        if let Some(f) = inputs
-            .iter()
-            .filter_map(|u| Uri::parse(u).ok())
-            .find(|u| within(u, prefix))
-        {
+        let mut inside = None;
+        for f in inputs.iter()? {
+            if let Ok(u) = Uri::parse(&f?.uri)
+                && within(&u, prefix)
+            {
+                inside = Some(u);
+                break;
+            }
+        }
+        if let Some(f) = inside {
             err(format!(
                 "{shown} holds the input {}; outputs must not overlap the inputs",
                 f.to_uri_string()

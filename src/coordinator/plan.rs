@@ -2,11 +2,12 @@
 //! schema error at once, by field path), derive phase fingerprints and split the
 //! inputs into tasks with deterministic ids. Reads only listings and file headers
 //! (a JSONL sample, a Parquet footer), never record data, and writes nothing.
+use super::spill::{SortSpill, Sorted};
 use crate::dedup::plan as dedup_plan;
 use crate::io::read::{self, ColumnsError};
 use crate::ops;
 use crate::protocol::records::{
-    InputSlice, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
+    InputSlice, PhaseKind, PhasePlan, TaskDigest, TaskManifest, VERSION, phase_name,
 };
 use crate::protocol::{follower_id, shard_digits_for};
 use crate::records::with_id_column;
@@ -33,27 +34,260 @@ fn spec_err(path: impl Into<String>, message: impl Into<String>) -> PlanError {
 }
 
 /// A listed input file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputFile {
     pub uri: String,
     pub size: u64,
     pub etag: Option<String>,
 }
 
+/// Bytes of sorting buffer each of planning's sorts may hold (the input list, the
+/// first phase's tasks): beyond it, records spill to local disk, so planning's
+/// memory does not grow with the file count (docs/SCALE.md, "Planning").
+pub const PLAN_MEMORY: usize = 64 << 20;
+
+/// The listed input files: sorted by URI, each once; in memory, or spilled to local
+/// disk when the list outgrew [`PLAN_MEMORY`].
+pub struct InputFiles {
+    sorted: Sorted,
+    bytes: u64,
+}
+
+impl InputFiles {
+    fn new(sorted: Sorted) -> Result<Self, PlanError> {
+        let mut bytes = 0;
+        for f in iter_files(&sorted)? {
+            bytes += f?.size;
+        }
+        Ok(Self { sorted, bytes })
+    }
+    pub fn len(&self) -> usize {
+        self.sorted.len() as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+    /// Their total size.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    /// Every file in URI order.
+    pub fn iter(
+        &self,
+    ) -> Result<impl Iterator<Item = Result<InputFile, PlanError>> + '_, PlanError> {
+        iter_files(&self.sorted)
+    }
+    /// The first `n` files.
+    pub fn first(&self, n: usize) -> Result<Vec<InputFile>, PlanError> {
+        self.iter()?.take(n).collect()
+    }
+}
+
+impl std::fmt::Debug for InputFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "InputFiles({} files, {} bytes)", self.len(), self.bytes)
+    }
+}
+
+fn spill_err(e: std::io::Error) -> PlanError {
+    PlanError::Storage(format!(
+        "planning's local sort (the temporary directory): {e}"
+    ))
+}
+
+/// A file as a sort record: its URI, then its size and etag.
+fn push_file(spill: &mut SortSpill, f: &InputFile) -> std::io::Result<()> {
+    let mut v = f.size.to_le_bytes().to_vec();
+    if let Some(e) = &f.etag {
+        v.push(1);
+        v.extend_from_slice(e.as_bytes());
+    }
+    spill.push(f.uri.as_bytes(), &v)
+}
+
+fn iter_files(
+    sorted: &Sorted,
+) -> Result<impl Iterator<Item = Result<InputFile, PlanError>> + '_, PlanError> {
+    Ok(sorted.iter().map_err(spill_err)?.map(|r| {
+        let (k, v) = r.map_err(spill_err)?;
+        let bad = || PlanError::Storage("planning's local sort: a torn record".into());
+        let size = u64::from_le_bytes(v.get(..8).ok_or_else(bad)?.try_into().expect("8"));
+        Ok(InputFile {
+            uri: String::from_utf8(k).map_err(|_| bad())?,
+            size,
+            etag: match v.get(8) {
+                Some(1) => Some(String::from_utf8(v[9..].to_vec()).map_err(|_| bad())?),
+                _ => None,
+            },
+        })
+    }))
+}
+
+/// The tasks of one planned phase.
+pub enum PhaseTasks {
+    /// Every manifest, in memory: an unsharded phase (at most `job.shard_tasks` tasks,
+    /// or any number when sharding is off).
+    Listed(Vec<TaskManifest>),
+    /// A sharded first phase: its manifests sorted by task id, spilled to local disk
+    /// beyond [`PLAN_MEMORY`] (key: the id; value: the manifest's JSON).
+    Spilled(Sorted),
+    /// A sharded later phase: one task per task of phase `upstream`, its id the
+    /// follower id of that task's (derived shard by shard, never held whole).
+    Follows { upstream: usize },
+}
+
 /// A planned job, before anything is written.
-#[derive(Debug, Clone)]
 pub struct Plan {
     pub phases: Vec<PhasePlan>,
     /// Task manifests per phase (without `job_id`, filled in by submit).
-    pub tasks: Vec<Vec<TaskManifest>>,
-    pub files: Vec<InputFile>,
+    pub tasks: Vec<PhaseTasks>,
+    pub files: InputFiles,
     /// The operators' asset files as planned.
     pub assets: Assets,
 }
 
 impl Plan {
     pub fn input_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
+        self.files.bytes()
+    }
+    /// The task ids of phase `pi`, sorted (all of them in memory: for `--reuse`).
+    pub fn task_ids(&self, pi: usize) -> Result<Vec<String>, PlanError> {
+        if let PhaseTasks::Listed(l) = &self.tasks[pi] {
+            let mut v: Vec<String> = l.iter().map(|t| t.task_id.clone()).collect();
+            v.sort_unstable();
+            return Ok(v);
+        }
+        let mut v = Vec::new();
+        for shard in self.shards()? {
+            let (_, phases) = shard?;
+            v.extend(
+                phases
+                    .into_iter()
+                    .filter(|(q, _)| *q == pi)
+                    .flat_map(|(_, ts)| ts.into_iter().map(|t| t.task_id)),
+            );
+        }
+        Ok(v)
+    }
+    /// Every task of the first phase, in memory's order or by id.
+    pub fn first_tasks(
+        &self,
+    ) -> Result<Box<dyn Iterator<Item = Result<TaskManifest, PlanError>> + '_>, PlanError> {
+        Ok(match self.tasks.first() {
+            Some(PhaseTasks::Listed(l)) => Box::new(l.iter().cloned().map(Ok)),
+            Some(PhaseTasks::Spilled(sorted)) => {
+                Box::new(sorted.iter().map_err(spill_err)?.map(|r| {
+                    let (_, json) = r.map_err(spill_err)?;
+                    serde_json::from_slice(&json).map_err(|e| spill_err(std::io::Error::other(e)))
+                }))
+            }
+            _ => Box::new(std::iter::empty()),
+        })
+    }
+    /// The sharded phases shard by shard (see [`Shards`]).
+    pub fn shards(&self) -> Result<Shards<'_>, PlanError> {
+        Shards::new(&self.phases, &self.tasks)
+    }
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("phases", &self.phases)
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every shard of a sharded plan in prefix order: for each `k`-digit prefix (every
+/// one, an empty shard too), the manifests of each sharded phase whose ids start with
+/// it, sorted by id. Reads the first phase's sorted tasks once, and derives each
+/// follower phase's shard from its upstream's: memory is one shard's manifests.
+pub struct Shards<'a> {
+    phases: &'a [PhasePlan],
+    tasks: &'a [PhaseTasks],
+    k: usize,
+    prefixes: Box<dyn Iterator<Item = String> + Send>,
+    records: std::iter::Peekable<
+        Box<dyn Iterator<Item = std::io::Result<(Vec<u8>, Vec<u8>)>> + Send + 'a>,
+    >,
+}
+
+impl<'a> Shards<'a> {
+    fn new(phases: &'a [PhasePlan], tasks: &'a [PhaseTasks]) -> Result<Self, PlanError> {
+        let (k, records): (usize, Box<dyn Iterator<Item = _> + Send + 'a>) = match tasks.first() {
+            Some(PhaseTasks::Spilled(sorted)) => (
+                phases[0].shard_digits as usize,
+                sorted.iter().map_err(spill_err)?,
+            ),
+            _ => (0, Box::new(std::iter::empty())),
+        };
+        Ok(Self {
+            phases,
+            tasks,
+            k,
+            // No shard at all when nothing is sharded.
+            prefixes: if k == 0 {
+                Box::new(std::iter::empty())
+            } else {
+                Box::new(crate::protocol::shard_prefixes(k))
+            },
+            records: records.peekable(),
+        })
+    }
+}
+
+impl Iterator for Shards<'_> {
+    /// A shard's prefix, and (phase index, its manifests there) per sharded phase.
+    type Item = Result<(String, Vec<(usize, Vec<TaskManifest>)>), PlanError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let prefix = self.prefixes.next()?;
+        let mut first = Vec::new();
+        loop {
+            match self.records.peek() {
+                Some(Ok((id, _))) if id.starts_with(prefix.as_bytes()) => {}
+                Some(Ok(_)) | None => break,
+                Some(Err(_)) => {
+                    let e = self.records.next().expect("peeked").expect_err("an error");
+                    return Some(Err(spill_err(e)));
+                }
+            }
+            let (_, json) = self.records.next().expect("peeked").expect("ok");
+            match serde_json::from_slice::<TaskManifest>(&json) {
+                Ok(t) => first.push(t),
+                Err(e) => return Some(Err(spill_err(std::io::Error::other(e)))),
+            }
+        }
+        let mut out: Vec<(usize, Vec<TaskManifest>)> = vec![(0, first)];
+        for (q, tasks) in self.tasks.iter().enumerate().skip(1) {
+            let PhaseTasks::Follows { upstream } = tasks else {
+                continue;
+            };
+            let up = out
+                .iter()
+                .find(|(p, _)| p == upstream)
+                .map(|(_, ts)| ts.as_slice())
+                .unwrap_or_default();
+            let phase = &self.phases[q];
+            let mut list: Vec<TaskManifest> =
+                up.iter().map(|u| follower(phase, &u.task_id)).collect();
+            list.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+            out.push((q, list));
+        }
+        debug_assert!(self.k > 0);
+        Some(Ok((prefix, out)))
+    }
+}
+
+/// The task of `phase` that follows upstream task `up`.
+fn follower(phase: &PhasePlan, up: &str) -> TaskManifest {
+    TaskManifest {
+        version: VERSION,
+        job_id: String::new(),
+        phase: phase.name.clone(),
+        task_id: follower_id(&phase.fingerprint, up, phase.shard_digits as usize),
+        inputs: vec![],
+        upstream: vec![up.to_string()],
     }
 }
 
@@ -61,7 +295,8 @@ impl Plan {
 async fn commoncrawl_files(
     cc: &crate::spec::CommonCrawl,
     reg: &Registry,
-) -> Result<Vec<InputFile>, PlanError> {
+    spill: &mut SortSpill,
+) -> Result<(), PlanError> {
     use futures::{StreamExt, TryStreamExt};
     use object_store::ObjectStoreExt;
     use std::io::Read;
@@ -114,14 +349,22 @@ async fn commoncrawl_files(
         })
     }))
     .buffered(64)
-    .try_collect()
+    .try_for_each(|f| futures::future::ready(push_file(spill, &f).map_err(spill_err)))
     .await
 }
 
-/// Lists every input pattern; a pattern that matches nothing is a spec error.
-pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, PlanError> {
+/// Lists every input pattern; a pattern that matches nothing is a spec error. The
+/// list is sorted by URI, each file once, and held in at most `memory` bytes (the rest
+/// spilled to local disk).
+pub async fn list_inputs(
+    spec: &Spec,
+    reg: &Registry,
+    memory: usize,
+) -> Result<InputFiles, PlanError> {
+    let mut spill = SortSpill::new(memory);
     if let Some(cc) = &spec.input.commoncrawl {
-        let files = commoncrawl_files(cc, reg).await?;
+        commoncrawl_files(cc, reg, &mut spill).await?;
+        let files = InputFiles::new(spill.finish(true).map_err(spill_err)?)?;
         if files.is_empty() {
             return Err(spec_err(
                 "input.commoncrawl",
@@ -130,25 +373,35 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
         }
         return Ok(files);
     }
-    let mut files = Vec::new();
     let mut errors = Vec::new();
     let reader = read::reader(spec.input.format);
     for (i, pat) in spec.input.uris.iter().enumerate() {
-        match store::list_matching(reg, pat).await {
-            Ok(v) if v.is_empty() => errors.push(FieldError {
+        let mut matched = 0u64;
+        let listed = store::for_each_matching(reg, pat, |u, m| {
+            matched += 1;
+            // Only what the format reads (an image folder: its images, not its captions).
+            if !reader.lists(u.path.as_ref()) {
+                return Ok(());
+            }
+            let f = InputFile {
+                uri: u.to_uri_string(),
+                size: m.size,
+                etag: m.e_tag,
+            };
+            push_file(&mut spill, &f).map_err(|e| {
+                store::StoreError::Io(object_store::Error::Generic {
+                    store: "plan",
+                    source: Box::new(e),
+                })
+            })
+        })
+        .await;
+        match listed {
+            Ok(()) if matched == 0 => errors.push(FieldError {
                 path: format!("input.uris[{i}]"),
                 message: format!("no input files match {pat:?}"),
             }),
-            // Only what the format reads (an image folder: its images, not its captions).
-            Ok(v) => files.extend(
-                v.into_iter()
-                    .filter(|(u, _)| reader.lists(u.path.as_ref()))
-                    .map(|(u, m)| InputFile {
-                        uri: u.to_uri_string(),
-                        size: m.size,
-                        etag: m.e_tag,
-                    }),
-            ),
+            Ok(()) => {}
             Err(store::StoreError::BadUri { reason, .. }) => errors.push(FieldError {
                 path: format!("input.uris[{i}]"),
                 message: reason,
@@ -159,9 +412,7 @@ pub async fn list_inputs(spec: &Spec, reg: &Registry) -> Result<Vec<InputFile>, 
     if !errors.is_empty() {
         return Err(PlanError::Spec(SpecErrors(errors)));
     }
-    files.sort_by(|a, b| a.uri.cmp(&b.uri));
-    files.dedup_by(|a, b| a.uri == b.uri);
-    Ok(files)
+    InputFiles::new(spill.finish(true).map_err(spill_err)?)
 }
 
 /// Every file an operator needs must exist before any task starts. Returns each
@@ -677,54 +928,95 @@ pub fn split(
     task_bytes: u64,
     max_files: usize,
 ) -> Vec<Vec<InputSlice>> {
-    let slice = |f: &InputFile, start: u64, end: u64| InputSlice {
-        uri: f.uri.clone(),
-        size: f.size,
-        etag: f.etag.clone(),
-        format,
-        start,
-        end,
-    };
-    let reader = read::reader(format);
+    let mut s = Splitter::new(format, task_bytes, max_files);
     let mut groups = Vec::new();
-    let mut cur: Vec<InputSlice> = Vec::new();
-    let mut cur_bytes = 0u64;
     for f in files {
-        if f.size > task_bytes && reader.splittable(&f.uri) {
-            if !cur.is_empty() {
-                groups.push(std::mem::take(&mut cur));
-                cur_bytes = 0;
+        s.push(f, &mut |g| groups.push(g));
+    }
+    s.finish(&mut |g| groups.push(g));
+    groups
+}
+
+/// [`split`] a file at a time: each group goes to `out` once it is complete.
+pub struct Splitter {
+    format: Format,
+    task_bytes: u64,
+    max_files: usize,
+    reader: &'static dyn read::Reader,
+    cur: Vec<InputSlice>,
+    cur_bytes: u64,
+}
+
+impl Splitter {
+    pub fn new(format: Format, task_bytes: u64, max_files: usize) -> Self {
+        Self {
+            format,
+            task_bytes,
+            max_files,
+            reader: read::reader(format),
+            cur: Vec::new(),
+            cur_bytes: 0,
+        }
+    }
+
+    fn slice(&self, f: &InputFile, start: u64, end: u64) -> InputSlice {
+        InputSlice {
+            uri: f.uri.clone(),
+            size: f.size,
+            etag: f.etag.clone(),
+            format: self.format,
+            start,
+            end,
+        }
+    }
+
+    pub fn push(&mut self, f: &InputFile, out: &mut dyn FnMut(Vec<InputSlice>)) {
+        if f.size > self.task_bytes && self.reader.splittable(&f.uri) {
+            if !self.cur.is_empty() {
+                out(std::mem::take(&mut self.cur));
+                self.cur_bytes = 0;
             }
             let mut start = 0;
             while start < f.size {
-                let end = (start + task_bytes).min(f.size);
-                groups.push(vec![slice(f, start, end)]);
+                let end = (start + self.task_bytes).min(f.size);
+                out(vec![self.slice(f, start, end)]);
                 start = end;
             }
-            continue;
+            return;
         }
-        if !cur.is_empty() && (cur_bytes + f.size > task_bytes || cur.len() >= max_files) {
-            groups.push(std::mem::take(&mut cur));
-            cur_bytes = 0;
+        if !self.cur.is_empty()
+            && (self.cur_bytes + f.size > self.task_bytes || self.cur.len() >= self.max_files)
+        {
+            out(std::mem::take(&mut self.cur));
+            self.cur_bytes = 0;
         }
-        cur_bytes += f.size;
-        cur.push(slice(f, 0, f.size.max(1)));
+        self.cur_bytes += f.size;
+        let s = self.slice(f, 0, f.size.max(1));
+        self.cur.push(s);
     }
-    if !cur.is_empty() {
-        groups.push(cur);
+
+    pub fn finish(mut self, out: &mut dyn FnMut(Vec<InputSlice>)) {
+        if !self.cur.is_empty() {
+            out(std::mem::take(&mut self.cur));
+        }
     }
-    groups
 }
 
 /// Plans a job: inputs, schemas, phases and tasks.
 pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
+    plan_in(spec, reg, PLAN_MEMORY).await
+}
+
+/// [`plan`], its sorts holding at most `memory` bytes each.
+pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan, PlanError> {
     // Every operator's params, before any store is read (a spec from job.json was not
     // checked against the operators when it was parsed).
     ops::build_stages(spec).map_err(PlanError::Spec)?;
-    let files = list_inputs(spec, reg).await?;
+    let files = list_inputs(spec, reg, memory).await?;
     let assets = check_assets(spec, reg).await?;
     dedup_plan::check_against(spec, reg).await?;
-    let cols = input_columns(spec, reg, &files).await?;
+    // Readers infer columns from the first files (at most 16).
+    let cols = input_columns(spec, reg, &files.first(16)?).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
     check_token_vocabulary(spec, reg).await?;
@@ -734,20 +1026,11 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
         .enumerate()
         .filter_map(|(pi, idxs)| {
             let d = ops::dedup_ending(spec, idxs)?.1;
-            Some((
-                pi,
-                dedup_plan::dedup_partitions(&d, plan_input_bytes(&files)),
-            ))
+            Some((pi, dedup_plan::dedup_partitions(&d, files.bytes())))
         })
         .collect();
     let fps = fingerprints(spec, &input_schema, &assets, &partitions);
-    let groups = split(
-        &files,
-        spec.input.format,
-        spec.job.task_bytes,
-        spec.job.max_files_per_task,
-    );
-    let mut tasks: Vec<Vec<TaskManifest>> = Vec::new();
+    let mut tasks: Vec<PhaseTasks> = Vec::new();
     let mut phases: Vec<PhasePlan> = Vec::new();
     let n_pipeline = phases_idx.len();
     for (pi, idxs) in phases_idx.iter().enumerate() {
@@ -758,18 +1041,21 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             .then(|| ops::dedup_ending(spec, &phases_idx[pi - 1]))
             .flatten()
             .map(|(i, d)| {
-                let partitions = dedup_plan::dedup_partitions(&d, plan_input_bytes(&files));
+                let partitions = dedup_plan::dedup_partitions(&d, files.bytes());
                 dedup_plan::dedup_phase(&spec.stages[i].name, &d, partitions, phases.len() - 1)
             });
         if let Some(dd) = &dedup {
             let map_out = bound[pi - 1].1.as_ref();
-            let map_tasks = &tasks[dd.map_phase];
+            let map_digest = phases[dd.map_phase]
+                .task_digest
+                .clone()
+                .expect("planned phases have a digest");
             let first = phases.len();
             for (phase, list) in
-                dedup_plan::shuffle_phases(dd, &fps[pi - 1], map_tasks, map_out, first)
+                dedup_plan::shuffle_phases(dd, &fps[pi - 1], &map_digest, map_out, first)
             {
                 phases.push(phase);
-                tasks.push(list);
+                tasks.push(PhaseTasks::Listed(list));
             }
         }
         let name = phase_name(phases.len());
@@ -779,64 +1065,84 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
             Some(_) => dedup_plan::apply_fingerprint(fp, &phases[phases.len() - 1].fingerprint),
             None => fp.clone(),
         };
-        // Sharded (docs/PROTOCOL.md §1): a first phase by its size, a follower by its
-        // upstream's shards; never with `max_unconsumed_tasks`, which counts over a
-        // whole phase.
-        let digits = match (&dedup, pi) {
-            _ if spec.job.max_unconsumed_tasks.is_some() => 0,
-            (_, 0) => shard_digits_for(groups.len() as u64, spec.job.shard_tasks),
-            (Some(dd), _) => phases[dd.map_phase].shard_digits,
-            (None, _) => phases[phases.len() - 1].shard_digits,
-        };
-        let list: Vec<TaskManifest> = if pi == 0 {
-            groups
-                .iter()
-                .map(|g| TaskManifest {
-                    version: VERSION,
-                    job_id: String::new(),
-                    phase: name.clone(),
-                    task_id: hash16(&[fp, &serde_json::to_string(g).expect("json")]),
-                    inputs: g.clone(),
-                    upstream: vec![],
-                })
-                .collect()
-        } else {
-            // A map phase follows its previous phase task for task; an apply phase
-            // follows the map phase before its reduce phase.
-            let up = match &dedup {
-                Some(dd) => &tasks[dd.map_phase],
-                None => &tasks[phases.len() - 1],
-            };
-            up.iter()
-                .map(|up| TaskManifest {
-                    version: VERSION,
-                    job_id: String::new(),
-                    phase: name.clone(),
-                    task_id: follower_id(fp, &up.task_id, digits as usize),
-                    inputs: vec![],
-                    upstream: vec![up.task_id.clone()],
-                })
-                .collect()
-        };
-        phases.push(PhasePlan {
-            name,
+        let mut phase = PhasePlan {
+            name: name.clone(),
             fingerprint: fp.clone(),
             stages: idxs.clone(),
             input_schema: bound[pi].0.as_ref().clone(),
             output_schema: bound[pi].1.as_ref().clone(),
             last: pi + 1 == n_pipeline,
             gpu,
-            tasks: list.len() as u64,
+            tasks: 0,
             kind: if dedup.is_some() {
                 PhaseKind::Apply
             } else {
                 PhaseKind::Map
             },
-            dedup,
-            task_digest: Some(digest_of(&list)),
-            shard_digits: digits,
-        });
+            dedup: dedup.clone(),
+            task_digest: None,
+            shard_digits: 0,
+        };
+        // Sharded (docs/PROTOCOL.md §1): a first phase by its size, a follower by its
+        // upstream's shards; never with `max_unconsumed_tasks`, which counts over a
+        // whole phase.
+        let list = if pi == 0 {
+            let (list, n) = first_phase(spec, &files, fp, &name, memory)?;
+            phase.tasks = n;
+            phase.shard_digits = match spec.job.max_unconsumed_tasks {
+                Some(_) => 0,
+                None => shard_digits_for(n, spec.job.shard_tasks),
+            };
+            phase.task_digest = Some(match &list {
+                PhaseTasks::Listed(l) => digest_of(l),
+                PhaseTasks::Spilled(sorted) => {
+                    // Streamed into the digest in id order, never collected.
+                    let mut h = TaskDigest::default();
+                    for r in sorted.iter().map_err(spill_err)? {
+                        h.add(r.map_err(spill_err)?.0);
+                    }
+                    h.finish()
+                }
+                PhaseTasks::Follows { .. } => unreachable!("a first phase follows nothing"),
+            });
+            list
+        } else {
+            // A map phase follows its previous phase task for task; an apply phase
+            // follows the map phase before its reduce phase.
+            let up = match &dedup {
+                Some(dd) => dd.map_phase,
+                None => phases.len() - 1,
+            };
+            phase.tasks = phases[up].tasks;
+            phase.shard_digits = phases[up].shard_digits;
+            match &tasks[up] {
+                PhaseTasks::Listed(l) => {
+                    let list: Vec<TaskManifest> =
+                        l.iter().map(|u| follower(&phase, &u.task_id)).collect();
+                    phase.task_digest = Some(digest_of(&list));
+                    PhaseTasks::Listed(list)
+                }
+                PhaseTasks::Spilled(_) | PhaseTasks::Follows { .. } => {
+                    PhaseTasks::Follows { upstream: up }
+                }
+            }
+        };
+        phases.push(phase);
         tasks.push(list);
+        if phases[phases.len() - 1].task_digest.is_none() {
+            // A sharded follower: its ids come shard by shard, each shard's sorted and
+            // the shards in prefix order, so in order overall.
+            let q = phases.len() - 1;
+            let mut h = TaskDigest::default();
+            for shard in Shards::new(&phases, &tasks)? {
+                for (p, ts) in shard?.1 {
+                    if p == q {
+                        ts.iter().for_each(|t| h.add(&t.task_id));
+                    }
+                }
+            }
+            phases[q].task_digest = Some(h.finish());
+        }
     }
     Ok(Plan {
         phases,
@@ -846,15 +1152,68 @@ pub async fn plan(spec: &Spec, reg: &Registry) -> Result<Plan, PlanError> {
     })
 }
 
+/// The first phase's tasks: the inputs packed and cut into slices, each group one
+/// task. Kept in memory while at most `job.shard_tasks` (or when sharding is off),
+/// else sorted by id in a spill. Returns them and their count.
+fn first_phase(
+    spec: &Spec,
+    files: &InputFiles,
+    fp: &str,
+    name: &str,
+    memory: usize,
+) -> Result<(PhaseTasks, u64), PlanError> {
+    let keep_all = spec.job.max_unconsumed_tasks.is_some();
+    let mut listed: Option<Vec<TaskManifest>> = Some(Vec::new());
+    let mut spill = (!keep_all).then(|| SortSpill::new(memory));
+    let mut n = 0u64;
+    let mut err: Option<std::io::Error> = None;
+    let mut add = |g: Vec<InputSlice>| {
+        let t = TaskManifest {
+            version: VERSION,
+            job_id: String::new(),
+            phase: name.to_string(),
+            task_id: hash16(&[fp, &serde_json::to_string(&g).expect("json")]),
+            inputs: g,
+            upstream: vec![],
+        };
+        n += 1;
+        if let Some(s) = &mut spill
+            && err.is_none()
+            && let Err(e) = s.push(t.task_id.as_bytes(), &serde_json::to_vec(&t).expect("json"))
+        {
+            err = Some(e);
+        }
+        if let Some(l) = &mut listed {
+            l.push(t);
+            if !keep_all && l.len() as u64 > spec.job.shard_tasks.max(1) {
+                listed = None;
+            }
+        }
+    };
+    let mut splitter = Splitter::new(
+        spec.input.format,
+        spec.job.task_bytes,
+        spec.job.max_files_per_task,
+    );
+    for f in files.iter()? {
+        splitter.push(&f?, &mut add);
+    }
+    splitter.finish(&mut add);
+    if let Some(e) = err {
+        return Err(spill_err(e));
+    }
+    Ok(match (listed, spill) {
+        (Some(l), _) => (PhaseTasks::Listed(l), n),
+        (None, Some(s)) => (PhaseTasks::Spilled(s.finish(false).map_err(spill_err)?), n),
+        (None, None) => unreachable!("kept whole when sharding is off"),
+    })
+}
+
 /// The [`PhasePlan::task_digest`] of a phase's tasks.
 fn digest_of(tasks: &[TaskManifest]) -> String {
     let mut ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
     ids.sort_unstable();
     crate::protocol::records::task_digest(&ids)
-}
-
-fn plan_input_bytes(files: &[InputFile]) -> u64 {
-    files.iter().map(|f| f.size).sum()
 }
 
 /// The id of a job's finalize task.

@@ -28,6 +28,9 @@ pub struct SubmitOptions {
     pub job_id: Option<String>,
     /// A job whose committed tasks are reused where phases are unchanged.
     pub reuse: Option<String>,
+    /// Bytes each of planning's sorts may hold before spilling to local disk
+    /// ([`plan::PLAN_MEMORY`]).
+    pub plan_memory: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +68,7 @@ impl From<super::ownership::OwnershipError> for SubmitError {
             O::Spec(e) => e.into(),
             O::Proto(e) => SubmitError::Proto(e),
             O::Store(e) => SubmitError::Store(e),
+            O::Plan(e) => SubmitError::Plan(e),
         }
     }
 }
@@ -78,13 +82,14 @@ impl From<SpecErrors> for SubmitError {
 /// Hash of what a job computes: the resolved spec, the input files and the versions
 /// of the operators' asset files (a re-run after a block list changed is a new job,
 /// not the old one resumed).
-pub fn plan_hash(spec: &Spec, plan: &Plan) -> String {
+pub fn plan_hash(spec: &Spec, plan: &Plan) -> Result<String, plan::PlanError> {
     let mut h = blake3::Hasher::new();
     h.update(spec.hash().as_bytes());
     if !plan.assets.is_empty() {
         h.update(&serde_json::to_vec(&plan.assets).expect("json"));
     }
-    for f in &plan.files {
+    for f in plan.files.iter()? {
+        let f = f?;
         h.update(
             format!(
                 "\n{}\t{}\t{}",
@@ -95,7 +100,7 @@ pub fn plan_hash(spec: &Spec, plan: &Plan) -> String {
             .as_bytes(),
         );
     }
-    h.finalize().to_hex()[..32].to_string()
+    Ok(h.finalize().to_hex()[..32].to_string())
 }
 
 fn check_job_id(id: &str) -> Result<(), SubmitError> {
@@ -123,8 +128,8 @@ pub async fn submit(
     entropy: &Entropy,
 ) -> Result<Submitted, SubmitError> {
     let retry = Retry::new(entropy.clone());
-    let plan = plan::plan(spec, reg).await?;
-    let hash = plan_hash(spec, &plan);
+    let plan = plan::plan_in(spec, reg, opts.plan_memory).await?;
+    let hash = plan_hash(spec, &plan)?;
     let job_id = opts
         .job_id
         .clone()
@@ -140,7 +145,7 @@ pub async fn submit(
     let job_uri = job.to_uri_string();
     let store = reg.open(&job)?;
     let paths = JobPaths::new(job.clone()).with_shards(&plan.phases);
-    let tasks: u64 = plan.tasks.iter().map(|t| t.len() as u64).sum::<u64>() + 1;
+    let tasks: u64 = plan.phases.iter().map(|p| p.tasks).sum::<u64>() + 1;
     let mut out = Submitted {
         job_uri: job_uri.clone(),
         job_id: job_id.clone(),
@@ -169,8 +174,7 @@ pub async fn submit(
     )
     .await?;
     // The output and rejects prefixes must be this job's own: finalize sweeps them.
-    let inputs: Vec<String> = plan.files.iter().map(|f| f.uri.clone()).collect();
-    super::ownership::check(spec, reg, &root, &job, &inputs, &retry).await?;
+    super::ownership::check(spec, reg, &root, &job, &plan.files, &retry).await?;
     super::ownership::write_markers(spec, reg, &job_id, &job, &retry).await?;
 
     // 1. Task manifests (deterministic content: an identical existing one is fine).
@@ -180,38 +184,17 @@ pub async fn submit(
         .map(|p| p.fingerprint.clone())
         .unwrap_or_default();
     let finalize_task = plan::finalize_task_id(&job_id, &last_fp);
-    // A sharded phase's manifests go out a shard at a time (docs/PROTOCOL.md §1).
-    let mut all: Vec<TaskManifest> = Vec::new();
-    let mut shards: Vec<TaskShard> = Vec::new();
+    // Unsharded phases: a manifest object per task. Sharded ones: one object per
+    // shard, streamed shard by shard from the plan (docs/PROTOCOL.md §1).
+    let mut single: Vec<TaskManifest> = Vec::new();
     for (phase, tasks) in plan.phases.iter().zip(&plan.tasks) {
-        let k = phase.shard_digits as usize;
-        if k == 0 {
-            all.extend(tasks.iter().cloned());
-            continue;
-        }
-        let mut by_prefix: std::collections::BTreeMap<String, Vec<TaskManifest>> =
-            std::collections::BTreeMap::new();
-        for t in tasks {
-            let mut t = t.clone();
-            t.job_id = job_id.clone();
-            by_prefix
-                .entry(t.task_id[..k].to_string())
-                .or_default()
-                .push(t);
-        }
-        for prefix in crate::protocol::shard_prefixes(k) {
-            let mut tasks = by_prefix.remove(&prefix).unwrap_or_default();
-            tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-            shards.push(TaskShard {
-                version: SHARDED_VERSION,
-                job_id: job_id.clone(),
-                phase: phase.name.clone(),
-                prefix,
-                tasks,
-            });
+        if let plan::PhaseTasks::Listed(l) = tasks
+            && phase.shard_digits == 0
+        {
+            single.extend(l.iter().cloned());
         }
     }
-    all.push(TaskManifest {
+    single.push(TaskManifest {
         version: VERSION,
         job_id: String::new(),
         phase: FINALIZE.into(),
@@ -219,39 +202,58 @@ pub async fn submit(
         inputs: vec![],
         upstream: vec![],
     });
-    // Every object to create: (path, body, what it is).
-    let mut writes: Vec<(object_store::path::Path, Bytes, &str)> = shards
-        .iter()
-        .map(|sh| {
-            let body = Bytes::from(serde_json::to_vec(sh).expect("json"));
-            (
-                paths.task_shard(&sh.phase, &sh.prefix),
-                body,
-                "shard of task manifests",
-            )
-        })
-        .collect();
-    for mut t in all {
+    // Every object to create: (path, body, what it is), made as the writes go.
+    let singles = single.into_iter().map(|mut t| {
         t.job_id = job_id.clone();
         let body = Bytes::from(serde_json::to_vec_pretty(&t).expect("json"));
-        writes.push((paths.task(&t.phase, &t.task_id), body, "task manifest"));
-    }
-    futures::stream::iter(writes.into_iter().map(|(path, body, what)| {
-        let store = store.clone();
-        let retry = retry.clone();
-        async move {
-            match create_bytes(store.as_ref(), &path, body, None, &retry).await? {
-                Created::Mine => Ok(()),
-                Created::Theirs(_) => Err(ProtoError::Corrupt {
-                    path: path.to_string(),
-                    message: format!("a different {what} already exists here"),
-                }),
+        Ok((paths.task(&t.phase, &t.task_id), body, "task manifest"))
+    });
+    let shards = plan.shards()?.flat_map(|shard| {
+        let items: Vec<Result<_, SubmitError>> = match shard {
+            Err(e) => vec![Err(e.into())],
+            Ok((prefix, phases)) => phases
+                .into_iter()
+                .map(|(q, mut tasks)| {
+                    for t in &mut tasks {
+                        t.job_id = job_id.clone();
+                    }
+                    let sh = TaskShard {
+                        version: SHARDED_VERSION,
+                        job_id: job_id.clone(),
+                        phase: plan.phases[q].name.clone(),
+                        prefix: prefix.clone(),
+                        tasks,
+                    };
+                    let body = Bytes::from(serde_json::to_vec(&sh).expect("json"));
+                    Ok((
+                        paths.task_shard(&sh.phase, &sh.prefix),
+                        body,
+                        "shard of task manifests",
+                    ))
+                })
+                .collect(),
+        };
+        items
+    });
+    futures::stream::iter(shards.chain(singles))
+        .map(|w| {
+            let store = store.clone();
+            let retry = retry.clone();
+            async move {
+                let (path, body, what) = w?;
+                match create_bytes(store.as_ref(), &path, body, None, &retry).await? {
+                    Created::Mine => Ok::<(), SubmitError>(()),
+                    Created::Theirs(_) => Err(ProtoError::Corrupt {
+                        path: path.to_string(),
+                        message: format!("a different {what} already exists here"),
+                    }
+                    .into()),
+                }
             }
-        }
-    }))
-    .buffer_unordered(32)
-    .try_collect::<Vec<()>>()
-    .await?;
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await?;
 
     // 2. Reused commits; the reused job as commit records name it.
     let mut reused_from = None;
@@ -356,7 +358,8 @@ async fn reuse_commits(
         if pi + 1 == plan.phases.len() && old.spec.output.format != format {
             continue;
         }
-        let wanted: BTreeSet<&str> = plan.tasks[pi].iter().map(|t| t.task_id.as_str()).collect();
+        let ids = plan.task_ids(pi)?;
+        let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
         // Tasks of this phase whose commit is in the new job: reused now, or by an
         // earlier attempt of this submit that crashed before writing job.json.
         let mut present = 0;
@@ -548,4 +551,122 @@ async fn files_exist(
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::MockClock;
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::{ObjectStore, ObjectStoreExt};
+    use std::sync::Arc;
+
+    async fn snapshot(store: &InMemory, prefix: &str) -> BTreeMap<String, Bytes> {
+        let metas: Vec<_> = store
+            .list(Some(&Path::from(prefix)))
+            .try_collect()
+            .await
+            .unwrap();
+        let mut out = BTreeMap::new();
+        for m in metas {
+            let b = store.get(&m.location).await.unwrap().bytes().await.unwrap();
+            out.insert(m.location.to_string(), b);
+        }
+        out
+    }
+
+    /// Planning through its local sort (a budget far below the plan's size: the input
+    /// list and the first phase's tasks spill as many runs) writes exactly what
+    /// planning in memory writes, object for object and byte for byte: shards of a
+    /// first phase, of a follower, of an apply phase after a dedup, the reduce's
+    /// manifests and job.json (task counts, digests, the shuffle's identity). A file
+    /// matched by two patterns is planned once.
+    #[tokio::test]
+    async fn a_spilled_plan_writes_what_an_in_memory_plan_writes() {
+        let store = Arc::new(InMemory::new());
+        crate::store::install_memory("spill-plan", store.clone());
+        for (dir, n) in [("a", 1200), ("b", 801)] {
+            for i in 0..n {
+                store
+                    .put(
+                        &Path::from(format!("in/{dir}/{i:05}.jsonl")),
+                        format!("{{\"text\": \"doc {dir} {i}\"}}\n").into(),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+        let text = "name: spill\ninput: {uris: [\"memory://spill-plan/in/a/*.jsonl\", \"memory://spill-plan/in/b/*.jsonl\", \"memory://spill-plan/in/a/00007.jsonl\"]}\nstages:\n  - {op: text_length, end_phase: true}\n  - {op: exact_key, name: content, params: {field: text}}\n  - {op: dedup, params: {key: content_key, partitions: 3}}\n  - {op: length_filter, params: {min_words: 1}}\noutput: {uri: \"memory://spill-plan/out\"}\njob: {max_files_per_task: 1, shard_tasks: 100}\n";
+        let spec = Spec::from_text(
+            text,
+            "spill",
+            &crate::spec::Overrides::default(),
+            &|_| None,
+            &crate::ops::Catalog,
+        )
+        .unwrap();
+        let reg = Registry::new(spec.s3.clone());
+
+        // The plan itself: spilled where the budget is small, the same phases.
+        let whole = plan::plan_in(&spec, &reg, usize::MAX).await.unwrap();
+        let spilled = plan::plan_in(&spec, &reg, 4096).await.unwrap();
+        assert_eq!(
+            whole.files.len(),
+            2001,
+            "a file matched twice is planned once"
+        );
+        assert_eq!(whole.phases, spilled.phases);
+        assert_eq!(whole.phases[0].tasks, 2001);
+        assert_eq!(whole.phases[0].shard_digits, 2);
+        assert!(matches!(&spilled.tasks[0], plan::PhaseTasks::Spilled(s) if s.spilled()));
+        assert!(matches!(&whole.tasks[0], plan::PhaseTasks::Spilled(s) if !s.spilled()));
+        assert_eq!(
+            plan_hash(&spec, &whole).unwrap(),
+            plan_hash(&spec, &spilled).unwrap()
+        );
+        for pi in 0..whole.phases.len() {
+            let ids = spilled.task_ids(pi).unwrap();
+            assert_eq!(ids, whole.task_ids(pi).unwrap());
+            assert_eq!(ids.len() as u64, whole.phases[pi].tasks);
+            assert_eq!(
+                whole.phases[pi].task_digest.as_deref(),
+                Some(crate::protocol::records::task_digest(&ids).as_str()),
+                "phase {pi}"
+            );
+        }
+        drop((whole, spilled));
+
+        // What submit writes, in memory and spilled.
+        let mut written = Vec::new();
+        for memory in [usize::MAX, 4096] {
+            let opts = SubmitOptions {
+                job_root: "memory://spill-plan/root".into(),
+                job_id: Some("j".into()),
+                reuse: None,
+                plan_memory: memory,
+            };
+            let s = submit(&spec, &reg, &opts, &MockClock::new(1), &Entropy::seeded(3))
+                .await
+                .unwrap();
+            assert!(s.created);
+            assert_eq!((s.input_files, s.tasks), (2001, 2001 * 3 + 3 + 1));
+            let mut got = snapshot(&store, "root").await;
+            got.extend(snapshot(&store, "out").await);
+            for k in got.keys() {
+                store.delete(&Path::from(k.as_str())).await.unwrap();
+            }
+            written.push(got);
+        }
+        let shards = written[0].keys().filter(|k| k.contains("/shards/")).count();
+        assert_eq!(
+            shards,
+            3 * 256,
+            "a shard object per shard of each sharded phase"
+        );
+        assert_eq!(written[0].len(), written[1].len());
+        for (k, v) in &written[0] {
+            assert_eq!(Some(v), written[1].get(k), "{k}");
+        }
+    }
 }

@@ -45,16 +45,8 @@ pub fn dedup_phase(
 /// earlier job's reduce or apply commits only when that job shuffled exactly the same
 /// map tasks into the same key ranges (a reduce over {a, b} decides differently from
 /// one over {a}; decisions are addressed by map-task index).
-pub fn shuffle_identity(map_fp: &str, partitions: u32, map_tasks: &[TaskManifest]) -> String {
-    let mut ids: Vec<&str> = map_tasks.iter().map(|t| t.task_id.as_str()).collect();
-    ids.sort_unstable();
-    let mut h = blake3::Hasher::new();
-    for id in &ids {
-        h.update(id.as_bytes());
-        h.update(b"\n");
-    }
-    let set = h.finalize().to_hex();
-    hash16(&["shuffle", map_fp, &partitions.to_string(), set.as_str()])
+pub fn shuffle_identity(map_fp: &str, partitions: u32, map_digest: &str) -> String {
+    hash16(&["shuffle", map_fp, &partitions.to_string(), map_digest])
 }
 
 /// The phases between a dedup's map phase and its apply phase, numbered from `first`:
@@ -65,7 +57,7 @@ pub fn shuffle_identity(map_fp: &str, partitions: u32, map_tasks: &[TaskManifest
 pub fn shuffle_phases(
     dd: &DedupPhase,
     map_fp: &str,
-    map_tasks: &[TaskManifest],
+    map_digest: &str,
     map_out: &Schema,
     first: usize,
 ) -> Vec<(PhasePlan, Vec<TaskManifest>)> {
@@ -74,7 +66,7 @@ pub fn shuffle_phases(
     } else {
         2 * dd.params.max_rounds - 1
     };
-    let shuffle = shuffle_identity(map_fp, dd.partitions, map_tasks);
+    let shuffle = shuffle_identity(map_fp, dd.partitions, map_digest);
     let mut out = Vec::new();
     for step in 0..=steps {
         let name = phase_name(first + step as usize);
@@ -216,33 +208,39 @@ pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstErr
 mod tests {
     use super::*;
 
-    fn tm(id: &str) -> TaskManifest {
-        TaskManifest {
-            version: VERSION,
-            job_id: String::new(),
-            phase: "p00".into(),
-            task_id: id.into(),
-            inputs: vec![],
-            upstream: vec![],
-        }
+    /// The digest of these map task ids, as planning computes it.
+    fn digest(ids: &[&str]) -> String {
+        let mut v = ids.to_vec();
+        v.sort_unstable();
+        crate::protocol::records::task_digest(&v)
     }
 
     #[test]
     fn the_shuffle_identity_names_the_map_tasks_and_the_partitions() {
-        let ab = shuffle_identity("fp", 4, &[tm("a"), tm("b")]);
+        let ab = shuffle_identity("fp", 4, &digest(&["a", "b"]));
         assert_eq!(
             ab,
-            shuffle_identity("fp", 4, &[tm("b"), tm("a")]),
+            shuffle_identity("fp", 4, &digest(&["b", "a"])),
             "order-free"
         );
-        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a")]), "fewer map tasks");
-        assert_ne!(ab, shuffle_identity("fp", 4, &[tm("a"), tm("b"), tm("c")]));
         assert_ne!(
             ab,
-            shuffle_identity("fp", 5, &[tm("a"), tm("b")]),
+            shuffle_identity("fp", 4, &digest(&["a"])),
+            "fewer map tasks"
+        );
+        assert_ne!(ab, shuffle_identity("fp", 4, &digest(&["a", "b", "c"])));
+        assert_ne!(
+            ab,
+            shuffle_identity("fp", 5, &digest(&["a", "b"])),
             "key ranges"
         );
-        assert_ne!(ab, shuffle_identity("fq", 4, &[tm("a"), tm("b")]));
+        assert_ne!(ab, shuffle_identity("fq", 4, &digest(&["a", "b"])));
+        // The identity jobs planned before it took a digest: the set's hash of the
+        // sorted ids, one a line (a changed value would rename every reduce task).
+        let mut h = blake3::Hasher::new();
+        h.update(b"a\nb\n");
+        let set = h.finalize().to_hex();
+        assert_eq!(ab, hash16(&["shuffle", "fp", "4", set.as_str()]));
     }
 
     /// Exact: one reduce phase; near: the candidates reduce and 2·R − 1 label steps,
@@ -259,7 +257,7 @@ mod tests {
             kind,
             max_rounds: 4,
         };
-        let maps = [tm("a"), tm("b")];
+        let maps = digest(&["a", "b"]);
         let exact = dedup_phase("dd", &params(super::super::DedupKind::Exact), 3, 1);
         let got = shuffle_phases(&exact, "fp", &maps, &Schema::empty(), 2);
         assert_eq!(got.len(), 1);

@@ -61,12 +61,30 @@ pub struct PhasePlan {
 
 /// The [`PhasePlan::task_digest`] of sorted task ids.
 pub fn task_digest<S: AsRef<str>>(sorted_ids: &[S]) -> String {
-    let mut h = blake3::Hasher::new();
+    let mut h = TaskDigest::default();
     for id in sorted_ids {
-        h.update(id.as_ref().as_bytes());
-        h.update(b"\n");
+        h.add(id.as_ref());
     }
-    h.finalize().to_hex().to_string()
+    h.finish()
+}
+
+/// [`task_digest`] an id at a time (ids added in sorted order).
+pub struct TaskDigest(blake3::Hasher);
+
+impl Default for TaskDigest {
+    fn default() -> Self {
+        Self(blake3::Hasher::new())
+    }
+}
+
+impl TaskDigest {
+    pub fn add(&mut self, id: impl AsRef<[u8]>) {
+        self.0.update(id.as_ref());
+        self.0.update(b"\n");
+    }
+    pub fn finish(&self) -> String {
+        self.0.finalize().to_hex().to_string()
+    }
 }
 
 /// The role of a phase.

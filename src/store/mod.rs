@@ -298,6 +298,24 @@ pub async fn list_matching(
     reg: &Registry,
     pattern: &str,
 ) -> Result<Vec<(Uri, ObjectMeta)>, StoreError> {
+    let mut out = Vec::new();
+    for_each_matching(reg, pattern, |u, m| {
+        out.push((u, m));
+        Ok(())
+    })
+    .await?;
+    out.sort_by(|a, b| a.1.location.cmp(&b.1.location));
+    Ok(out)
+}
+
+/// [`list_matching`] without holding the listing: each object as its page arrives, in
+/// the store's listing order (sorted on S3, not on every store). `f` may stop the
+/// listing with an error.
+pub async fn for_each_matching(
+    reg: &Registry,
+    pattern: &str,
+    mut f: impl FnMut(Uri, ObjectMeta) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let bad = |reason: String| StoreError::BadUri {
         uri: pattern.to_string(),
         reason,
@@ -305,25 +323,21 @@ pub async fn list_matching(
     if !is_glob(pattern) {
         let (store, uri) = reg.resolve(pattern)?;
         match store.head(&uri.path).await {
-            Ok(meta) => return Ok(vec![(uri, meta)]),
+            Ok(meta) => return f(uri, meta),
             Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        let mut out: Vec<ObjectMeta> = store.list(Some(&uri.path)).try_collect().await?;
-        out.retain(|m| !is_hidden(&m.location));
-        out.sort_by(|a, b| a.location.cmp(&b.location));
-        return Ok(out
-            .into_iter()
-            .map(|m| {
-                (
-                    Uri {
-                        store: uri.store.clone(),
-                        path: m.location.clone(),
-                    },
-                    m,
-                )
-            })
-            .collect());
+        let mut list = store.list(Some(&uri.path));
+        while let Some(m) = list.try_next().await? {
+            if !is_hidden(&m.location) {
+                let u = Uri {
+                    store: uri.store.clone(),
+                    path: m.location.clone(),
+                };
+                f(u, m)?;
+            }
+        }
+        return Ok(());
     }
     // The literal prefix before the first segment with a glob character.
     let glob_at = pattern.find(['*', '?', '[']).expect("is a glob");
@@ -341,26 +355,17 @@ pub async fn list_matching(
         .build()
         .map_err(|e| bad(e.to_string()))?
         .compile_matcher();
-    let mut out: Vec<ObjectMeta> = store
-        .list(Some(&base.path))
-        .try_filter(|m| {
-            futures::future::ready(glob.is_match(m.location.as_ref()) && !is_hidden(&m.location))
-        })
-        .try_collect()
-        .await?;
-    out.sort_by(|a, b| a.location.cmp(&b.location));
-    Ok(out
-        .into_iter()
-        .map(|m| {
-            (
-                Uri {
-                    store: base.store.clone(),
-                    path: m.location.clone(),
-                },
-                m,
-            )
-        })
-        .collect())
+    let mut list = store.list(Some(&base.path));
+    while let Some(m) = list.try_next().await? {
+        if glob.is_match(m.location.as_ref()) && !is_hidden(&m.location) {
+            let u = Uri {
+                store: base.store.clone(),
+                path: m.location.clone(),
+            };
+            f(u, m)?;
+        }
+    }
+    Ok(())
 }
 
 /// Names starting with `_` or `.`, or local-filesystem staging files (`name#N`).
