@@ -175,6 +175,10 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct SimStore {
     inner: Arc<InMemory>,
+    /// Every key that may exist (listings confirm each with the store): S3 lists a
+    /// page at a time, and `InMemory` would collect a whole listing at once, which at
+    /// millions of keys is the simulator's memory, not mdf's.
+    keys: Arc<Mutex<std::collections::BTreeSet<String>>>,
     cfg: Arc<SimConfig>,
     state: Arc<Mutex<State>>,
     /// The simulation runtime's thread: only requests made there take their latency.
@@ -201,6 +205,7 @@ impl SimStore {
         SimStore {
             runtime_thread: std::thread::current().id(),
             inner: Arc::new(InMemory::new()),
+            keys: Default::default(),
             state: Arc::new(Mutex::new(State {
                 rng: StdRng::seed_from_u64(cfg.seed),
                 buckets: HashMap::new(),
@@ -211,9 +216,45 @@ impl SimStore {
         }
     }
 
-    /// The store without latency, limits or counting: to seed inputs for free.
+    /// The store without latency, limits or counting: to read for free. Objects
+    /// are seeded with [`SimStore::seed`] (which listings then see).
     pub fn backing(&self) -> Arc<dyn ObjectStore> {
         self.inner.clone()
+    }
+
+    /// Writes an object for free (no latency, limit or count): a job's inputs.
+    pub async fn seed(&self, location: &Path, body: PutPayload) -> Result<()> {
+        self.inner
+            .put_opts(location, body, PutOptions::default())
+            .await?;
+        self.note(location);
+        Ok(())
+    }
+
+    fn note(&self, key: &Path) {
+        let mut keys = self.keys.lock().expect("sim keys");
+        if !keys.contains(key.as_ref()) {
+            keys.insert(key.to_string());
+        }
+    }
+
+    fn forget(&self, key: &Path) {
+        self.keys.lock().expect("sim keys").remove(key.as_ref());
+    }
+
+    /// Up to `n` keys under `start` after `after`, in order.
+    fn next_keys(&self, start: &str, after: Option<&str>, n: usize) -> Vec<String> {
+        use std::ops::Bound;
+        let keys = self.keys.lock().expect("sim keys");
+        let lower = match after {
+            Some(a) => Bound::Excluded(a.to_string()),
+            None => Bound::Included(start.to_string()),
+        };
+        keys.range((lower, Bound::Unbounded))
+            .take_while(|k| k.starts_with(start))
+            .take(n)
+            .cloned()
+            .collect()
     }
 
     pub fn counts(&self) -> SimCounts {
@@ -330,31 +371,60 @@ impl SimStore {
     }
 
     /// The inner listing, one request per page as it is read.
-    fn paged(
-        &self,
-        all: Vec<ObjectMeta>,
-        prefix: String,
-    ) -> BoxStream<'static, Result<ObjectMeta>> {
+    /// A listing of the keys under `start`, a page of `cfg.page` at a time: each page
+    /// one LIST request (an empty listing is one page too), its keys confirmed with
+    /// the store (a key deleted meanwhile is left out).
+    fn paged(&self, start: String) -> BoxStream<'static, Result<ObjectMeta>> {
+        use object_store::ObjectStoreExt;
         let (this, page) = (self.clone(), self.cfg.page.max(1));
-        futures::stream::unfold(
-            (all.into_iter(), 0usize, false),
-            move |(mut it, n, failed)| {
-                let (this, prefix) = (this.clone(), prefix.clone());
-                async move {
-                    if failed {
+        struct Cursor {
+            after: Option<String>,
+            first: bool,
+            done: bool,
+            buf: std::collections::VecDeque<Result<ObjectMeta>>,
+        }
+        let cursor = Cursor {
+            after: None,
+            first: true,
+            done: false,
+            buf: Default::default(),
+        };
+        futures::stream::unfold(cursor, move |mut c| {
+            let (this, start) = (this.clone(), start.clone());
+            async move {
+                loop {
+                    if let Some(m) = c.buf.pop_front() {
+                        if m.is_err() {
+                            c.done = true;
+                            c.buf.clear();
+                        }
+                        return Some((m, c));
+                    }
+                    if c.done {
                         return None;
                     }
-                    if n.is_multiple_of(page) {
-                        // An empty listing is one page too.
-                        let more = it.len() > 0 || n == 0;
-                        if more && let Err(e) = this.call(Op::List, &prefix, 0, true).await {
-                            return Some((Err(e), (it, n, true)));
+                    let keys = this.next_keys(&start, c.after.as_deref(), page);
+                    if keys.is_empty() && !c.first {
+                        return None;
+                    }
+                    c.first = false;
+                    c.done = keys.len() < page;
+                    c.after = keys.last().cloned();
+                    if let Err(e) = this.call(Op::List, &start, 0, true).await {
+                        c.buf.push_back(Err(e));
+                        continue;
+                    }
+                    for k in keys {
+                        let Ok(p) = Path::parse(&k) else { continue };
+                        match this.inner.head(&p).await {
+                            Ok(m) => c.buf.push_back(Ok(m)),
+                            Err(object_store::Error::NotFound { .. }) => {}
+                            Err(e) => c.buf.push_back(Err(e)),
                         }
                     }
-                    it.next().map(|m| (Ok(m), (it, n + 1, false)))
                 }
-            },
-        )
+            }
+        })
         .boxed()
     }
 }
@@ -394,7 +464,9 @@ impl ObjectStore for SimStore {
         } else {
             payload
         };
-        self.inner.put_opts(location, payload, opts).await
+        let r = self.inner.put_opts(location, payload, opts).await;
+        self.note(location);
+        r
     }
     async fn put_multipart_opts(
         &self,
@@ -402,6 +474,8 @@ impl ObjectStore for SimStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.call(Op::Put, location.as_ref(), 0, true).await?;
+        // Listed once it completes (a listing confirms each key).
+        self.note(location);
         self.inner.put_multipart_opts(location, opts).await
     }
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -438,30 +512,26 @@ impl ObjectStore for SimStore {
                 async move {
                     let p = p?;
                     this.call(Op::Delete, p.as_ref(), 0, true).await?;
+                    let key = p.clone();
                     let mut one = this
                         .inner
                         .delete_stream(futures::stream::once(async move { Ok(p) }).boxed());
-                    one.next().await.unwrap_or_else(|| {
+                    let r = one.next().await.unwrap_or_else(|| {
                         Err(object_store::Error::Generic {
                             store: "simulated-s3",
                             source: "delete answered nothing".into(),
                         })
-                    })
+                    });
+                    if r.is_ok() {
+                        this.forget(&key);
+                    }
+                    r
                 }
             })
             .boxed()
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        let (this, p) = (self.clone(), prefix.cloned());
-        futures::stream::once(async move {
-            let all: Result<Vec<ObjectMeta>> = this.inner.list(p.as_ref()).try_collect().await;
-            match all {
-                Ok(v) => this.paged(v, p.map(|p| format!("{p}/")).unwrap_or_default()),
-                Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-            }
-        })
-        .flatten()
-        .boxed()
+        self.paged(prefix.map(|p| format!("{p}/")).unwrap_or_default())
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let r = self.inner.list_with_delimiter(prefix).await?;
@@ -474,11 +544,18 @@ impl ObjectStore for SimStore {
     }
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.call(Op::Copy, to.as_ref(), 0, true).await?;
-        self.inner.copy_opts(from, to, options).await
+        let r = self.inner.copy_opts(from, to, options).await;
+        self.note(to);
+        r
     }
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         self.call(Op::Copy, to.as_ref(), 0, true).await?;
-        self.inner.rename_opts(from, to, options).await
+        let r = self.inner.rename_opts(from, to, options).await;
+        self.note(to);
+        if r.is_ok() {
+            self.forget(from);
+        }
+        r
     }
 }
 
@@ -511,11 +588,13 @@ mod tests {
             ..quiet()
         });
         for i in 0..25 {
-            s.backing()
-                .put(&Path::from(format!("d/{i:03}")), "x".into())
+            s.seed(&Path::from(format!("d/{i:03}")), "x".into())
                 .await
                 .unwrap();
         }
+        // Not under "d/": never listed with it.
+        s.seed(&Path::from("d0"), "x".into()).await.unwrap();
+        s.seed(&Path::from("dd/1"), "x".into()).await.unwrap();
         let n = s.list(Some(&Path::from("d"))).count().await;
         assert_eq!(n, 25);
         assert_eq!(s.counts().get(Op::List), 3);
@@ -527,6 +606,23 @@ mod tests {
         let r = s.list_with_delimiter(Some(&Path::from("d"))).await.unwrap();
         assert_eq!(r.objects.len(), 25);
         assert_eq!(s.counts().get(Op::List), 8);
+        // Listings follow writes, copies and deletes; a full last page ends it.
+        s.put(&Path::from("d/100"), "x".into()).await.unwrap();
+        s.copy(&Path::from("d/000"), &Path::from("d/101"))
+            .await
+            .unwrap();
+        s.delete(&Path::from("d/001")).await.unwrap();
+        s.delete(&Path::from("d/002")).await.unwrap();
+        let names: Vec<String> = s
+            .list(Some(&Path::from("d")))
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(names.len(), 25);
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+        assert!(names.contains(&"d/101".to_string()) && !names.contains(&"d/001".to_string()));
+        assert_eq!(s.counts().get(Op::List), 8 + 3);
     }
 
     #[tokio::test(start_paused = true)]
