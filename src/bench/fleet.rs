@@ -12,7 +12,6 @@ use crate::protocol::io::Retry;
 use crate::store::sim::{Op, SimConfig, SimCounts, SimStore};
 use crate::store::{Registry, install_memory};
 use crate::worker::{self, SimulatedWork, WorkerOptions};
-use object_store::ObjectStoreExt;
 use std::sync::Arc;
 use std::time::Duration;
 

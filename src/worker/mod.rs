@@ -760,6 +760,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 }
                 report.claims_lost += 1;
                 consecutive_lost += 1;
+                shards::lost_claim(&mut view, p);
                 view.seen_leased.insert(key.clone());
                 view.busy_until.insert(
                     key,

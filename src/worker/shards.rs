@@ -106,6 +106,10 @@ pub(super) struct ShardCursor {
     /// Shards seen complete by a worker that did not end their last task: it writes
     /// the marker only if the one who did has not, by then.
     build_after: HashMap<String, u64>,
+    /// Tasks this worker ended in the current shard since it last listed it, and
+    /// whether it lost a claim there meanwhile (see [`after_task`]).
+    ended_unlisted: u32,
+    lost_unlisted: bool,
 }
 
 impl ShardCursor {
@@ -119,6 +123,8 @@ impl ShardCursor {
             last_own: None,
             typical_ms: None,
             build_after: HashMap::new(),
+            ended_unlisted: 0,
+            lost_unlisted: false,
         }
     }
     fn total(&self) -> usize {
@@ -180,6 +186,8 @@ pub(super) async fn list_current(
         return Ok(());
     };
     c.stale = false;
+    c.ended_unlisted = 0;
+    c.lost_unlisted = false;
     let Some(s) = c.current.clone() else {
         return Ok(());
     };
@@ -273,13 +281,57 @@ fn current_complete(view: &View, p: usize) -> bool {
 
 /// The worker leaves its current shard of phase `p`: the view holds no shard's tasks.
 fn leave(view: &mut View, p: usize) {
-    if let Some(c) = view.shards[p].as_mut() {
-        c.current = None;
-    }
+    let left = view.shards[p].as_mut().and_then(|c| c.current.take());
+    let up = view.upstream[p].values().next().map(|(q, _)| *q);
     view.ids[p].clear();
     view.order[p].clear();
     view.upstream[p].clear();
+    // What the view learnt of the tasks there that ended, and of the upstream shard
+    // (unless the worker works there): learnt again on the way back in (entering
+    // lists the shard's commits). Kept, a worker roaming the shards of a long job would
+    // hold every task it ever saw end (MiBs a worker by a million tasks). Tasks seen
+    // leased and not ended stay: their first sighting times a takeover.
+    if let Some(s) = left {
+        forget_ended(view, p, &s);
+        if let Some(q) = up
+            && view.shards[q]
+                .as_ref()
+                .is_none_or(|c| c.current.as_deref() != Some(s.as_str()))
+        {
+            forget_ended(view, q, &s);
+        }
+    }
 }
+
+/// Drops the view's entries for the ended tasks of shard `prefix` of phase `p`.
+fn forget_ended(view: &mut View, p: usize, prefix: &str) {
+    let ended: Vec<(usize, String)> = view
+        .terminal
+        .iter()
+        .filter(|k| k.0 == p && k.1.starts_with(prefix))
+        .cloned()
+        .collect();
+    for k in ended {
+        view.seen_leased.remove(&k);
+        view.busy_until.remove(&k);
+        view.spec_seen.remove(&k);
+        view.terminal.remove(&k);
+    }
+}
+
+/// A claim of a task of sharded phase `p` was lost: the worker's view of its shard
+/// is behind, so it lists the shard after its next task (see [`after_task`]).
+pub(super) fn lost_claim(view: &mut View, p: usize) {
+    if let Some(c) = view.shards.get_mut(p).and_then(|c| c.as_mut()) {
+        c.lost_unlisted = true;
+    }
+}
+
+/// Fresh tasks (neither ended nor seen leased) the view holds in phase `p`'s current
+/// shard at least, for the listing after a task to be left out.
+const FRESH_TO_SKIP: usize = 64;
+/// Tasks a worker ends in a shard between two listings of it, at most.
+const ENDED_BETWEEN_LISTINGS: u32 = 4;
 
 fn mark_done(view: &mut View, p: usize, prefix: String) {
     let Some(c) = view.shards[p].as_mut() else {
@@ -429,6 +481,31 @@ pub(super) async fn after_task(
     }
     if c.current.as_deref() != Some(prefix.as_str()) {
         return Ok(());
+    }
+    // The listing after a task tells the worker which tasks others leased meanwhile
+    // (its next claim should not lose) and whether the shard is complete (its marker
+    // is this worker's to write). Far from the shard's end, with no claim lost since
+    // the last listing, a claim of a task the view holds fresh most likely wins (a
+    // lost one costs a PUT and a GET, and a listing after the next task), so up to
+    // `ENDED_BETWEEN_LISTINGS` tasks go without one: a request a task saved for a
+    // few lost claims.
+    c.ended_unlisted += 1;
+    let (ended, lost) = (c.ended_unlisted, c.lost_unlisted);
+    if ended < ENDED_BETWEEN_LISTINGS && !lost {
+        let fresh = view.ids[p]
+            .iter()
+            .filter(|t| {
+                let k = (p, (*t).clone());
+                !view.terminal.contains(&k) && !view.seen_leased.contains(&k)
+            })
+            .take(FRESH_TO_SKIP)
+            .count();
+        if fresh >= FRESH_TO_SKIP {
+            if let Some(c) = view.shards[p].as_mut() {
+                c.stale = false;
+            }
+            return Ok(());
+        }
     }
     list_current(ctx, store, view, p, false).await?;
     let complete = current_complete(view, p);
