@@ -425,5 +425,12 @@ mod tests {
         assert!(crate::store::is_slow_down(&err(
             "Server returned non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>"
         )));
+        // A HEAD's 503 comes without a body.
+        assert!(crate::store::is_slow_down(&err(
+            "Error performing HEAD https://b.s3.amazonaws.com/k in 20ms - Server returned non-2xx status code: 503 Service Unavailable: "
+        )));
+        assert!(!crate::store::is_slow_down(&err(
+            "Server returned non-2xx status code: 500 Internal Server Error: "
+        )));
     }
 }

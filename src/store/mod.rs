@@ -405,6 +405,9 @@ pub fn is_slow_down(e: &object_store::Error) -> bool {
     [
         "<Code>SlowDown</Code>",
         "503 SlowDown",
+        // A HEAD's 503 has no body to name its code; S3 answers 503 only to slow down
+        // (SlowDown, or "Reduce your request rate").
+        "status code: 503",
         "429 Too Many Requests",
         "<Code>TooManyRequests</Code>",
     ]
