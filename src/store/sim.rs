@@ -562,6 +562,7 @@ impl ObjectStore for SimStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
 
     fn quiet() -> SimConfig {
