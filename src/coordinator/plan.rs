@@ -2,7 +2,7 @@
 //! schema error at once, by field path), derive phase fingerprints and split the
 //! inputs into tasks with deterministic ids. Reads only listings and file headers
 //! (a JSONL sample, a Parquet footer), never record data, and writes nothing.
-use super::spill::{SortSpill, Sorted};
+use super::spill::{Records, SortSpill, Sorted};
 use crate::dedup::plan as dedup_plan;
 use crate::io::read::{self, ColumnsError};
 use crate::ops;
@@ -208,14 +208,12 @@ pub struct Shards<'a> {
     tasks: &'a [PhaseTasks],
     k: usize,
     prefixes: Box<dyn Iterator<Item = String> + Send>,
-    records: std::iter::Peekable<
-        Box<dyn Iterator<Item = std::io::Result<(Vec<u8>, Vec<u8>)>> + Send + 'a>,
-    >,
+    records: std::iter::Peekable<Records<'a>>,
 }
 
 impl<'a> Shards<'a> {
     fn new(phases: &'a [PhasePlan], tasks: &'a [PhaseTasks]) -> Result<Self, PlanError> {
-        let (k, records): (usize, Box<dyn Iterator<Item = _> + Send + 'a>) = match tasks.first() {
+        let (k, records): (usize, Records<'a>) = match tasks.first() {
             Some(PhaseTasks::Spilled(sorted)) => (
                 phases[0].shard_digits as usize,
                 sorted.iter().map_err(spill_err)?,

@@ -10,7 +10,10 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 /// What one buffered record costs besides its bytes (two `Vec`s and their heap blocks).
 const RECORD_OVERHEAD: usize = 80;
 
-type Record = (Vec<u8>, Vec<u8>);
+/// A key and its value.
+pub type Record = (Vec<u8>, Vec<u8>);
+/// Records read back in order.
+pub type Records<'a> = Box<dyn Iterator<Item = io::Result<Record>> + Send + 'a>;
 
 /// Sorts records by key in at most `budget` bytes of memory (plus a read buffer per
 /// spilled run while merging).
@@ -133,7 +136,7 @@ impl Sorted {
         self.file.is_some()
     }
     /// Every record in key order, from the start (each call reads anew).
-    pub fn iter(&self) -> io::Result<Box<dyn Iterator<Item = io::Result<Record>> + Send + '_>> {
+    pub fn iter(&self) -> io::Result<Records<'_>> {
         match &self.file {
             None => Ok(Box::new(self.mem.iter().cloned().map(Ok))),
             Some(f) => {

@@ -7,8 +7,8 @@
 //! runs in virtual time. It counts every request by kind, and the throttled ones.
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
