@@ -95,28 +95,34 @@ fn spill_err(e: std::io::Error) -> PlanError {
     ))
 }
 
-/// A file as a sort record: its URI, then its size and etag.
-fn push_file(spill: &mut SortSpill, f: &InputFile) -> std::io::Result<()> {
-    let mut v = f.size.to_le_bytes().to_vec();
+/// A file as a sort record under `key` (its URI, or its place in a crawl's file
+/// list): the value holds its size, URI and etag.
+fn push_file(spill: &mut SortSpill, key: &[u8], f: &InputFile) -> std::io::Result<()> {
+    let mut v = Vec::with_capacity(13 + f.uri.len());
+    v.extend_from_slice(&f.size.to_le_bytes());
+    v.extend_from_slice(&(f.uri.len() as u32).to_le_bytes());
+    v.extend_from_slice(f.uri.as_bytes());
     if let Some(e) = &f.etag {
         v.push(1);
         v.extend_from_slice(e.as_bytes());
     }
-    spill.push(f.uri.as_bytes(), &v)
+    spill.push(key, &v)
 }
 
 fn iter_files(
     sorted: &Sorted,
 ) -> Result<impl Iterator<Item = Result<InputFile, PlanError>> + '_, PlanError> {
     Ok(sorted.iter().map_err(spill_err)?.map(|r| {
-        let (k, v) = r.map_err(spill_err)?;
+        let (_, v) = r.map_err(spill_err)?;
         let bad = || PlanError::Storage("planning's local sort: a torn record".into());
         let size = u64::from_le_bytes(v.get(..8).ok_or_else(bad)?.try_into().expect("8"));
+        let n = u32::from_le_bytes(v.get(8..12).ok_or_else(bad)?.try_into().expect("4"));
+        let end = 12 + n as usize;
         Ok(InputFile {
-            uri: String::from_utf8(k).map_err(|_| bad())?,
+            uri: String::from_utf8(v.get(12..end).ok_or_else(bad)?.to_vec()).map_err(|_| bad())?,
             size,
-            etag: match v.get(8) {
-                Some(1) => Some(String::from_utf8(v[9..].to_vec()).map_err(|_| bad())?),
+            etag: match v.get(end) {
+                Some(1) => Some(String::from_utf8(v[end + 1..].to_vec()).map_err(|_| bad())?),
                 _ => None,
             },
         })
@@ -324,15 +330,14 @@ async fn commoncrawl_files(
     flate2::read::MultiGzDecoder::new(&gz[..])
         .read_to_string(&mut text)
         .map_err(|e| PlanError::Storage(format!("{list}: {e}")))?;
-    let paths: Vec<String> = text
+    let paths = text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .skip(cc.offset)
         .take(cc.files.unwrap_or(usize::MAX))
-        .map(|l| format!("{}/{l}", cc.base))
-        .collect();
-    futures::stream::iter(paths.into_iter().map(|uri| async move {
+        .map(|l| format!("{}/{l}", cc.base));
+    futures::stream::iter(paths.map(|uri| async move {
         let (store, u) = reg
             .resolve(&uri)
             .map_err(|e| PlanError::Storage(e.to_string()))?;
@@ -347,13 +352,19 @@ async fn commoncrawl_files(
         })
     }))
     .buffered(64)
-    .try_for_each(|f| futures::future::ready(push_file(spill, &f).map_err(spill_err)))
+    .enumerate()
+    // In the list's own order, repeats kept: keyed by place.
+    .map(|(i, f)| f.map(|f| (i as u64, f)))
+    .try_for_each(|(i, f)| {
+        futures::future::ready(push_file(spill, &i.to_be_bytes(), &f).map_err(spill_err))
+    })
     .await
 }
 
 /// Lists every input pattern; a pattern that matches nothing is a spec error. The
-/// list is sorted by URI, each file once, and held in at most `memory` bytes (the rest
-/// spilled to local disk).
+/// list is sorted by URI, each file once (a crawl's file list: in its own order, as
+/// it lists them, repeats kept), and held in at most `memory` bytes (the rest spilled
+/// to local disk).
 pub async fn list_inputs(
     spec: &Spec,
     reg: &Registry,
@@ -362,7 +373,7 @@ pub async fn list_inputs(
     let mut spill = SortSpill::new(memory);
     if let Some(cc) = &spec.input.commoncrawl {
         commoncrawl_files(cc, reg, &mut spill).await?;
-        let files = InputFiles::new(spill.finish(true).map_err(spill_err)?)?;
+        let files = InputFiles::new(spill.finish(false).map_err(spill_err)?)?;
         if files.is_empty() {
             return Err(spec_err(
                 "input.commoncrawl",
@@ -386,7 +397,7 @@ pub async fn list_inputs(
                 size: m.size,
                 etag: m.e_tag,
             };
-            push_file(&mut spill, &f).map_err(|e| {
+            push_file(&mut spill, f.uri.as_bytes(), &f).map_err(|e| {
                 store::StoreError::Io(object_store::Error::Generic {
                     store: "plan",
                     source: Box::new(e),
@@ -1222,6 +1233,80 @@ pub fn finalize_task_id(job_id: &str, last_fp: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A crawl's file list is planned in its own order, repeats kept (as it always
+    /// was: the plan's hash, and so the job id, follows that order), spilled or not;
+    /// globbed inputs are sorted by URI, each once.
+    #[tokio::test]
+    async fn a_crawl_list_keeps_its_order_and_patterns_are_sorted_once() {
+        use object_store::ObjectStoreExt;
+        use std::io::Write;
+        let store = Arc::new(object_store::memory::InMemory::new());
+        crate::store::install_memory("plan-cc-order", store.clone());
+        let names = [
+            "s/2/warc/c.warc.gz",
+            "s/1/warc/a.warc.gz",
+            "s/3/warc/b.warc.gz",
+            "s/1/warc/a.warc.gz",
+        ];
+        for n in names {
+            let p = format!("crawl-data/CC-MAIN-2099-01/segments/{n}");
+            store
+                .put(&object_store::path::Path::from(p), "x".into())
+                .await
+                .unwrap();
+        }
+        let list: String = names
+            .iter()
+            .map(|n| format!("crawl-data/CC-MAIN-2099-01/segments/{n}\n"))
+            .collect();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(list.as_bytes()).unwrap();
+        store
+            .put(
+                &object_store::path::Path::from("crawl-data/CC-MAIN-2099-01/warc.paths.gz"),
+                gz.finish().unwrap().into(),
+            )
+            .await
+            .unwrap();
+        let spec = |input: &str| {
+            Spec::from_text(
+                &format!(
+                    "input: {input}\nstages: []\noutput: {{uri: \"memory://plan-cc-order/out\"}}\n"
+                ),
+                "t",
+                &crate::spec::Overrides::default(),
+                &|_| None,
+                &crate::ops::Catalog,
+            )
+            .unwrap()
+        };
+        let cc = spec("{commoncrawl: {crawl: CC-MAIN-2099-01, base: \"memory://plan-cc-order\"}}");
+        let reg = Registry::new(cc.s3.clone());
+        for memory in [usize::MAX, 64] {
+            let files = list_inputs(&cc, &reg, memory).await.unwrap();
+            let got: Vec<String> = files.iter().unwrap().map(|f| f.unwrap().uri).collect();
+            let want: Vec<String> = names
+                .iter()
+                .map(|n| format!("memory://plan-cc-order/crawl-data/CC-MAIN-2099-01/segments/{n}"))
+                .collect();
+            assert_eq!(got, want, "memory {memory}");
+            assert_eq!(files.bytes(), 4);
+        }
+        let globs = spec(
+            "{uris: [\"memory://plan-cc-order/crawl-data/CC-MAIN-2099-01/segments/s/*/warc/*.gz\", \"memory://plan-cc-order/crawl-data/CC-MAIN-2099-01/segments/s/1/warc/a.warc.gz\"], format: warc}",
+        );
+        for memory in [usize::MAX, 64] {
+            let files = list_inputs(&globs, &reg, memory).await.unwrap();
+            let got: Vec<String> = files.iter().unwrap().map(|f| f.unwrap().uri).collect();
+            let mut want: Vec<String> = names[..3]
+                .iter()
+                .map(|n| format!("memory://plan-cc-order/crawl-data/CC-MAIN-2099-01/segments/{n}"))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "memory {memory}");
+        }
+    }
 
     fn f(uri: &str, size: u64) -> InputFile {
         InputFile {
