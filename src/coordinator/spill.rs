@@ -9,6 +9,11 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 
 /// What one buffered record costs besides its bytes (two `Vec`s and their heap blocks).
 const RECORD_OVERHEAD: usize = 80;
+/// Sorted runs kept at most: beyond, they are merged into one (each open run holds a
+/// file descriptor, and a merge reads them all at once).
+const MAX_RUNS: usize = 64;
+/// A record's key or value above this is a torn or corrupt spill file, not a record.
+const MAX_PART: usize = 1 << 30;
 
 /// A key and its value.
 pub type Record = (Vec<u8>, Vec<u8>);
@@ -53,13 +58,18 @@ impl SortSpill {
         self.buf_bytes = 0;
         // Stable: records of one key keep the order they were pushed in.
         buf.sort_by(|a, b| a.0.cmp(&b.0));
-        let f = tempfile::NamedTempFile::new()?;
+        let f = spill_file()?;
         let mut w = BufWriter::with_capacity(1 << 20, f.reopen()?);
         for (k, v) in &buf {
             write_record(&mut w, k, v)?;
         }
         w.flush()?;
+        drop(w);
         self.runs.push(f);
+        if self.runs.len() >= MAX_RUNS {
+            let (merged, _) = merge(&self.runs, false)?;
+            self.runs = vec![merged];
+        }
         Ok(())
     }
 
@@ -80,41 +90,48 @@ impl SortSpill {
         if !self.buf.is_empty() {
             self.spill()?;
         }
-        // A k-way merge of the runs into one file; ties go to the earlier run, which
-        // holds the earlier pushes.
-        let mut readers = self
-            .runs
-            .iter()
-            .map(|f| Ok(BufReader::with_capacity(1 << 16, f.reopen()?)))
-            .collect::<io::Result<Vec<_>>>()?;
-        let mut heap = BinaryHeap::new();
-        for (i, r) in readers.iter_mut().enumerate() {
-            if let Some((k, v)) = read_record(r)? {
-                heap.push(Reverse((k, i, v)));
-            }
-        }
-        let out = tempfile::NamedTempFile::new()?;
-        let mut w = BufWriter::with_capacity(1 << 20, out.reopen()?);
-        let mut last: Option<Vec<u8>> = None;
-        let mut len = 0u64;
-        while let Some(Reverse((k, i, v))) = heap.pop() {
-            if let Some((nk, nv)) = read_record(&mut readers[i])? {
-                heap.push(Reverse((nk, i, nv)));
-            }
-            if dedup_keys && last.as_deref() == Some(&k[..]) {
-                continue;
-            }
-            write_record(&mut w, &k, &v)?;
-            len += 1;
-            last = Some(k);
-        }
-        w.flush()?;
+        let (out, len) = merge(&self.runs, dedup_keys)?;
         Ok(Sorted {
             len,
             mem: Vec::new(),
             file: Some(out),
         })
     }
+}
+
+/// A k-way merge of sorted runs into one file, and its record count; ties go to the
+/// earlier run, which holds the earlier pushes.
+fn merge(
+    runs: &[tempfile::NamedTempFile],
+    dedup_keys: bool,
+) -> io::Result<(tempfile::NamedTempFile, u64)> {
+    let mut readers = runs
+        .iter()
+        .map(|f| Ok(BufReader::with_capacity(1 << 16, f.reopen()?)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut heap = BinaryHeap::new();
+    for (i, r) in readers.iter_mut().enumerate() {
+        if let Some((k, v)) = read_record(r)? {
+            heap.push(Reverse((k, i, v)));
+        }
+    }
+    let out = spill_file()?;
+    let mut w = BufWriter::with_capacity(1 << 20, out.reopen()?);
+    let mut last: Option<Vec<u8>> = None;
+    let mut len = 0u64;
+    while let Some(Reverse((k, i, v))) = heap.pop() {
+        if let Some((nk, nv)) = read_record(&mut readers[i])? {
+            heap.push(Reverse((nk, i, nv)));
+        }
+        if dedup_keys && last.as_deref() == Some(&k[..]) {
+            continue;
+        }
+        write_record(&mut w, &k, &v)?;
+        len += 1;
+        last = Some(k);
+    }
+    w.flush()?;
+    Ok((out, len))
 }
 
 /// Sorted records, in memory or in one local file.
@@ -149,6 +166,13 @@ impl Sorted {
     }
 }
 
+/// A new file in `MDF_SPILL_DIR` (as the dedup's spills), removed when dropped.
+fn spill_file() -> io::Result<tempfile::NamedTempFile> {
+    let dir = crate::dedup::shuffle::spill_dir();
+    std::fs::create_dir_all(&dir)?;
+    tempfile::NamedTempFile::new_in(dir)
+}
+
 fn write_record(w: &mut impl Write, k: &[u8], v: &[u8]) -> io::Result<()> {
     w.write_all(&(k.len() as u32).to_le_bytes())?;
     w.write_all(&(v.len() as u32).to_le_bytes())?;
@@ -165,6 +189,12 @@ fn read_record(r: &mut impl Read) -> io::Result<Option<Record>> {
     }
     let kl = u32::from_le_bytes(len[..4].try_into().expect("4 bytes")) as usize;
     let vl = u32::from_le_bytes(len[4..].try_into().expect("4 bytes")) as usize;
+    if kl > MAX_PART || vl > MAX_PART {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a corrupt record length in planning's spill file",
+        ));
+    }
     let mut k = vec![0u8; kl];
     r.read_exact(&mut k)?;
     let mut v = vec![0u8; vl];
@@ -212,6 +242,21 @@ mod tests {
                 assert_eq!(collect(&sorted), want, "a second read");
             }
         }
+    }
+
+    /// A corrupt length is an error, not an allocation of gigabytes; a torn record
+    /// is an error, a clean end is the end.
+    #[test]
+    fn torn_and_corrupt_records_are_errors() {
+        assert!(read_record(&mut &[0xffu8; 8][..]).is_err());
+        let mut ok = Vec::new();
+        write_record(&mut ok, b"k", b"v").unwrap();
+        assert_eq!(
+            read_record(&mut &ok[..]).unwrap(),
+            Some((b"k".to_vec(), b"v".to_vec()))
+        );
+        assert!(read_record(&mut &ok[..ok.len() - 1]).is_err());
+        assert_eq!(read_record(&mut &[][..]).unwrap(), None);
     }
 
     #[test]

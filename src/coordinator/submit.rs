@@ -186,24 +186,26 @@ pub async fn submit(
     let finalize_task = plan::finalize_task_id(&job_id, &last_fp);
     // Unsharded phases: a manifest object per task. Sharded ones: one object per
     // shard, streamed shard by shard from the plan (docs/PROTOCOL.md §1).
-    let mut single: Vec<TaskManifest> = Vec::new();
-    for (phase, tasks) in plan.phases.iter().zip(&plan.tasks) {
-        if let plan::PhaseTasks::Listed(l) = tasks
-            && phase.shard_digits == 0
-        {
-            single.extend(l.iter().cloned());
-        }
-    }
-    single.push(TaskManifest {
+    let finalize = TaskManifest {
         version: VERSION,
         job_id: String::new(),
         phase: FINALIZE.into(),
         task_id: finalize_task.clone(),
         inputs: vec![],
         upstream: vec![],
-    });
+    };
+    let listed = plan
+        .phases
+        .iter()
+        .zip(&plan.tasks)
+        .filter_map(|(phase, tasks)| match tasks {
+            plan::PhaseTasks::Listed(l) if phase.shard_digits == 0 => Some(l.iter()),
+            _ => None,
+        })
+        .flatten();
     // Every object to create: (path, body, what it is), made as the writes go.
-    let singles = single.into_iter().map(|mut t| {
+    let singles = listed.chain(std::iter::once(&finalize)).map(|t| {
+        let mut t = t.clone();
         t.job_id = job_id.clone();
         let body = Bytes::from(serde_json::to_vec_pretty(&t).expect("json"));
         Ok((paths.task(&t.phase, &t.task_id), body, "task manifest"))

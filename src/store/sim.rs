@@ -531,7 +531,13 @@ impl ObjectStore for SimStore {
             .boxed()
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.paged(prefix.map(|p| format!("{p}/")).unwrap_or_default())
+        // Everything under it: the root lists every key.
+        self.paged(
+            prefix
+                .filter(|p| !p.as_ref().is_empty())
+                .map(|p| format!("{p}/"))
+                .unwrap_or_default(),
+        )
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let r = self.inner.list_with_delimiter(prefix).await?;
@@ -624,6 +630,9 @@ mod tests {
         assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
         assert!(names.contains(&"d/101".to_string()) && !names.contains(&"d/001".to_string()));
         assert_eq!(s.counts().get(Op::List), 8 + 3);
+        // The root lists every key.
+        assert_eq!(s.list(None).count().await, 27);
+        assert_eq!(s.list(Some(&Path::from(""))).count().await, 27);
     }
 
     #[tokio::test(start_paused = true)]

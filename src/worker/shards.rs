@@ -292,7 +292,21 @@ fn leave(view: &mut View, p: usize) {
     // hold every task it ever saw end (MiBs a worker by a million tasks). Tasks seen
     // leased and not ended stay: their first sighting times a takeover.
     if let Some(s) = left {
-        forget_ended(view, p, &s);
+        // Unless a phase that follows this one works in the same shard: its tasks
+        // become ready as these end.
+        let downstream_here = (0..view.shards.len()).any(|d| {
+            d != p
+                && view.shards[d]
+                    .as_ref()
+                    .is_some_and(|c| c.current.as_deref() == Some(s.as_str()))
+                && view.upstream[d]
+                    .values()
+                    .next()
+                    .is_some_and(|(q, _)| *q == p)
+        });
+        if !downstream_here {
+            forget_ended(view, p, &s);
+        }
         if let Some(q) = up
             && view.shards[q]
                 .as_ref()
@@ -491,7 +505,9 @@ pub(super) async fn after_task(
     // few lost claims.
     c.ended_unlisted += 1;
     let (ended, lost) = (c.ended_unlisted, c.lost_unlisted);
-    if ended < ENDED_BETWEEN_LISTINGS && !lost {
+    // Not in a phase that follows another: its tasks become ready only as the
+    // upstream's commits are listed, which this listing does.
+    if ended < ENDED_BETWEEN_LISTINGS && !lost && view.upstream[p].is_empty() {
         let fresh = view.ids[p]
             .iter()
             .filter(|t| {
