@@ -46,8 +46,8 @@ pub struct InputFile {
 /// memory does not grow with the file count (docs/SCALE.md, "Planning").
 pub const PLAN_MEMORY: usize = 64 << 20;
 
-/// The listed input files: sorted by URI, each once; in memory, or spilled to local
-/// disk when the list outgrew [`PLAN_MEMORY`].
+/// The listed input files: sorted by URI, each once (a crawl's file list: in its own
+/// order); in memory, or spilled to local disk when the list outgrew [`PLAN_MEMORY`].
 pub struct InputFiles {
     sorted: Sorted,
     bytes: u64,
@@ -71,7 +71,7 @@ impl InputFiles {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
-    /// Every file in URI order.
+    /// Every file, in the list's order.
     pub fn iter(
         &self,
     ) -> Result<impl Iterator<Item = Result<InputFile, PlanError>> + '_, PlanError> {
