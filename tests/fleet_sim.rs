@@ -106,6 +106,9 @@ fn a_sharded_job_loses_nothing_under_kills_and_lists_a_shard_not_the_phase() {
     let r = fleet(&b).unwrap();
     let table = r.to_string();
     every_task_once_despite_kills(&r, 400);
+    // Each marker holds every record as stored, whether its writer read the record
+    // back or held it as its own (killed workers' records are read back).
+    assert_eq!(r.marker_mismatches, 0, "{table}");
     // Finalize: 16 markers (and its own claim, heartbeats, commit, publishing), where
     // the unsharded job reads 400 commit records.
     let plain = fleet(&bench(40, 400, 8, throttled)).unwrap();

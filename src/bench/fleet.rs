@@ -59,6 +59,9 @@ pub struct FleetReport {
     /// Data files under the output prefix at the end: each task's one output,
     /// published once.
     pub output_objects: u64,
+    /// Records in shard markers that differ from the commit record at their task's
+    /// key (or have none): 0 in a sound run.
+    pub marker_mismatches: u64,
     pub reports: Vec<worker::WorkerReport>,
     /// Peak resident memory after planning, and over the run, bytes.
     pub rss_planning: Option<u64>,
@@ -268,6 +271,30 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
             .map_err(BenchError::step("the job's task ids"))?,
         None => Vec::new(),
     };
+    // Every shard marker holds each task's commit record exactly as its object does
+    // (a marker's writer takes its own records from memory, the others' by GET).
+    let mut marker_mismatches = 0u64;
+    for phase in &job.manifest.phases {
+        let k = job.paths.shard_digits(&phase.name);
+        if k == 0 {
+            continue;
+        }
+        for prefix in crate::protocol::shard_prefixes(k) {
+            let path = job.paths.shard_done(&phase.name, &prefix);
+            let marker: Option<crate::protocol::records::ShardDone> =
+                crate::protocol::io::get_json(&*backing, &path, &retry)
+                    .await
+                    .map_err(BenchError::step("a shard marker"))?;
+            for r in marker.map(|m| m.records).unwrap_or_default() {
+                let path = job.paths.commit(&phase.name, &r.task_id);
+                let stored: Option<crate::protocol::records::CommitRecord> =
+                    crate::protocol::io::get_json(&*backing, &path, &retry)
+                        .await
+                        .map_err(BenchError::step("a commit record"))?;
+                marker_mismatches += u64::from(stored.as_ref() != Some(&r));
+            }
+        }
+    }
     let works: Vec<f64> = ids.iter().map(|t| work.duration(t).as_secs_f64()).collect();
     let longest = works.iter().cloned().fold(0.0, f64::max);
     // Worker i starts at ramp × i / W: on average a little under half the ramp is
@@ -298,6 +325,7 @@ async fn simulate(b: FleetBench) -> Result<FleetReport, BenchError> {
         ideal,
         finalize,
         finalize_requests,
+        marker_mismatches,
         end,
         worker_errors,
         reports,
@@ -407,6 +435,14 @@ impl std::fmt::Display for FleetReport {
             .map(|op| format!("{} {:.2}", op.name(), t.get(*op) as f64 / n))
             .collect();
         writeln!(f, "| per task by kind | {} |", by.join(", "))?;
+        let mut areas: Vec<(&(Op, &str), &u64)> = t.by_area.iter().collect();
+        areas.sort_by(|a, b| b.1.cmp(a.1).then(a.0.1.cmp(b.0.1)));
+        let areas: Vec<String> = areas
+            .iter()
+            .filter(|(_, v)| **v as f64 / n >= 0.005)
+            .map(|((op, a), v)| format!("{} {a} {:.2}", op.name(), **v as f64 / n))
+            .collect();
+        writeln!(f, "| per task by area | {} |", areas.join(", "))?;
         let cost = self.prices.cost(&t.snapshot());
         writeln!(
             f,
@@ -451,8 +487,8 @@ impl std::fmt::Display for FleetReport {
         writeln!(f, "| claims lost to another worker | {lost} |")?;
         writeln!(
             f,
-            "| workers killed mid-run (replaced) | {}; output files {} for {} tasks |",
-            self.killed, self.output_objects, b.tasks
+            "| workers killed mid-run (replaced) | {}; output files {} for {} tasks; shard-marker records unlike their commit record {} |",
+            self.killed, self.output_objects, b.tasks, self.marker_mismatches
         )?;
         writeln!(
             f,

@@ -104,6 +104,9 @@ pub struct SimCounts {
     pub requests: HashMap<Op, u64>,
     /// Requests answered with a 503 SlowDown.
     pub throttled: HashMap<Op, u64>,
+    /// Requests answered, by operation and by the protocol area of the key
+    /// ([`area`]): where a job's requests go.
+    pub by_area: HashMap<(Op, &'static str), u64>,
     /// The partition that was throttled most, and how often.
     pub hottest: Option<(String, u64)>,
     pub bytes_read: u64,
@@ -134,6 +137,12 @@ impl SimCounts {
         SimCounts {
             requests: diff(&self.requests, &before.requests),
             throttled: diff(&self.throttled, &before.throttled),
+            by_area: self
+                .by_area
+                .iter()
+                .map(|(k, v)| (*k, v - before.by_area.get(k).copied().unwrap_or(0)))
+                .filter(|(_, v)| *v > 0)
+                .collect(),
             hottest: self.hottest.clone(),
             bytes_read: self.bytes_read - before.bytes_read,
             bytes_written: self.bytes_written - before.bytes_written,
@@ -189,6 +198,30 @@ impl std::fmt::Display for SimStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SimulatedS3")
     }
+}
+
+/// The protocol area of a key: the first of its folders that names one
+/// (`leases`, `commits`, `done`, `shards`, ... of docs/PROTOCOL.md), else `data` (inputs
+/// and published outputs).
+pub fn area(key: &str) -> &'static str {
+    const AREAS: [&str; 13] = [
+        "leases",
+        "commits",
+        "done",
+        "shards",
+        "tasks",
+        "staging",
+        "slots",
+        "backups",
+        "speculation",
+        "workers",
+        "submissions",
+        "converged",
+        "job.json",
+    ];
+    key.split('/')
+        .find_map(|seg| AREAS.iter().find(|a| **a == seg).copied())
+        .unwrap_or("data")
 }
 
 fn slow_down(partition: &str) -> object_store::Error {
@@ -349,6 +382,7 @@ impl SimStore {
                 ms += bytes as f64 / cfg.bandwidth * 1000.0;
             }
             *st.counts.requests.entry(op).or_default() += 1;
+            *st.counts.by_area.entry((op, area(key))).or_default() += 1;
             if ok {
                 match op {
                     Op::Get => st.counts.bytes_read += bytes,
@@ -540,13 +574,58 @@ impl ObjectStore for SimStore {
         )
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        let r = self.inner.list_with_delimiter(prefix).await?;
-        let key = prefix.map(|p| format!("{p}/")).unwrap_or_default();
-        let n = r.objects.len() + r.common_prefixes.len();
+        use object_store::ObjectStoreExt;
+        let key = prefix
+            .filter(|p| !p.as_ref().is_empty())
+            .map(|p| format!("{p}/"))
+            .unwrap_or_default();
+        // From the key index, stepping over each folder's keys at once (the inner
+        // store would walk every object under the prefix: a shard's lease folders
+        // hold several records a task, and that walk was most of a large
+        // simulation's CPU).
+        let (dirs, files) = {
+            use std::ops::Bound;
+            let keys = self.keys.lock().expect("sim keys");
+            let (mut dirs, mut files) = (Vec::new(), Vec::new());
+            let mut from = key.clone();
+            while let Some(k) = keys
+                .range::<str, _>((Bound::Included(from.as_str()), Bound::Unbounded))
+                .next()
+                .filter(|k| k.starts_with(&key))
+            {
+                match k[key.len()..].find('/') {
+                    Some(i) => {
+                        let dir = &k[..key.len() + i];
+                        dirs.push(dir.to_string());
+                        // '0' follows '/': past every key under `dir/`.
+                        from = format!("{dir}0");
+                    }
+                    None => {
+                        files.push(k.clone());
+                        from = format!("{k}\0");
+                    }
+                }
+            }
+            (dirs, files)
+        };
+        let n = dirs.len() + files.len();
         for _ in 0..n.div_ceil(self.cfg.page.max(1)).max(1) {
             self.call(Op::List, &key, 0, true).await?;
         }
-        Ok(r)
+        let mut objects = Vec::with_capacity(files.len());
+        for f in files {
+            let Ok(p) = Path::parse(&f) else { continue };
+            match self.inner.head(&p).await {
+                Ok(m) => objects.push(m),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ListResult {
+            objects,
+            common_prefixes: dirs.iter().filter_map(|d| Path::parse(d).ok()).collect(),
+            extensions: Default::default(),
+        })
     }
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.call(Op::Copy, to.as_ref(), 0, true).await?;
@@ -633,6 +712,48 @@ mod tests {
         // The root lists every key.
         assert_eq!(s.list(None).count().await, 27);
         assert_eq!(s.list(Some(&Path::from(""))).count().await, 27);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delimiter_listing_answers_what_the_inner_store_does() {
+        let s = SimStore::new(quiet());
+        // Folders and files side by side, names that sort around '/' ('-', '.', '0'),
+        // a file named as a folder, several levels.
+        let keys = [
+            "a/b/1", "a/b/2", "a/b-c/1", "a/b.x", "a/b0", "a/b", "a/c/d/e", "a/c/f", "a/z", "a0/1",
+            "ab", "b/1",
+        ];
+        for k in keys {
+            s.seed(&Path::from(k), "x".into()).await.unwrap();
+        }
+        s.delete(&Path::from("a/c/f")).await.unwrap();
+        for prefix in [
+            None,
+            Some(""),
+            Some("a"),
+            Some("a/b"),
+            Some("a/c"),
+            Some("none"),
+        ] {
+            let p = prefix.map(Path::from);
+            let ours = s.list_with_delimiter(p.as_ref()).await.unwrap();
+            let theirs = s.backing().list_with_delimiter(p.as_ref()).await.unwrap();
+            let names = |r: &ListResult| {
+                (
+                    r.objects
+                        .iter()
+                        .map(|m| (m.location.to_string(), m.size))
+                        .collect::<Vec<_>>(),
+                    // S3 orders folders by key ("a/b-c/" before "a/b/"), as the
+                    // index does; `InMemory` by path.
+                    r.common_prefixes
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<std::collections::BTreeSet<_>>(),
+                )
+            };
+            assert_eq!(names(&ours), names(&theirs), "{prefix:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -101,6 +101,13 @@ pub struct SimulatedWork {
     pub rows: u64,
     /// The output object's bytes, allocated once: every task stages the same.
     pub body: bytes::Bytes,
+    /// How often a simulated worker looks at its shutdown and cancel flags (while it
+    /// works, renews or waits idle), where a real worker looks every 200–500 ms. The
+    /// simulator stops a worker by dropping it, never by a flag, and a fence is noticed
+    /// at the renewal that finds it; every look is a wake-up in virtual time, which at
+    /// 10,000 workers were some 60,000 a simulated second and most of the simulation's
+    /// CPU (docs/SCALE.md).
+    pub flag_poll: std::time::Duration,
 }
 
 impl SimulatedWork {
@@ -111,6 +118,7 @@ impl SimulatedWork {
             output_bytes,
             rows: 1,
             body: bytes::Bytes::from(vec![0u8; output_bytes as usize]),
+            flag_poll: std::time::Duration::from_secs(5),
         }
     }
 
@@ -135,13 +143,13 @@ impl PhaseExecutor for Simulated {
     }
     async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
         let end = tokio::time::Instant::now() + self.0.duration(run.task);
-        // Looks at the cancel flag (set by the heartbeat on a fence or shutdown) once
-        // a second, as the pipelines look between batches.
+        // Looks at the cancel flag (set by the heartbeat on a fence or shutdown) now and
+        // then, as the pipelines look between batches.
         while tokio::time::Instant::now() < end {
             if run.cancel.load(Ordering::Relaxed) {
                 return Attempt::Cancelled;
             }
-            let next = end.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+            let next = end.min(tokio::time::Instant::now() + self.0.flag_poll);
             tokio::time::sleep_until(next).await;
         }
         let uri = run.out_dir().child("part-00000.parquet");

@@ -125,6 +125,12 @@ pub struct WorkerCtx {
     pub shards: std::sync::Mutex<HashMap<(String, String), Arc<TaskShard>>>,
     /// Commit records read by dedup tasks, by (phase, task): create-only, so cacheable.
     pub commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
+    /// The commit records this worker wrote (its create-only PUT landed) in the shards
+    /// it works in, by (phase, task): a shard's done marker takes them from here rather
+    /// than reading them back (one GET a task saved for the marker's writer's share of
+    /// the shard). Dropped when the marker is written or the worker enters another
+    /// shard of the phase.
+    pub own_commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
     /// Lease records of other attempts this worker has seen, for clock-free expiry.
     pub observed: crate::protocol::lease::Observations,
     /// The worker's own request counters (`workers/<id>.json`): work outside tasks,
@@ -146,6 +152,13 @@ impl WorkerCtx {
     }
     pub fn ttl_ms(&self) -> u64 {
         self.job.spec.job.lease_ttl_secs * 1000
+    }
+    /// How often a wait looks at the shutdown and cancel flags: `real` in a real
+    /// worker, seldom in a simulated one ([`executor::SimulatedWork::flag_poll`]).
+    pub fn flag_poll(&self, real: Duration) -> Duration {
+        self.simulate
+            .as_ref()
+            .map_or(real, |s| s.flag_poll.max(real))
     }
 
     /// The lease operations of this worker on `store`.
@@ -470,6 +483,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         ids: Default::default(),
         shards: Default::default(),
         commits: Default::default(),
+        own_commits: Default::default(),
         observed: Default::default(),
         counts: counts.clone(),
         simulate: opts.simulate.clone(),
@@ -686,8 +700,9 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                     || opts.drain.load(Ordering::Relaxed)
                     || (attempts > 0 && opts.drain_after_task.load(Ordering::Relaxed))
             };
+            let poll = ctx.flag_poll(Duration::from_millis(500));
             while tokio::time::Instant::now() < until && !leaving() {
-                let slice = until.min(tokio::time::Instant::now() + Duration::from_millis(500));
+                let slice = until.min(tokio::time::Instant::now() + poll);
                 tokio::time::sleep_until(slice).await;
             }
             idle_rounds += 1;

@@ -400,7 +400,22 @@ async fn enter(
     if let Some(c) = view.shards[p].as_mut() {
         c.current = Some(prefix.to_string());
     }
+    // What this worker committed in the phase's other shards: their markers are
+    // written by whoever ends their last task, reading the records back.
+    ctx.own_commits
+        .lock()
+        .expect("own commits")
+        .retain(|(ph, t), _| *ph != view.names[p] || t.starts_with(prefix));
     list_current(ctx, store, view, p, true).await
+}
+
+/// Forgets this worker's own commit records of shard `prefix` of `phase`: its marker
+/// is written.
+fn drop_own(ctx: &WorkerCtx, phase: &str, prefix: &str) {
+    ctx.own_commits
+        .lock()
+        .expect("own commits")
+        .retain(|(ph, t), _| ph != phase || !t.starts_with(prefix));
 }
 
 /// Writes shard `prefix`'s done marker from the commit records of its tasks, each read
@@ -421,16 +436,31 @@ async fn write_done(
         use object_store::ObjectStoreExt;
         let path = paths.shard_done(&phase, prefix);
         match ctx.retry.run(|| store.head(&path)).await {
-            Ok(_) => return Ok(true),
+            Ok(_) => {
+                drop_own(ctx, &phase, prefix);
+                return Ok(true);
+            }
             Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(ProtoError::store(&path, e)),
         }
     }
+    // This worker's own records as it wrote them; the others' read back.
+    let own: HashMap<String, Arc<CommitRecord>> = {
+        let o = ctx.own_commits.lock().expect("own commits");
+        o.iter()
+            .filter(|((ph, t), _)| *ph == phase && t.starts_with(prefix))
+            .map(|((_, t), r)| (t.clone(), r.clone()))
+            .collect()
+    };
     let records: Vec<(String, Option<CommitRecord>)> =
         futures::stream::iter(view.ids[p].iter().cloned().map(|t| {
             let path = paths.commit(&phase, &t);
+            let mine = own.get(&t).cloned();
             async move {
-                let r = get_json::<CommitRecord>(store.as_ref(), &path, &ctx.retry).await?;
+                let r = match mine {
+                    Some(r) => Some(CommitRecord::clone(&r)),
+                    None => get_json::<CommitRecord>(store.as_ref(), &path, &ctx.retry).await?,
+                };
                 Ok::<_, ProtoError>((t, r))
             }
         }))
@@ -469,7 +499,10 @@ async fn write_done(
     let path = paths.shard_done(&phase, prefix);
     // Another worker's marker of the same shard holds the same (immutable) records.
     match create_bytes(store.as_ref(), &path, body, None, &ctx.retry).await? {
-        Created::Mine | Created::Theirs(_) => Ok(true),
+        Created::Mine | Created::Theirs(_) => {
+            drop_own(ctx, &phase, prefix);
+            Ok(true)
+        }
     }
 }
 

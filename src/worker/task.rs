@@ -98,7 +98,7 @@ async fn attempt(
         tokio::spawn(async move {
             let every = Duration::from_secs(ctx.job.spec.job.heartbeat_secs);
             let lease = ctx.lease(store.as_ref());
-            let mut ticks = tokio::time::interval(Duration::from_millis(200));
+            let mut ticks = tokio::time::interval(ctx.flag_poll(Duration::from_millis(200)));
             let mut last = tokio::time::Instant::now();
             loop {
                 ticks.tick().await;
@@ -304,6 +304,14 @@ async fn attempt(
     };
     let outcome = match commit_lease.commit(&mut held, &path, &record).await {
         Ok(CommitOutcome::Committed) => {
+            // Its create-only write landed: the object holds exactly this record, for
+            // the shard's done marker.
+            if ctx.job.paths.shard_digits(&phase_name) > 0 {
+                ctx.own_commits.lock().expect("own commits").insert(
+                    (phase_name.clone(), task.to_string()),
+                    Arc::new(record.clone()),
+                );
+            }
             tracing::info!(
                 phase = %phase_name,
                 task,
