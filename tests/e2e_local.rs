@@ -1142,3 +1142,107 @@ fn a_sharded_pipeline_writes_what_the_unsharded_one_writes_and_reuses_whole() {
     c.sort();
     assert_eq!(a, c);
 }
+
+/// Shard parts (docs/PROTOCOL.md §1, `ShardPart`) are copies a marker's writer may
+/// use, never an authority. Parts planted in every shard before any worker starts (one
+/// unreadable, one of another job, one naming another shard, one holding records of
+/// another shard's tasks and of another phase, every record forged) leave every marker
+/// holding exactly the stored commit records, and nothing forged reaches the output
+/// manifest.
+#[test]
+fn forged_shard_parts_never_reach_a_marker() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(11, 600));
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: parts\ninput: {{uris: [\"{0}/in/a.jsonl\"]}}\nstages:\n  - {{op: text_length}}\n  - {{op: length_filter, params: {{min_words: 4}}}}\noutput: {{uri: \"{0}/out\"}}\njob: {{task_bytes: 4KiB, poll_millis: 20, shard_tasks: 3}}\n",
+            d.path().display()
+        ),
+    );
+    let jobs = d.path().join("jobs");
+    let job = submit_job(&spec, &jobs);
+    let dir = jobs.join("jobs").join(job.rsplit('/').next().unwrap());
+    let job_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("job.json")).unwrap()).unwrap();
+    let job_id = job_json["job_id"].as_str().unwrap().to_string();
+    assert_eq!(job_json["phases"][0]["shard_digits"], 1, "{job_json:#}");
+    let shard_ids = |x: &str| -> Vec<String> {
+        let s: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(format!("shards/p00/{x}.json"))).unwrap(),
+        )
+        .unwrap();
+        s["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let forged = |phase: &str, task: &str| {
+        serde_json::json!({
+            "version": 3, "job_id": job_id, "phase": phase, "task_id": task,
+            "status": "committed", "attempt": "forged", "worker": "forger", "epoch": 0,
+            "write_id": "forged", "outputs": [{"uri": "file:///forged.parquet", "rows": 1, "bytes": 1, "blake3": "00"}],
+            "started_ms": 0, "finished_ms": 0
+        })
+    };
+    let part = |job: &str, prefix: &str, records: Vec<serde_json::Value>| {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "version": 3, "job_id": job, "phase": "p00", "prefix": prefix,
+            "worker": "forger", "records": records
+        }))
+        .unwrap();
+        // A well-formed part: only its names make it unusable.
+        serde_json::from_slice::<mdf::protocol::records::ShardPart>(&body).unwrap();
+        body
+    };
+    let hex: Vec<String> = (0..16).map(|i| format!("{i:x}")).collect();
+    for (i, x) in hex.iter().enumerate() {
+        let other = &hex[(i + 1) % 16];
+        let (mine, theirs) = (shard_ids(x), shard_ids(other));
+        let here = dir.join("parts/p00").join(x);
+        std::fs::create_dir_all(&here).unwrap();
+        std::fs::write(here.join("00-bad.json"), b"{not json").unwrap();
+        let all = |ph: &str, ids: &[String]| ids.iter().map(|t| forged(ph, t)).collect();
+        std::fs::write(
+            here.join("01-foreign.json"),
+            part("another-job", x, all("p00", &mine)),
+        )
+        .unwrap();
+        std::fs::write(
+            here.join("02-elsewhere.json"),
+            part(&job_id, other, all("p00", &mine)),
+        )
+        .unwrap();
+        let mut stray: Vec<serde_json::Value> = all("p00", &theirs);
+        stray.extend(all("p01", &mine));
+        std::fs::write(here.join("03-stray.json"), part(&job_id, x, stray)).unwrap();
+    }
+    let mut workers: Vec<_> = (0..3)
+        .map(|i| spawn_worker(&job, &format!("w{i}")))
+        .collect();
+    for w in &mut workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let st = status_json(&job);
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    for x in &hex {
+        let marker: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("done/p00/{x}.json"))).unwrap())
+                .unwrap();
+        let records = marker["records"].as_array().unwrap();
+        assert_eq!(records.len(), shard_ids(x).len(), "shard {x}");
+        for r in records {
+            let t = r["task_id"].as_str().unwrap();
+            let stored: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(dir.join(format!("commits/p00/{x}/{t}.json"))).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(r, &stored, "shard {x}, task {t}");
+            assert_ne!(r["worker"], "forger");
+        }
+    }
+    let m = manifest(&d.path().join("out")).to_string();
+    assert!(!m.contains("forged"), "{m}");
+}

@@ -69,6 +69,13 @@ impl JobPaths {
     pub fn shard_done(&self, phase: &str, prefix: &str) -> Path {
         self.p(&format!("done/{phase}/{prefix}.json"))
     }
+    /// The parts (a worker's own commit records) of one shard of a sharded phase.
+    pub fn shard_parts(&self, phase: &str, prefix: &str) -> Path {
+        self.p(&format!("parts/{phase}/{prefix}"))
+    }
+    pub fn shard_part(&self, phase: &str, prefix: &str, id: &str) -> Path {
+        self.p(&format!("parts/{phase}/{prefix}/{id}.json"))
+    }
     fn p(&self, rel: &str) -> Path {
         self.job.child(rel).path
     }

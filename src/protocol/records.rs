@@ -307,6 +307,19 @@ pub struct ShardDone {
     pub records: Vec<CommitRecord>,
 }
 
+/// `parts/<phase>/<prefix>/<random>.json`: commit records one worker wrote in a shard
+/// it left before the shard was complete, copied for the shard marker's writer
+/// (docs/PROTOCOL.md §1; create-only, an optimisation: never required).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardPart {
+    pub version: u32,
+    pub job_id: String,
+    pub phase: String,
+    pub prefix: String,
+    pub worker: String,
+    pub records: Vec<CommitRecord>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LeaseKind {

@@ -204,7 +204,8 @@ impl std::fmt::Display for SimStore {
 /// (`leases`, `commits`, `done`, `shards`, ... of docs/PROTOCOL.md), else `data` (inputs
 /// and published outputs).
 pub fn area(key: &str) -> &'static str {
-    const AREAS: [&str; 13] = [
+    const AREAS: [&str; 14] = [
+        "parts",
         "leases",
         "commits",
         "done",

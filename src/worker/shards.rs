@@ -6,7 +6,7 @@
 use super::{View, WorkerCtx, pick_among};
 use crate::protocol::io::{Created, ProtoError, create_bytes, get_json, list_all, list_dirs};
 use crate::protocol::records::{
-    CommitRecord, PhaseKind, SHARDED_VERSION, ShardDone, TaskManifest, TaskShard,
+    CommitRecord, PhaseKind, SHARDED_VERSION, ShardDone, ShardPart, TaskManifest, TaskShard,
 };
 use crate::protocol::{planned_task_ids, read_task_shard, shard_prefixes, task_of};
 use bytes::Bytes;
@@ -409,6 +409,94 @@ async fn enter(
     list_current(ctx, store, view, p, true).await
 }
 
+/// The commit records in shard `prefix`'s parts, by task, each of a task in `ids` and
+/// of `phase` under its own id; a part that cannot be read, or names another job,
+/// phase or shard, is passed over (its records are read by key).
+async fn read_parts(
+    ctx: &WorkerCtx,
+    store: &Store,
+    phase: &str,
+    prefix: &str,
+    ids: &[String],
+) -> Result<Vec<(String, CommitRecord)>, ProtoError> {
+    let paths = &ctx.job.paths;
+    let listed = list_all(
+        store.as_ref(),
+        &paths.shard_parts(phase, prefix),
+        &ctx.retry,
+    )
+    .await?;
+    let parts: Vec<Option<ShardPart>> =
+        futures::stream::iter(listed.into_iter().map(|m| async move {
+            match get_json::<ShardPart>(store.as_ref(), &m.location, &ctx.retry).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(part = %m.location, error = %e, "shard part passed over");
+                    None
+                }
+            }
+        }))
+        .buffered(8)
+        .collect()
+        .await;
+    let ids: HashSet<&str> = ids.iter().map(|t| t.as_str()).collect();
+    let mut out = Vec::new();
+    for part in parts.into_iter().flatten() {
+        if part.version > SHARDED_VERSION
+            || part.job_id != ctx.job.manifest.job_id
+            || part.phase != phase
+            || part.prefix != prefix
+        {
+            continue;
+        }
+        out.extend(
+            part.records
+                .into_iter()
+                .filter(|r| r.phase == phase && ids.contains(r.task_id.as_str()))
+                .map(|r| (r.task_id.clone(), r)),
+        );
+    }
+    Ok(out)
+}
+
+/// A worker leaving shard `prefix` of `phase` before it is complete: its own commit
+/// records there, as one part for the marker's writer (none held: nothing written).
+/// A part that could not be written costs that writer a GET a record, nothing else.
+async fn write_part(ctx: &WorkerCtx, store: &Store, phase: &str, prefix: &str) {
+    let mut records: Vec<CommitRecord> = {
+        let mut o = ctx.own_commits.lock().expect("own commits");
+        let keys: Vec<(String, String)> = o
+            .keys()
+            .filter(|(ph, t)| ph == phase && t.starts_with(prefix))
+            .cloned()
+            .collect();
+        keys.iter()
+            .filter_map(|k| o.remove(k))
+            .map(|r| CommitRecord::clone(&r))
+            .collect()
+    };
+    if records.is_empty() {
+        return;
+    }
+    records.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    let part = ShardPart {
+        version: SHARDED_VERSION,
+        job_id: ctx.job.manifest.job_id.clone(),
+        phase: phase.to_string(),
+        prefix: prefix.to_string(),
+        worker: ctx.worker_id.clone(),
+        records,
+    };
+    let body = Bytes::from(serde_json::to_vec(&part).expect("json"));
+    let path = ctx
+        .job
+        .paths
+        .shard_part(phase, prefix, &ctx.entropy.hex_id(8));
+    if let Err(e) = create_bytes(store.as_ref(), &path, body, None, &ctx.retry).await {
+        tracing::warn!(part = %path, error = %e, "could not write a shard part");
+    }
+}
+
 /// Forgets this worker's own commit records of shard `prefix` of `phase`: its marker
 /// is written.
 fn drop_own(ctx: &WorkerCtx, phase: &str, prefix: &str) {
@@ -444,21 +532,27 @@ async fn write_done(
             Err(e) => return Err(ProtoError::store(&path, e)),
         }
     }
-    // This worker's own records as it wrote them; the others' read back.
-    let own: HashMap<String, Arc<CommitRecord>> = {
+    // This worker's own records as it wrote them, then the parts other workers left
+    // (docs/PROTOCOL.md §1, `ShardPart`); the rest read back by key.
+    let mut known: HashMap<String, CommitRecord> = {
         let o = ctx.own_commits.lock().expect("own commits");
         o.iter()
             .filter(|((ph, t), _)| *ph == phase && t.starts_with(prefix))
-            .map(|((_, t), r)| (t.clone(), r.clone()))
+            .map(|((_, t), r)| (t.clone(), CommitRecord::clone(r)))
             .collect()
     };
+    if view.ids[p].iter().any(|t| !known.contains_key(t)) {
+        for (t, r) in read_parts(ctx, store, &phase, prefix, &view.ids[p]).await? {
+            known.entry(t).or_insert(r);
+        }
+    }
     let records: Vec<(String, Option<CommitRecord>)> =
         futures::stream::iter(view.ids[p].iter().cloned().map(|t| {
             let path = paths.commit(&phase, &t);
-            let mine = own.get(&t).cloned();
+            let held = known.remove(&t);
             async move {
-                let r = match mine {
-                    Some(r) => Some(CommitRecord::clone(&r)),
+                let r = match held {
+                    Some(r) => Some(r),
                     None => get_json::<CommitRecord>(store.as_ref(), &path, &ctx.retry).await?,
                 };
                 Ok::<_, ProtoError>((t, r))
@@ -636,6 +730,8 @@ pub(super) async fn settle(
                     return Ok(());
                 }
             }
+            // Its own records there, for whoever ends the shard's last task.
+            write_part(ctx, store, &view.names[p], &s).await;
             let until = ctx.clock.now_ms() + ctx.ttl_ms();
             let c = view.shards[p].as_mut().expect("sharded");
             c.skip_until.insert(s, until);
