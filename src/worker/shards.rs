@@ -201,19 +201,26 @@ pub(super) async fn list_current(
     // ... or, when tasks take longer than a TTL, for about a task's length: a look at a
     // lease that is still renewed is a request spent for nothing.
     let wait = ctx.ttl_ms().max(c.typical_ms.unwrap_or(0) * 3 / 2);
-    let path = ctx.job.paths.leases_shard(&view.names[p], &s);
-    for t in list_dirs(store.as_ref(), &path, &ctx.retry).await? {
-        let key = (p, t);
-        if !view.terminal.contains(&key) && view.seen_leased.insert(key.clone()) {
-            view.busy_until.entry(key).or_insert(now + wait);
+    let settled = |view: &View| {
+        view.ids[p].iter().all(|t| {
+            let k = (p, t.clone());
+            view.terminal.contains(&k) || view.seen_leased.contains(&k)
+        })
+    };
+    // With every task of the shard seen leased or ended already (its tail), a listing
+    // of its lease folders could show nothing new: only its commits are listed.
+    if !settled(view) {
+        let path = ctx.job.paths.leases_shard(&view.names[p], &s);
+        for t in list_dirs(store.as_ref(), &path, &ctx.retry).await? {
+            let key = (p, t);
+            if !view.terminal.contains(&key) && view.seen_leased.insert(key.clone()) {
+                view.busy_until.entry(key).or_insert(now + wait);
+            }
         }
     }
     // Commits: only when no task is left fresh (the shard may be complete, or hold a
     // lease to take over), or the caller asks (a worker entering the shard).
-    let settled = view.ids[p].iter().all(|t| {
-        let k = (p, t.clone());
-        view.terminal.contains(&k) || view.seen_leased.contains(&k)
-    });
+    let settled = settled(view);
     if settled || with_commits {
         for t in list_commits(ctx, store, &view.names[p], &s).await? {
             view.terminal.insert((p, t));
