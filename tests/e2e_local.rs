@@ -1146,9 +1146,9 @@ fn a_sharded_pipeline_writes_what_the_unsharded_one_writes_and_reuses_whole() {
 /// Shard parts (docs/PROTOCOL.md §1, `ShardPart`) are copies a marker's writer may
 /// use, never an authority. Parts planted in every shard before any worker starts (one
 /// unreadable, one of another job, one naming another shard, one holding records of
-/// another shard's tasks and of another phase, every record forged) leave every marker
-/// holding exactly the stored commit records, and nothing forged reaches the output
-/// manifest.
+/// another shard's tasks and of another phase, one named right, every record forged)
+/// leave every marker holding exactly the stored commit records, and nothing forged
+/// reaches the output manifest.
 #[test]
 fn forged_shard_parts_never_reach_a_marker() {
     let d = tempfile::tempdir().unwrap();
@@ -1218,6 +1218,13 @@ fn forged_shard_parts_never_reach_a_marker() {
         let mut stray: Vec<serde_json::Value> = all("p00", &theirs);
         stray.extend(all("p01", &mine));
         std::fs::write(here.join("03-stray.json"), part(&job_id, x, stray)).unwrap();
+        // Named right, every record of the shard's tasks forged: no copy of a stored
+        // record (its size is not the stored object's).
+        std::fs::write(
+            here.join("04-forged.json"),
+            part(&job_id, x, all("p00", &mine)),
+        )
+        .unwrap();
     }
     let mut workers: Vec<_> = (0..3)
         .map(|i| spawn_worker(&job, &format!("w{i}")))

@@ -101,12 +101,11 @@ pub struct SimulatedWork {
     pub rows: u64,
     /// The output object's bytes, allocated once: every task stages the same.
     pub body: bytes::Bytes,
-    /// How often a simulated worker looks at its shutdown and cancel flags (while it
-    /// works, renews or waits idle), where a real worker looks every 200–500 ms. The
-    /// simulator stops a worker by dropping it, never by a flag, and a fence is noticed
-    /// at the renewal that finds it; every look is a wake-up in virtual time, which at
-    /// 10,000 workers were some 60,000 a simulated second and most of the simulation's
-    /// CPU (docs/SCALE.md).
+    /// How often a simulated worker looks at its shutdown flag while it renews or waits
+    /// idle, where a real worker looks every 200–500 ms. The simulator stops a worker
+    /// by dropping it, never by that flag; every look is a wake-up in virtual time,
+    /// which at 10,000 workers were some 60,000 a simulated second and most of the
+    /// simulation's CPU (docs/SCALE.md). Renewals keep their exact schedule.
     pub flag_poll: std::time::Duration,
 }
 
@@ -149,7 +148,9 @@ impl PhaseExecutor for Simulated {
             if run.cancel.load(Ordering::Relaxed) {
                 return Attempt::Cancelled;
             }
-            let next = end.min(tokio::time::Instant::now() + self.0.flag_poll);
+            // Once a second, as before `flag_poll`: a fence found by a renewal (kills,
+            // takeovers) stops the simulated work as soon as it stopped before.
+            let next = end.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
             tokio::time::sleep_until(next).await;
         }
         let uri = run.out_dir().child("part-00000.parquet");

@@ -274,6 +274,8 @@ pub(super) async fn list_done(
         })
         .collect();
     for prefix in found {
+        // Another worker wrote it: this worker's records there are needed no more.
+        drop_own(ctx, &view.names[p], &prefix);
         mark_done(view, p, prefix);
     }
     Ok(())
@@ -425,17 +427,25 @@ async fn read_parts(
     phase: &str,
     prefix: &str,
     ids: &[String],
-) -> Result<Vec<(String, CommitRecord)>, ProtoError> {
+) -> HashMap<String, CommitRecord> {
     let paths = &ctx.job.paths;
-    let listed = list_all(
+    // An optimisation: a listing that fails costs GETs, never the marker.
+    let listed = match list_all(
         store.as_ref(),
         &paths.shard_parts(phase, prefix),
-        &ctx.retry,
+        &ctx.lease_retry,
     )
-    .await?;
+    .await
+    {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(phase, prefix, error = %e, "shard parts not listed; records read by key");
+            return HashMap::new();
+        }
+    };
     let parts: Vec<Option<ShardPart>> =
         futures::stream::iter(listed.into_iter().map(|m| async move {
-            match get_json::<ShardPart>(store.as_ref(), &m.location, &ctx.retry).await {
+            match get_json::<ShardPart>(store.as_ref(), &m.location, &ctx.lease_retry).await {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(part = %m.location, error = %e, "shard part passed over");
@@ -446,24 +456,93 @@ async fn read_parts(
         .buffered(8)
         .collect()
         .await;
+    merge_parts(
+        parts.into_iter().flatten(),
+        &ctx.job.manifest.job_id,
+        phase,
+        prefix,
+        ids,
+    )
+}
+
+/// The usable records of shard parts, by task: a part of this job, phase and shard
+/// (and a version this build reads), a record of this job and phase and of a task of
+/// `ids`; a task whose copies differ gets none.
+fn merge_parts(
+    parts: impl Iterator<Item = ShardPart>,
+    job_id: &str,
+    phase: &str,
+    prefix: &str,
+    ids: &[String],
+) -> HashMap<String, CommitRecord> {
     let ids: HashSet<&str> = ids.iter().map(|t| t.as_str()).collect();
-    let mut out = Vec::new();
-    for part in parts.into_iter().flatten() {
+    let mut out: HashMap<String, CommitRecord> = HashMap::new();
+    let mut conflicted: HashSet<String> = HashSet::new();
+    for part in parts {
         if part.version > SHARDED_VERSION
-            || part.job_id != ctx.job.manifest.job_id
+            || part.job_id != job_id
             || part.phase != phase
             || part.prefix != prefix
         {
             continue;
         }
-        out.extend(
-            part.records
-                .into_iter()
-                .filter(|r| r.phase == phase && ids.contains(r.task_id.as_str()))
-                .map(|r| (r.task_id.clone(), r)),
-        );
+        for r in part.records {
+            if r.phase != phase
+                || r.job_id != job_id
+                || !ids.contains(r.task_id.as_str())
+                || conflicted.contains(&r.task_id)
+            {
+                continue;
+            }
+            match out.get(&r.task_id) {
+                Some(seen) if *seen != r => {
+                    out.remove(&r.task_id);
+                    conflicted.insert(r.task_id);
+                }
+                Some(_) => {}
+                None => {
+                    out.insert(r.task_id.clone(), r);
+                }
+            }
+        }
     }
-    Ok(out)
+    out
+}
+
+/// Keeps only the held records whose serialised size is the size the store lists for
+/// the task's commit object (one LIST of the shard's commits): a copy that is not the
+/// stored record, whoever made it, is read by key instead. A listing that fails keeps
+/// none.
+async fn confirm_sizes(
+    ctx: &WorkerCtx,
+    store: &Store,
+    phase: &str,
+    prefix: &str,
+    held: &mut HashMap<String, CommitRecord>,
+) {
+    let path = ctx.job.paths.commits_shard(phase, prefix);
+    let sizes: HashMap<String, u64> = match list_all(store.as_ref(), &path, &ctx.lease_retry).await
+    {
+        Ok(l) => l
+            .iter()
+            .filter_map(|m| Some((task_of(&m.location)?, m.size)))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(phase, prefix, error = %e, "commits not listed; records read by key");
+            held.clear();
+            return;
+        }
+    };
+    keep_listed_sizes(held, &sizes);
+}
+
+/// Keeps the held records whose bytes as `create_json` writes them are as long as the
+/// listed object of their task.
+fn keep_listed_sizes(held: &mut HashMap<String, CommitRecord>, sizes: &HashMap<String, u64>) {
+    held.retain(|t, r| {
+        let len = serde_json::to_vec_pretty(r).map_or(0, |b| b.len() as u64);
+        sizes.get(t) == Some(&len)
+    });
 }
 
 /// A worker leaving shard `prefix` of `phase` before it is complete: its own commit
@@ -499,7 +578,8 @@ async fn write_part(ctx: &WorkerCtx, store: &Store, phase: &str, prefix: &str) {
         .job
         .paths
         .shard_part(phase, prefix, &ctx.entropy.hex_id(8));
-    if let Err(e) = create_bytes(store.as_ref(), &path, body, None, &ctx.retry).await {
+    // A short SlowDown budget: an optimisation must not hold a worker up for long.
+    if let Err(e) = create_bytes(store.as_ref(), &path, body, None, &ctx.lease_retry).await {
         tracing::warn!(part = %path, error = %e, "could not write a shard part");
     }
 }
@@ -549,9 +629,12 @@ async fn write_done(
             .collect()
     };
     if view.ids[p].iter().any(|t| !known.contains_key(t)) {
-        for (t, r) in read_parts(ctx, store, &phase, prefix, &view.ids[p]).await? {
+        for (t, r) in read_parts(ctx, store, &phase, prefix, &view.ids[p]).await {
             known.entry(t).or_insert(r);
         }
+    }
+    if !known.is_empty() {
+        confirm_sizes(ctx, store, &phase, prefix, &mut known).await;
     }
     let records: Vec<(String, Option<CommitRecord>)> =
         futures::stream::iter(view.ids[p].iter().cloned().map(|t| {
@@ -873,4 +956,89 @@ pub async fn done_records(
         ));
     }
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(job: &str, phase: &str, task: &str, worker: &str) -> CommitRecord {
+        serde_json::from_value(serde_json::json!({
+            "version": 3, "job_id": job, "phase": phase, "task_id": task,
+            "status": "committed", "attempt": "a1", "worker": worker, "epoch": 0,
+            "write_id": "w1", "started_ms": 1, "finished_ms": 2,
+            "outputs": [{"uri": "file:///o.parquet", "rows": 3, "bytes": 4, "blake3": "ab"}]
+        }))
+        .unwrap()
+    }
+
+    fn part(job: &str, phase: &str, prefix: &str, records: Vec<CommitRecord>) -> ShardPart {
+        ShardPart {
+            version: SHARDED_VERSION,
+            job_id: job.into(),
+            phase: phase.into(),
+            prefix: prefix.into(),
+            worker: "w".into(),
+            records,
+        }
+    }
+
+    #[test]
+    fn only_this_shards_own_records_are_taken_from_parts_and_conflicting_copies_never() {
+        let ids: Vec<String> = ["a1", "a2", "a3", "a4"].map(String::from).to_vec();
+        let newer = ShardPart {
+            version: SHARDED_VERSION + 1,
+            ..part("j", "p00", "a", vec![record("j", "p00", "a1", "x")])
+        };
+        let parts = vec![
+            part("other", "p00", "a", vec![record("j", "p00", "a1", "x")]),
+            part("j", "p01", "a", vec![record("j", "p00", "a1", "x")]),
+            part("j", "p00", "b", vec![record("j", "p00", "a1", "x")]),
+            newer,
+            part(
+                "j",
+                "p00",
+                "a",
+                vec![
+                    record("other", "p00", "a1", "x"),
+                    record("j", "p01", "a1", "x"),
+                    record("j", "p00", "b1", "x"),
+                    record("j", "p00", "a2", "good"),
+                    record("j", "p00", "a3", "one"),
+                ],
+            ),
+            // The same copy again is fine; a different one voids both.
+            part(
+                "j",
+                "p00",
+                "a",
+                vec![
+                    record("j", "p00", "a2", "good"),
+                    record("j", "p00", "a3", "two"),
+                ],
+            ),
+            part("j", "p00", "a", vec![record("j", "p00", "a3", "one")]),
+        ];
+        let got = merge_parts(parts.into_iter(), "j", "p00", "a", &ids);
+        assert_eq!(got.keys().collect::<Vec<_>>(), vec!["a2"]);
+        assert_eq!(got["a2"], record("j", "p00", "a2", "good"));
+    }
+
+    #[test]
+    fn a_held_record_is_kept_only_when_as_long_as_the_stored_object() {
+        let real = record("j", "p00", "a1", "w");
+        let stored = serde_json::to_vec_pretty(&real).unwrap().len() as u64;
+        let mut held: HashMap<String, CommitRecord> = [
+            ("a1".to_string(), real.clone()),
+            ("a2".to_string(), record("j", "p00", "a2", "forger")),
+            ("a3".to_string(), record("j", "p00", "a3", "w")),
+        ]
+        .into();
+        let sizes: HashMap<String, u64> =
+            [("a1".to_string(), stored), ("a2".to_string(), stored)].into();
+        keep_listed_sizes(&mut held, &sizes);
+        // a2: another length than its object; a3: no object listed.
+        assert_eq!(held.len(), 1);
+        assert_eq!(held["a1"], real);
+    }
 }

@@ -98,14 +98,16 @@ async fn attempt(
         tokio::spawn(async move {
             let every = Duration::from_secs(ctx.job.spec.job.heartbeat_secs);
             let lease = ctx.lease(store.as_ref());
-            let mut ticks = tokio::time::interval(ctx.flag_poll(Duration::from_millis(200)));
+            // Renews every `every` exactly, looking at the shutdown flag in between.
+            let poll = ctx.flag_poll(Duration::from_millis(200));
             let mut last = tokio::time::Instant::now();
             loop {
-                ticks.tick().await;
+                let beat = last + every;
+                tokio::time::sleep_until(beat.min(tokio::time::Instant::now() + poll)).await;
                 if ctx.shutdown.load(Ordering::Relaxed) {
                     cancel.store(true, Ordering::Relaxed);
                 }
-                if last.elapsed() < every {
+                if tokio::time::Instant::now() < beat {
                     continue;
                 }
                 last = tokio::time::Instant::now();
