@@ -130,7 +130,7 @@ pub struct WorkerCtx {
     /// than reading them back (one GET a task saved for the marker's writer's share of
     /// the shard). Dropped when the marker is written or the worker enters another
     /// shard of the phase.
-    pub own_commits: std::sync::Mutex<HashMap<(String, String), Arc<CommitRecord>>>,
+    pub own_commits: std::sync::Mutex<HashMap<(String, String), CommitRecord>>,
     /// Lease records of other attempts this worker has seen, for clock-free expiry.
     pub observed: crate::protocol::lease::Observations,
     /// The worker's own request counters (`workers/<id>.json`): work outside tasks,

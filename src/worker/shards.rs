@@ -551,15 +551,11 @@ fn keep_listed_sizes(held: &mut HashMap<String, CommitRecord>, sizes: &HashMap<S
 async fn write_part(ctx: &WorkerCtx, store: &Store, phase: &str, prefix: &str) {
     let mut records: Vec<CommitRecord> = {
         let mut o = ctx.own_commits.lock().expect("own commits");
-        let keys: Vec<(String, String)> = o
-            .keys()
-            .filter(|(ph, t)| ph == phase && t.starts_with(prefix))
-            .cloned()
-            .collect();
-        keys.iter()
-            .filter_map(|k| o.remove(k))
-            .map(|r| CommitRecord::clone(&r))
-            .collect()
+        let (mine, rest) = std::mem::take(&mut *o)
+            .into_iter()
+            .partition(|(k, _)| in_shard(k, phase, prefix));
+        *o = rest;
+        mine.into_values().collect()
     };
     if records.is_empty() {
         return;
@@ -584,13 +580,18 @@ async fn write_part(ctx: &WorkerCtx, store: &Store, phase: &str, prefix: &str) {
     }
 }
 
+/// Whether an entry of `WorkerCtx::own_commits` is of shard `prefix` of `phase`.
+fn in_shard((ph, t): &(String, String), phase: &str, prefix: &str) -> bool {
+    ph == phase && t.starts_with(prefix)
+}
+
 /// Forgets this worker's own commit records of shard `prefix` of `phase`: its marker
 /// is written.
 fn drop_own(ctx: &WorkerCtx, phase: &str, prefix: &str) {
     ctx.own_commits
         .lock()
         .expect("own commits")
-        .retain(|(ph, t), _| ph != phase || !t.starts_with(prefix));
+        .retain(|k, _| !in_shard(k, phase, prefix));
 }
 
 /// Writes shard `prefix`'s done marker from the commit records of its tasks, each read
@@ -624,8 +625,8 @@ async fn write_done(
     let mut known: HashMap<String, CommitRecord> = {
         let o = ctx.own_commits.lock().expect("own commits");
         o.iter()
-            .filter(|((ph, t), _)| *ph == phase && t.starts_with(prefix))
-            .map(|((_, t), r)| (t.clone(), CommitRecord::clone(r)))
+            .filter(|(k, _)| in_shard(k, &phase, prefix))
+            .map(|((_, t), r)| (t.clone(), r.clone()))
             .collect()
     };
     if view.ids[p].iter().any(|t| !known.contains_key(t)) {

@@ -309,10 +309,10 @@ async fn attempt(
             // Its create-only write landed: the object holds exactly this record, for
             // the shard's done marker.
             if ctx.job.paths.shard_digits(&phase_name) > 0 {
-                ctx.own_commits.lock().expect("own commits").insert(
-                    (phase_name.clone(), task.to_string()),
-                    Arc::new(record.clone()),
-                );
+                ctx.own_commits
+                    .lock()
+                    .expect("own commits")
+                    .insert((phase_name.clone(), task.to_string()), record.clone());
             }
             tracing::info!(
                 phase = %phase_name,
