@@ -1148,7 +1148,7 @@ fn a_sharded_pipeline_writes_what_the_unsharded_one_writes_and_reuses_whole() {
 /// unreadable, one of another job, one naming another shard, one holding records of
 /// another shard's tasks and of another phase, one named right, every record forged)
 /// leave every marker holding exactly the stored commit records, and nothing forged
-/// reaches the output manifest.
+/// reaches the output manifest, even for a task whose only copy is forged.
 #[test]
 fn forged_shard_parts_never_reach_a_marker() {
     let d = tempfile::tempdir().unwrap();
@@ -1197,6 +1197,19 @@ fn forged_shard_parts_never_reach_a_marker() {
         serde_json::from_slice::<mdf::protocol::records::ShardPart>(&body).unwrap();
         body
     };
+    // One worker commits one task and stops (`--max-tasks 1`): no part and no memory
+    // of any worker holds its record, so in its shard the forged part below is its
+    // only copy, and only the size check keeps it out.
+    run_ok(mdf().args([
+        "worker",
+        "--job",
+        &job,
+        "--worker-id",
+        "first",
+        "--max-tasks",
+        "1",
+    ]));
+    assert_eq!(files_under(&dir.join("commits/p00")).len(), 1);
     let hex: Vec<String> = (0..16).map(|i| format!("{i:x}")).collect();
     for (i, x) in hex.iter().enumerate() {
         let other = &hex[(i + 1) % 16];
