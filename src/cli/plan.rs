@@ -120,6 +120,24 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
                 },
                 ph.dedup.as_ref().map_or(0, |d| d.map_phase)
             ),
+            Some(DedupKind::Paragraph {
+                unit,
+                min_count,
+                keep_first,
+                ..
+            }) => format!(
+                "paragraph reduce: {} seen {min_count} times or more marked ({}), one task per hash range (after every p{:02} task)",
+                match unit {
+                    crate::protocol::records::DedupPhaseUnit::Line => "lines",
+                    crate::protocol::records::DedupPhaseUnit::Paragraph => "paragraphs",
+                },
+                if *keep_first {
+                    "the first occurrence kept"
+                } else {
+                    "every occurrence cut"
+                },
+                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
+            ),
             Some(k) if k.is_near() => format!(
                 "near-dup candidates ({}), one task per band-key range (after every p{:02} task)",
                 near_kind(k),
@@ -155,6 +173,7 @@ fn near_kind(k: &crate::protocol::records::DedupPhaseKind) -> String {
         } => format!("minhash {bands}×{rows}, Jaccard ≥ {threshold}"),
         DedupKind::Phash { radius } => format!("phash, Hamming ≤ {radius}"),
         DedupKind::Substring { min_tokens, .. } => format!("substrings of {min_tokens} words"),
+        DedupKind::Paragraph { min_count, .. } => format!("paragraphs seen {min_count} times"),
     }
 }
 

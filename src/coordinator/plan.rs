@@ -698,10 +698,14 @@ fn bind_dropping(
         }
         if pi > 0
             && let Some((i, d)) = ops::dedup_ending(spec, &phases[pi - 1])
-            && let crate::dedup::DedupKind::Substring {
-                tokens, offsets, ..
-            } = &d.kind
+            && d.kind.cuts_text()
         {
+            let (tokens, offsets) = match &d.kind {
+                crate::dedup::DedupKind::Substring {
+                    tokens, offsets, ..
+                } => (tokens, offsets),
+                _ => (&None, &None),
+            };
             // The apply reads the text (and the token columns) of the map phase's
             // records: a column dropped before it would fail every apply task.
             let need = [

@@ -26,20 +26,32 @@ pub async fn filter_for(
     d: &DedupPhase,
     map_task: &str,
 ) -> Result<Arc<dyn Operator>, DedupError> {
-    if let DedupPhaseKind::Substring {
-        min_chars,
-        tokens,
-        offsets,
-        ..
-    } = &d.params.kind
-    {
+    let cutting = match &d.params.kind {
+        DedupPhaseKind::Substring {
+            min_chars,
+            tokens,
+            offsets,
+            ..
+        } => Some((
+            *min_chars,
+            match tokens.clone().zip(offsets.clone()) {
+                Some((t, o)) => Units::Tokens(t, o),
+                None => Units::Words,
+            },
+        )),
+        &DedupPhaseKind::Paragraph {
+            min_chars, unit, ..
+        } => Some((min_chars, Units::Text(unit.into()))),
+        _ => None,
+    };
+    if let Some((min_chars, units)) = cutting {
         let t = map_index(sc, d, map_task)?;
         return Ok(Arc::new(SubstringApply {
             ranges: ranges_for(sc, d.map_phase + 1, t as u64).await?,
             stage: d.stage.clone(),
             field: d.params.key.clone(),
-            min_chars: *min_chars,
-            tokens: tokens.clone().zip(offsets.clone()),
+            min_chars,
+            units,
         }));
     }
     Ok(Arc::new(Apply {
@@ -236,6 +248,8 @@ pub fn removed_columns(stage: &str) -> [String; 2] {
 }
 /// The reject reason of a record a substring dedup left too short.
 pub const SUBSTRING_DUPLICATE: &str = "substring_duplicate";
+/// The reject reason of a record a paragraph dedup left too short.
+pub const PARAGRAPH_DUPLICATE: &str = "paragraph_duplicate";
 
 /// The columns a substring dedup's apply adds after the text (docs/DEDUP.md).
 pub fn substring_fields(stage: &str) -> Vec<Field> {
@@ -258,9 +272,20 @@ pub struct SubstringApply {
     pub stage: String,
     pub field: String,
     pub min_chars: u32,
-    /// The token ids and byte offsets columns the windows were made of (`tokens`,
-    /// `offsets`); `None`: whitespace words of the text.
-    pub tokens: Option<(String, String)>,
+    /// What the marked positions count.
+    pub units: Units,
+}
+
+/// What a cutting dedup's positions count: the units of its windows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Units {
+    /// Whitespace words of the text (substring).
+    Words,
+    /// A tokenizer's tokens: the token ids and byte offsets columns (substring with
+    /// `tokens` and `offsets`).
+    Tokens(String, String),
+    /// Lines or paragraphs of the text (paragraph).
+    Text(crate::kernels::paragraph::Unit),
 }
 
 /// The reject reason of a record whose token offsets do not fit its text or its
@@ -382,9 +407,9 @@ impl Operator for SubstringApply {
         );
         let mut verdicts = Vec::with_capacity(n);
         let (mut t_id, mut t_start, mut t_end) = (Vec::new(), Vec::new(), Vec::new());
-        let token_cols = match &self.tokens {
-            Some((t, o)) => Some((u32_lists(batch, t)?, u32_lists(batch, o)?)),
-            None => None,
+        let token_cols = match &self.units {
+            Units::Tokens(t, o) => Some((u32_lists(batch, t)?, u32_lists(batch, o)?)),
+            _ => None,
         };
         for i in 0..n {
             let ranges = (!texts.is_null(i))
@@ -399,12 +424,13 @@ impl Operator for SubstringApply {
                 continue;
             };
             let t = texts.value(i);
-            let toks = match &token_cols {
-                None => Some(substring::tokens(t)),
-                Some(((il, iv), (ol, ov))) => {
+            let toks = match (&token_cols, &self.units) {
+                (Some(((il, iv), (ol, ov))), _) => {
                     let (tid, off) = (row(il, iv, i), row(ol, ov, i));
                     substring::offset_tokens(t, off).filter(|x| x.len() == tid.len())
                 }
+                (None, Units::Text(u)) => Some(crate::kernels::paragraph::units(t, *u)),
+                (None, _) => Some(substring::tokens(t)),
             };
             let Some(toks) = toks else {
                 text.push(Some(t.to_string()));
@@ -433,13 +459,28 @@ impl Operator for SubstringApply {
                 t_end.push(u64::from(z));
             }
             let left = kept.chars().filter(|c| !c.is_whitespace()).count();
-            verdicts.push((left < self.min_chars as usize).then(|| Drop {
-                reason: SUBSTRING_DUPLICATE,
-                detail: Some(format!(
-                    "{removed} of {} bytes in {} spans repeat elsewhere; {left} characters left",
-                    t.len(),
-                    s.len()
-                )),
+            verdicts.push((left < self.min_chars as usize).then(|| match self.units {
+                Units::Text(u) => Drop {
+                    reason: PARAGRAPH_DUPLICATE,
+                    detail: Some(format!(
+                        "{removed} of {} bytes in {} {} repeat elsewhere ({} spans); {left} characters left",
+                        t.len(),
+                        ranges.iter().map(|&(a, z)| z.min(toks.len() as u32).saturating_sub(a)).sum::<u32>(),
+                        match u {
+                            crate::kernels::paragraph::Unit::Line => "lines",
+                            crate::kernels::paragraph::Unit::Paragraph => "paragraphs",
+                        },
+                        s.len()
+                    )),
+                },
+                _ => Drop {
+                    reason: SUBSTRING_DUPLICATE,
+                    detail: Some(format!(
+                        "{removed} of {} bytes in {} spans repeat elsewhere; {left} characters left",
+                        t.len(),
+                        s.len()
+                    )),
+                },
             }));
             text.push(Some(kept));
             bytes.push(removed);

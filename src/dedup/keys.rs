@@ -42,6 +42,17 @@ pub fn append_keys(
             None => append_windows(batch, ids, &p.key, k, out),
         };
     }
+    if let DedupKind::Paragraph {
+        unit, normalize, ..
+    } = p.kind
+    {
+        let texts = text_column(batch, &p.key)?;
+        for (c, chunk) in texts.chunks(32).enumerate() {
+            let units = crate::kernels::paragraph::batch_unit_hashes(chunk, unit, normalize);
+            put_windows(ids, c * 32, &units, out)?;
+        }
+        return Ok(());
+    }
     let ranks: Option<Vec<f64>> = match &p.keep {
         Keep::LowestId => None,
         Keep::Highest(c) => {
@@ -100,14 +111,7 @@ fn append_windows(
     k: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), KeyError> {
-    let col = batch
-        .column_by_name(column)
-        .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
-    let texts = col
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
-    let texts: Vec<Option<&str>> = texts.iter().collect();
+    let texts = text_column(batch, column)?;
     // A few records at a time: the windows of a whole batch (32 bytes each, beside
     // their 36-byte entries) would be a dozen times the batch's text.
     for (c, chunk) in texts.chunks(32).enumerate() {
@@ -117,7 +121,19 @@ fn append_windows(
     Ok(())
 }
 
-/// Appends the window entries of the records from row `first` on.
+/// A text column's values.
+fn text_column<'a>(batch: &'a RecordBatch, column: &str) -> Result<Vec<Option<&'a str>>, KeyError> {
+    let col = batch
+        .column_by_name(column)
+        .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
+    let texts = col
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| KeyError::KeyType(col.data_type().clone()))?;
+    Ok(texts.iter().collect())
+}
+
+/// Appends the window (or unit) entries of the records from row `first` on.
 fn put_windows(
     ids: &StringArray,
     first: usize,
@@ -216,7 +232,7 @@ impl<'a> KeyValues<'a> {
                 .map(KeyValues::U64)
                 .or_else(|| any.downcast_ref().map(KeyValues::I64))
                 .or_else(|| any.downcast_ref().map(KeyValues::Hex)),
-            DedupKind::Substring { .. } => None,
+            DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => None,
         };
         v.ok_or_else(|| KeyError::KeyType(col.data_type().clone()))
     }

@@ -98,8 +98,8 @@ pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: 
     let mut keys = Vec::new();
     let mut payload = vec![0u8; p];
     match kind {
-        DedupKind::Exact | DedupKind::Substring { .. } => {
-            unreachable!("exact keys are KeyEntry, windows WindowEntry")
+        DedupKind::Exact | DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => {
+            unreachable!("exact keys are KeyEntry, windows and units WindowEntry")
         }
         DedupKind::Minhash { bands, rows, .. } => {
             minhash::band_keys_le(value, *bands as usize, *rows as usize, &mut keys);
@@ -123,7 +123,7 @@ pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: 
 /// Whether two payloads are near duplicates.
 pub fn verified(kind: &DedupKind, a: &[u8], b: &[u8]) -> bool {
     match kind {
-        DedupKind::Exact | DedupKind::Substring { .. } => true,
+        DedupKind::Exact | DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => true,
         DedupKind::Minhash {
             bands,
             rows,

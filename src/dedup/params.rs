@@ -5,10 +5,29 @@
 //! the persisted [`DedupPhaseParams`], whose JSON layout is fixed. In its own phase
 //! the stage changes nothing: the map task writes the keys object ([`super::keys`]);
 //! the planner ([`super::plan`]) adds the reduce and apply phases after it.
+pub use crate::ops::dedup::Unit;
 pub use crate::ops::dedup::{
     CLUSTER_COLUMN, DedupKind, DedupParams, Keep, MAX_PERMUTATIONS, PAYLOADS, ParamsError,
 };
-use crate::protocol::records::{DedupPhaseKeep, DedupPhaseKind, DedupPhaseParams};
+use crate::protocol::records::{DedupPhaseKeep, DedupPhaseKind, DedupPhaseParams, DedupPhaseUnit};
+
+impl From<Unit> for DedupPhaseUnit {
+    fn from(u: Unit) -> Self {
+        match u {
+            Unit::Paragraph => DedupPhaseUnit::Paragraph,
+            Unit::Line => DedupPhaseUnit::Line,
+        }
+    }
+}
+
+impl From<DedupPhaseUnit> for Unit {
+    fn from(u: DedupPhaseUnit) -> Self {
+        match u {
+            DedupPhaseUnit::Paragraph => Unit::Paragraph,
+            DedupPhaseUnit::Line => Unit::Line,
+        }
+    }
+}
 
 impl From<&DedupParams> for DedupPhaseParams {
     fn from(p: &DedupParams) -> Self {
@@ -46,6 +65,19 @@ impl From<&DedupParams> for DedupPhaseParams {
                     min_chars: *min_chars,
                     tokens: tokens.clone(),
                     offsets: offsets.clone(),
+                },
+                &DedupKind::Paragraph {
+                    unit,
+                    min_count,
+                    keep_first,
+                    normalize,
+                    min_chars,
+                } => DedupPhaseKind::Paragraph {
+                    unit: unit.into(),
+                    min_count,
+                    keep_first,
+                    normalize,
+                    min_chars,
                 },
             },
             max_rounds: p.max_rounds,
@@ -97,6 +129,19 @@ impl From<&DedupPhaseKind> for DedupKind {
                 min_chars: *min_chars,
                 tokens: tokens.clone(),
                 offsets: offsets.clone(),
+            },
+            &DedupPhaseKind::Paragraph {
+                unit,
+                min_count,
+                keep_first,
+                normalize,
+                min_chars,
+            } => DedupKind::Paragraph {
+                unit: unit.into(),
+                min_count,
+                keep_first,
+                normalize,
+                min_chars,
             },
         }
     }
@@ -199,6 +244,24 @@ mod tests {
                     )
                 },
                 r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"substring","min_tokens":64,"keep_first":true,"min_chars":50,"tokens":"token_ids","offsets":"token_offsets"},"max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    key: "text".into(),
+                    ..params(
+                        Keep::LowestId,
+                        DedupKind::Paragraph {
+                            unit: Unit::Line,
+                            min_count: 3,
+                            keep_first: false,
+                            normalize: true,
+                            min_chars: 50,
+                        },
+                        None,
+                        false,
+                    )
+                },
+                r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"paragraph","unit":"line","min_count":3,"keep_first":false,"normalize":true,"min_chars":50},"max_rounds":32}"#,
             ),
         ];
         for (p, want) in cases {

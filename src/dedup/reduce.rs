@@ -10,7 +10,7 @@ use super::shuffle::{
     ShuffleCtx, partition_of_task, read_sections, section, spill_dir, upload_file,
 };
 use super::sort::ExternalSort;
-use super::substring::{self, WindowEntry, WindowSourced};
+use super::substring::{self, Marking, WindowEntry, WindowSourced};
 use crate::protocol::io::get_json;
 use crate::protocol::records::{
     CLUSTER_SIZE, CommitRecord, DedupPhase, OutputFile, TaskStats, TaskStatus,
@@ -37,13 +37,29 @@ pub async fn reduce(
         DedupError::Plan(format!("task {task} is not a partition of {}", plan.name))
     })?;
     let dir = spill_dir();
-    if let super::DedupKind::Substring {
-        keep_first,
-        min_tokens,
-        ..
-    } = params.kind
-    {
-        let how = (keep_first, min_tokens);
+    // Windows of `k` tokens (or single units) seen at least `min_count` times.
+    let cutting = match params.kind {
+        super::DedupKind::Substring {
+            keep_first,
+            min_tokens,
+            ..
+        } => Some(Marking {
+            keep_first,
+            k: min_tokens,
+            min_count: 2,
+        }),
+        super::DedupKind::Paragraph {
+            keep_first,
+            min_count,
+            ..
+        } => Some(Marking {
+            keep_first,
+            k: 1,
+            min_count,
+        }),
+        _ => None,
+    };
+    if let Some(how) = cutting {
         return substring_reduce(sc, d, r, how, out_dir, cancel, task).await;
     }
     let mut sorter = ExternalSort::<Sourced>::new(params.memory_bytes / 2, dir.clone());
@@ -145,7 +161,7 @@ async fn substring_reduce(
     sc: &ShuffleCtx<'_>,
     d: &DedupPhase,
     r: u32,
-    (keep_first, k): (bool, u32),
+    how: Marking,
     out_dir: &Uri,
     cancel: &AtomicBool,
     task: &str,
@@ -164,7 +180,7 @@ async fn substring_reduce(
     .await?;
     let n_tasks = sc.task_ids(d.map_phase).len() as u32;
     let (file, len, stats) = tokio::task::spawn_blocking(move || {
-        substring::finish_reduce(sorter, keep_first, k, memory, dir, n_tasks)
+        substring::finish_reduce(sorter, how, memory, dir, n_tasks)
     })
     .await
     .map_err(DedupError::joined)?

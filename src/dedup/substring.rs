@@ -218,48 +218,66 @@ pub fn coalesce(
     Ok(())
 }
 
-/// Groups sorted window entries by hash and marks, in every group of two or more,
-/// each occurrence but the first (`keep_first`, the first then marked `kept`) or all
-/// of them. Counts: `keys` windows, `distinct` hashes, `duplicates` windows to cut;
-/// `cluster_sizes`, occurrences per hash.
+/// What a reduce marks: windows of `k` units (substring tokens, or single paragraphs)
+/// whose hash occurs at least `min_count` times, at every occurrence but the first
+/// (`keep_first`, the first then marked `kept`) or at all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marking {
+    pub keep_first: bool,
+    pub k: u32,
+    pub min_count: u32,
+}
+
+/// Groups sorted window entries by hash and marks every group of at least
+/// `how.min_count` occurrences: each occurrence but the first (`keep_first`, the
+/// first then marked `kept`) or all of them. A group is held until it is that large
+/// (at most `min_count - 1` entries). Counts: `keys` windows, `distinct` hashes,
+/// `duplicates` windows to cut; `cluster_sizes`, occurrences per hash.
 pub fn mark(
     sorted: impl Iterator<Item = std::io::Result<WindowSourced>>,
-    keep_first: bool,
+    how: Marking,
     memory_bytes: u64,
     dir: PathBuf,
 ) -> std::io::Result<(ExternalSort<Mark>, ReduceStats)> {
     let mut out = ExternalSort::<Mark>::new(memory_bytes / 2, dir);
     let mut stats = ReduceStats::default();
+    let min = u64::from(how.min_count.max(2));
     let mark_of = |x: &WindowSourced, kept: bool| Mark {
         task: x.task,
         pos: x.e.pos,
         kept,
         id: x.e.id,
     };
-    let mut first: Option<WindowSourced> = None;
+    // The current group's hash and size, and its entries while it is below `min`.
+    let mut hash: Option<u128> = None;
     let mut size = 0u64;
+    let mut held: Vec<WindowSourced> = Vec::new();
     for x in sorted {
         let x = x?;
         stats.keys += 1;
-        match &first {
-            Some(f) if f.e.hash == x.e.hash => {
-                if size == 1 {
-                    out.push(mark_of(f, keep_first))?;
-                    stats.duplicates += u64::from(!keep_first);
-                }
-                out.push(mark_of(&x, false))?;
-                stats.duplicates += 1;
-                size += 1;
+        if hash != Some(x.e.hash) {
+            if size > 0 {
+                stats.cluster_sizes.record(size as f64);
             }
-            _ => {
-                if size > 0 {
-                    stats.cluster_sizes.record(size as f64);
-                }
-                stats.distinct += 1;
-                first = Some(x);
-                size = 1;
+            stats.distinct += 1;
+            hash = Some(x.e.hash);
+            size = 0;
+            held.clear();
+        }
+        size += 1;
+        if size < min {
+            held.push(x);
+            continue;
+        }
+        if size == min {
+            for (i, h) in held.drain(..).enumerate() {
+                let kept = i == 0 && how.keep_first;
+                out.push(mark_of(&h, kept))?;
+                stats.duplicates += u64::from(!kept);
             }
         }
+        out.push(mark_of(&x, false))?;
+        stats.duplicates += 1;
     }
     if size > 0 {
         stats.cluster_sizes.record(size as f64);
@@ -267,24 +285,23 @@ pub fn mark(
     Ok((out, stats))
 }
 
-/// The rest of a substring reduce once every entry is in `sorter`: merge, mark, and
-/// write the marks object (one section per map task: the marked `k`-token windows
-/// coalesced into runs per record) to a local file. Returns it, its length and the
-/// counts.
+/// The rest of a substring (or paragraph) reduce once every entry is in `sorter`:
+/// merge, mark, and write the marks object (one section per map task: the marked
+/// windows coalesced into runs per record) to a local file. Returns it, its length
+/// and the counts.
 pub fn finish_reduce(
     sorter: ExternalSort<WindowSourced>,
-    keep_first: bool,
-    k: u32,
+    how: Marking,
     memory_bytes: u64,
     dir: PathBuf,
     map_tasks: u32,
 ) -> std::io::Result<(std::fs::File, u64, ReduceStats)> {
     let spilled = sorter.spilled_bytes;
     let merged = sorter.finish()?;
-    let (marks, mut stats) = mark(merged, keep_first, memory_bytes, dir.clone())?;
+    let (marks, mut stats) = mark(merged, how, memory_bytes, dir.clone())?;
     stats.spilled_bytes = spilled + marks.spilled_bytes;
     let mut out = Sections::new(map_tasks as usize, &dir)?;
-    coalesce(marks.finish()?, k, |r| out.push(r.task as usize, &r))?;
+    coalesce(marks.finish()?, how.k, |r| out.push(r.task as usize, &r))?;
     let (file, len) = out.finish(MARKS_MAGIC)?;
     Ok((file, len, stats))
 }
@@ -296,10 +313,64 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
     use std::io::Read;
 
+    fn how(keep_first: bool, k: u32) -> Marking {
+        Marking {
+            keep_first,
+            k,
+            min_count: 2,
+        }
+    }
+
     fn w(hash: u128, id: u128, pos: u32, task: u32) -> WindowSourced {
         WindowSourced {
             e: WindowEntry { hash, id, pos },
             task,
+        }
+    }
+
+    /// Paragraph dedup's marking: a group is marked only once it has `min_count`
+    /// occurrences, and then wholly (the first kept, or not).
+    #[test]
+    fn groups_below_min_count_are_not_marked() {
+        let mut input = vec![];
+        // Hash 1: twice; hash 2: three times; hash 3: five times; hash 4: once.
+        for (h, n) in [(1u128, 2u32), (2, 3), (3, 5), (4, 1)] {
+            for j in 0..n {
+                input.push(w(h << 100, 10 + u128::from(j), j, j % 2));
+            }
+        }
+        for (keep_first, min_count) in [(true, 3), (false, 3), (true, 2), (false, 6)] {
+            let dir = std::env::temp_dir();
+            let how = Marking {
+                keep_first,
+                k: 1,
+                min_count,
+            };
+            let (m, stats) = mark(input.iter().copied().map(Ok), how, 1 << 30, dir).unwrap();
+            let m = m.finish_in_memory().ok().unwrap();
+            let mut want = vec![];
+            for (h, n) in [(1u128, 2u32), (2, 3), (3, 5), (4, 1)] {
+                if n < min_count {
+                    continue;
+                }
+                for j in 0..n {
+                    want.push(Mark {
+                        task: j % 2,
+                        pos: j,
+                        kept: keep_first && j == 0,
+                        id: 10 + u128::from(j),
+                    });
+                    let _ = h;
+                }
+            }
+            want.sort_by(Mark::order);
+            let mut got = m.clone();
+            got.sort_by(Mark::order);
+            assert_eq!(got, want, "keep_first {keep_first}, min_count {min_count}");
+            assert_eq!(stats.keys, 11);
+            assert_eq!(stats.distinct, 4);
+            let cut = want.iter().filter(|m| !m.kept).count() as u64;
+            assert_eq!(stats.duplicates, cut);
         }
     }
 
@@ -370,7 +441,8 @@ mod tests {
                     s.push(*x).unwrap();
                 }
                 let (mut f, len, stats) =
-                    finish_reduce(s, keep_first, k, memory, dir.path().to_path_buf(), 3).unwrap();
+                    finish_reduce(s, how(keep_first, k), memory, dir.path().to_path_buf(), 3)
+                        .unwrap();
                 let mut b = Vec::new();
                 f.read_to_end(&mut b).unwrap();
                 assert_eq!(b.len() as u64, len);
@@ -480,7 +552,7 @@ mod tests {
         );
         let marks = |v: &[WindowSourced]| -> Vec<Mark> {
             let dir = std::env::temp_dir();
-            let (m, _) = mark(v.iter().copied().map(Ok), true, 1 << 30, dir).unwrap();
+            let (m, _) = mark(v.iter().copied().map(Ok), how(true, 8), 1 << 30, dir).unwrap();
             m.finish_in_memory().ok().unwrap()
         };
         let (mf, mc) = (marks(&full), marks(&cut));

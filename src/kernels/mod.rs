@@ -15,6 +15,7 @@ pub mod imagehash;
 pub mod jpeg;
 pub mod lang;
 pub mod minhash;
+pub mod paragraph;
 pub mod quality;
 pub mod resample;
 pub mod substring;

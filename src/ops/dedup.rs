@@ -61,7 +61,20 @@ pub enum DedupKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         offsets: Option<String>,
     },
+    /// Repeated paragraphs (or lines): every unit of the text column that occurs at
+    /// least `min_count` times in the corpus is cut, at every occurrence but the first
+    /// (`keep_first`) or at all of them; `normalize` compares units as CCNet does; a
+    /// record left with fewer than `min_chars` non-whitespace characters is rejected.
+    Paragraph {
+        unit: Unit,
+        min_count: u32,
+        keep_first: bool,
+        normalize: bool,
+        min_chars: u32,
+    },
 }
+
+pub use crate::kernels::paragraph::Unit;
 
 impl DedupKind {
     pub fn is_exact(&self) -> bool {
@@ -71,12 +84,21 @@ impl DedupKind {
     pub fn is_near(&self) -> bool {
         matches!(self, DedupKind::Minhash { .. } | DedupKind::Phash { .. })
     }
+    /// Cuts spans out of texts (substrings, paragraphs) instead of dropping records:
+    /// no clusters, `keep` is first or none.
+    pub fn cuts_text(&self) -> bool {
+        matches!(
+            self,
+            DedupKind::Substring { .. } | DedupKind::Paragraph { .. }
+        )
+    }
     /// Key entries per record: one, one per band, or (substrings) one per token,
     /// estimated for a 2 KiB record of about 5 bytes per token.
     pub fn keys_per_record(&self) -> u64 {
         match self {
             DedupKind::Exact => 1,
             DedupKind::Substring { .. } => 400,
+            DedupKind::Paragraph { .. } => 30,
             DedupKind::Minhash { bands, .. } => *bands as u64,
             DedupKind::Phash { radius } => *radius as u64 + 1,
         }
@@ -85,7 +107,7 @@ impl DedupKind {
     pub fn entry_bytes(&self) -> u64 {
         match self {
             DedupKind::Exact => 40,
-            DedupKind::Substring { .. } => 36,
+            DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => 36,
             _ => 44 + self.payload_len() as u64,
         }
     }
@@ -94,7 +116,7 @@ impl DedupKind {
     /// shuffle has an entry type for.
     pub fn payload_len(&self) -> usize {
         match self {
-            DedupKind::Exact | DedupKind::Substring { .. } => 0,
+            DedupKind::Exact | DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => 0,
             DedupKind::Phash { .. } => 8,
             DedupKind::Minhash { bands, rows, .. } => {
                 let k = (bands * rows) as usize;
@@ -146,7 +168,8 @@ pub const CLUSTER_COLUMN: &str = "dup_cluster";
 /// Parses a dedup stage's params (every error into the reader's sink).
 pub fn parse(p: &Obj) -> Option<DedupParams> {
     let key = p.req_str("key");
-    let substring = p.raw("kind").and_then(|k| k.as_str()) == Some("substring");
+    let kind_name = p.raw("kind").and_then(|k| k.as_str());
+    let substring = matches!(kind_name, Some("substring" | "paragraph"));
     let mut keep_first = true;
     let keep = match p.raw("keep") {
         None => Keep::LowestId,
@@ -157,7 +180,10 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
         Some(k) if substring => {
             p.sink.error(
                 &p.field_path("keep"),
-                format!("substring: expected first or none, found {k}"),
+                format!(
+                    "{}: expected first or none, found {k}",
+                    kind_name.unwrap_or_default()
+                ),
             );
             Keep::LowestId
         }
@@ -238,10 +264,30 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
                 offsets,
             }
         }
+        Some("paragraph") => {
+            let unit = match p.opt_str("unit").as_deref() {
+                None | Some("paragraph") => Unit::Paragraph,
+                Some("line") => Unit::Line,
+                Some(other) => {
+                    p.sink.error(
+                        &p.field_path("unit"),
+                        format!("expected paragraph or line, found {other:?}"),
+                    );
+                    Unit::Paragraph
+                }
+            };
+            DedupKind::Paragraph {
+                unit,
+                min_count: p.u64_in("min_count", 2, 2, 100_000) as u32,
+                keep_first,
+                normalize: p.opt_bool("normalize").unwrap_or(false),
+                min_chars: p.u64_in("min_chars", 50, 0, u32::MAX.into()) as u32,
+            }
+        }
         Some(other) => {
             p.sink.error(
                 &p.field_path("kind"),
-                format!("expected exact, minhash, phash or substring, found {other:?}"),
+                format!("expected exact, minhash, phash, substring or paragraph, found {other:?}"),
             );
             DedupKind::Exact
         }
@@ -249,7 +295,10 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
     if substring && cluster_column {
         p.sink.error(
             &p.field_path("cluster_column"),
-            "substring dedup cuts spans out of records, it has no clusters",
+            format!(
+                "{} dedup cuts spans out of records, it has no clusters",
+                kind_name.unwrap_or_default()
+            ),
         );
     }
     let max_rounds = if !kind.is_near() {
@@ -315,19 +364,19 @@ fn params_doc() -> Vec<ParamDoc> {
             "key",
             "string",
             None,
-            "The key column: a 16-byte key (exact), a MinHash signature (minhash), a 64-bit perceptual hash (phash), or the text column (substring).",
+            "The key column: a 16-byte key (exact), a MinHash signature (minhash), a 64-bit perceptual hash (phash), or the text column (substring, paragraph).",
         ),
         p(
             "kind",
             "string",
             Some("\"exact\""),
-            "exact, minhash, phash or substring (exact-substring dedup: repeated spans of min_tokens words are cut out of the text).",
+            "exact, minhash, phash, substring (exact-substring dedup: repeated spans of min_tokens words are cut out of the text) or paragraph (paragraphs or lines that repeat across the corpus are cut out of the text).",
         ),
         p(
             "keep",
             "string or map",
             Some("\"lowest_id\""),
-            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}. substring: first (the occurrence in the lowest record id, then position, stays) or none (every occurrence is cut).",
+            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}. substring, paragraph: first (the occurrence in the lowest record id, then position, stays) or none (every occurrence is cut).",
         ),
         p(
             "partitions",
@@ -399,7 +448,25 @@ fn params_doc() -> Vec<ParamDoc> {
             "min_chars",
             "integer",
             Some("50"),
-            "substring: a record left with fewer non-whitespace characters is rejected (substring_duplicate).",
+            "substring, paragraph: a record left with fewer non-whitespace characters is rejected (substring_duplicate, paragraph_duplicate).",
+        ),
+        p(
+            "unit",
+            "string",
+            Some("\"paragraph\""),
+            "paragraph: paragraph (lines with content and the blank lines after them) or line.",
+        ),
+        p(
+            "min_count",
+            "integer",
+            Some("2"),
+            "paragraph: a unit occurring at least this many times in the corpus (every occurrence counts, on any page) is repeated, 2 to 100000.",
+        ),
+        p(
+            "normalize",
+            "boolean",
+            Some("false"),
+            "paragraph: compare units as CCNet does (lower case, digits as 0, punctuation and controls removed, white space runs as one space); false: exactly, white space at the ends trimmed.",
         ),
         p(
             "max_rounds",
@@ -490,6 +557,10 @@ impl DedupParams {
                     "the text column substrings are cut from (a string)".to_string(),
                 ))
             }
+            DedupKind::Paragraph { .. } => Some((
+                vec![DataType::Utf8],
+                "the text column repeated paragraphs are cut from (a string)".to_string(),
+            )),
         };
         if let Some((types, what)) = near {
             match input.field_with_name(&self.key) {

@@ -196,6 +196,23 @@ pub enum DedupPhaseKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         offsets: Option<String>,
     },
+    /// Repeated paragraphs or lines (docs/DEDUP.md): units occurring at least
+    /// `min_count` times are cut.
+    Paragraph {
+        unit: DedupPhaseUnit,
+        min_count: u32,
+        keep_first: bool,
+        normalize: bool,
+        min_chars: u32,
+    },
+}
+
+/// A paragraph dedup's unit: `"paragraph"` or `"line"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupPhaseUnit {
+    Paragraph,
+    Line,
 }
 
 impl DedupPhaseKind {
