@@ -350,6 +350,34 @@ fn incremental_dedup_against_an_earlier_job() {
         }
     }
     assert!(against_a > 0);
+    // B again, also reading one of A's own files: its records have A's ids, and are
+    // still duplicates of A's (a record is never the representative of an earlier
+    // corpus's cluster, even under the same id).
+    let b2 = d.path().join("b2.yaml");
+    std::fs::write(
+        &b2,
+        std::fs::read_to_string(&b)
+            .unwrap()
+            .replace("name: b\n", "name: b2\n")
+            .replace(
+                &format!("\"{}/b/*.jsonl\"", d.path().display()),
+                &format!(
+                    "\"{d}/b/*.jsonl\", \"{d}/a/part-0.jsonl\"",
+                    d = d.path().display()
+                ),
+            )
+            .replace("out-b\"", "out-b2\""),
+    )
+    .unwrap();
+    run(d.path(), &b2, "2");
+    let b2_rj = rejects(&d.path().join("out-b2"));
+    let b2_ids: BTreeSet<String> = output(&d.path().join("out-b2"))
+        .iter()
+        .map(|x| x.0.clone())
+        .collect();
+    assert_eq!(b2_ids, got, "A's own file adds nothing to B");
+    let own = b2_rj.iter().filter(|r| a_ids.contains(&r.0)).count();
+    assert!(own > 0, "A's survivors from its own file are rejected");
     // A job that does not exist is refused before anything runs.
     let bad = job_spec(
         "c",

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use mdf::kernels::minhash::{MinHasher, bbit_jaccard, low_bytes_le};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 struct Rng(u64);
 impl Rng {
@@ -381,7 +381,7 @@ fn near_dedup_configs_are_checked_before_any_task() {
     for (stages, needle) in [
         (
             "  - op: dedup\n    params: {key: phash, kind: fuzzy}\n",
-            "params.kind: expected exact, minhash, phash or substring",
+            "params.kind: expected exact, minhash, phash, substring or paragraph",
         ),
         (
             "  - op: minhash\n  - op: dedup\n    params: {key: minhash, kind: minhash, threshold: 1.5}\n",
@@ -396,8 +396,12 @@ fn near_dedup_configs_are_checked_before_any_task() {
             "params.radius: must be between 0 and 31",
         ),
         (
-            "  - op: dedup\n    params: {key: phash, kind: phash, against: \"file:///x\"}\n",
-            "params.against: only exact dedup",
+            "  - op: dedup\n    params: {key: text, kind: paragraph, against: \"file:///x\"}\n",
+            "params.against: only exact and near-duplicate",
+        ),
+        (
+            "  - op: dedup\n    params: {key: phash, kind: phash, against: \"/nonexistent/jobs/x\"}\n",
+            "params.against: cannot load job",
         ),
         (
             "  - op: dedup\n    params: {key: phash, radius: 3}\n",
@@ -473,4 +477,315 @@ fn clusters_that_do_not_converge_fail_the_job_naming_max_rounds() {
     // with its component's best: two rounds are enough for the whole chain.
     run_ok(&mut job("max_rounds: 2", "jobs3"));
     assert_eq!(output_ids(&out).len(), 1);
+}
+
+/// Runs `spec_text` (a spec body without `name`) as job `name` under `dir/jobs`;
+/// returns (output dir, job URI).
+fn run_named(dir: &Path, name: &str, body: &str, workers: &str) -> (PathBuf, String) {
+    let out = dir.join(format!("out-{name}"));
+    let spec = write_spec(
+        dir,
+        &format!(
+            "name: {name}\n{body}output: {{uri: \"{}\", overwrite: true}}\njob: {{task_bytes: 16KiB, poll_millis: 20}}\n",
+            out.display()
+        ),
+    );
+    let spec_path = dir.join(format!("{name}.yaml"));
+    std::fs::rename(spec, &spec_path).unwrap();
+    let o = run_ok(
+        mdf()
+            .args([
+                "run",
+                spec_path.to_str().unwrap(),
+                "--workers",
+                workers,
+                "--job-root",
+            ])
+            .arg(dir.join("jobs")),
+    );
+    (out, job_uri(&o))
+}
+
+/// An earlier corpus of hashes, and a new one: near and exact copies of old hashes,
+/// chains from new hashes to old ones, fresh hashes with near copies among
+/// themselves, and one file read by both jobs (its records have the same ids).
+fn planted_old_and_new(dir: &Path) {
+    let mut rng = Rng(0xa9a1_0000_7777_0001);
+    let flip = |mut h: u64, rng: &mut Rng| {
+        for _ in 0..1 + rng.below(4) {
+            h ^= 1 << rng.below(64);
+        }
+        h
+    };
+    let line = |h: u64| serde_json::json!({ "phash": format!("{h:016x}") }).to_string();
+    let mut old = vec![Vec::new(); 3];
+    let mut old_h = Vec::new();
+    for i in 0..300 {
+        let mut h = rng.next();
+        old[i % 3].push(line(h));
+        old_h.push(h);
+        if i % 10 == 0 {
+            // near copies within the old corpus too
+            h = flip(h, &mut rng);
+            old[(i + 1) % 3].push(line(h));
+            old_h.push(h);
+        }
+    }
+    let mut new = vec![Vec::new(); 2];
+    for (i, &h) in old_h.iter().enumerate() {
+        match i % 6 {
+            0 => new[i % 2].push(line(flip(h, &mut rng))),
+            1 => new[i % 2].push(line(h)),
+            2 => {
+                // a chain: new → new → old
+                let a = flip(h, &mut rng);
+                new[i % 2].push(line(a));
+                new[(i + 1) % 2].push(line(flip(a, &mut rng)));
+            }
+            _ => {}
+        }
+    }
+    for i in 0..200 {
+        let h = rng.next();
+        new[i % 2].push(line(h));
+        if i % 4 == 0 {
+            new[(i + 1) % 2].push(line(flip(h, &mut rng)));
+        }
+    }
+    for (i, f) in old.iter().enumerate() {
+        write_lines(&dir.join(format!("old/{i}.jsonl")), f);
+    }
+    for (i, f) in new.iter().enumerate() {
+        write_lines(&dir.join(format!("new/{i}.jsonl")), f);
+    }
+}
+
+/// Near duplicates against an earlier job (docs/DEDUP.md, "Near duplicates against an
+/// earlier corpus"): exactly the new records whose cluster in the all-pairs graph
+/// (old–new and new–new pairs within the radius) holds an old record are dropped,
+/// each naming the lowest old id of its cluster; the other clusters keep their lowest
+/// id; the same whatever the two jobs' partition counts; records of a file both jobs
+/// read (same ids) are still dropped as copies of themselves.
+#[test]
+fn phash_against_an_earlier_job_equals_the_all_pairs_reference() {
+    let d = tempfile::tempdir().unwrap();
+    planted_old_and_new(d.path());
+    let (old_out, old_job) = run_named(
+        d.path(),
+        "old",
+        &format!(
+            "input: {{uris: [\"{}/old/*.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, partitions: 3}}\n",
+            d.path().display()
+        ),
+        "2",
+    );
+    let new_body = |partitions: u32, memory: &str| {
+        format!(
+            "input: {{uris: [\"{d}/new/*.jsonl\", \"{d}/old/0.jsonl\"]}}\nstages:\n  - op: dedup\n    params: {{key: phash, kind: phash, partitions: {partitions}, memory: {memory}, against: \"{old_job}\"}}\n",
+            d = d.path().display()
+        )
+    };
+    let (a, _) = run_named(d.path(), "new-a", &new_body(2, "1GiB"), "1");
+    let (b, _) = run_named(d.path(), "new-b", &new_body(5, "4KiB"), "3");
+
+    // The old job's records (kept and rejected): every one is in its index.
+    let (old_recs, _) = all_records(&old_out, "phash");
+    let (new_recs, dups) = all_records(&a, "phash");
+    // Nodes: old records (marked), then new ones.
+    let mut ids: Vec<(bool, String)> = old_recs.iter().map(|r| (true, r.0.clone())).collect();
+    ids.extend(new_recs.iter().map(|r| (false, r.0.clone())));
+    let h: Vec<u64> = old_recs
+        .iter()
+        .chain(&new_recs)
+        .map(|r| u64::from_str_radix(&r.1, 16).unwrap())
+        .collect();
+    let n = ids.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    for i in 0..n {
+        for j in i + 1..n {
+            if ids[i].0 && ids[j].0 {
+                continue; // old–old pairs are not needed (and not made)
+            }
+            if (h[i] ^ h[j]).count_ones() <= 4 {
+                let (ri, rj) = (find(&mut parent, i), find(&mut parent, j));
+                parent[ri] = rj;
+            }
+        }
+    }
+    // Per component: its lowest old id, else its lowest new id.
+    let mut best: BTreeMap<usize, (bool, String)> = BTreeMap::new();
+    for (i, (old, id)) in ids.iter().enumerate() {
+        let r = find(&mut parent, i);
+        let cand = (!old, id.clone()); // old first (false < true), then id
+        best.entry(r)
+            .and_modify(|b| {
+                if cand < *b {
+                    *b = cand.clone()
+                }
+            })
+            .or_insert(cand);
+    }
+    let mut want = BTreeMap::new();
+    for i in (0..n).filter(|&i| !ids[i].0) {
+        let (is_new, rep) = best[&find(&mut parent, i)].clone();
+        if is_new && rep == ids[i].1 {
+            continue; // its cluster's survivor
+        }
+        want.insert(ids[i].1.clone(), rep);
+    }
+    let old_ids: BTreeSet<&String> = old_recs.iter().map(|r| &r.0).collect();
+    let against_old = want.values().filter(|r| old_ids.contains(r)).count();
+    assert!(
+        against_old > 200,
+        "{against_old} dropped against the old corpus"
+    );
+    assert!(want.len() > against_old, "no clusters of new records only");
+    // Records read from the same file in both jobs: dropped, naming themselves.
+    let same = dups.iter().filter(|(id, rep)| id == rep).count();
+    assert!(same > 50, "{same} records of the shared file dropped");
+    assert_eq!(dups, want, "duplicates and what each names");
+    let (_, dups_b) = all_records(&b, "phash");
+    assert_eq!(
+        dups_b, dups,
+        "the same with other partitions, workers and spilling"
+    );
+}
+
+/// MinHash against an earlier job: edited copies of the old texts go, texts of their
+/// own stay, and each dropped copy names a record of the old corpus.
+#[test]
+fn minhash_against_an_earlier_job_drops_the_near_copies_of_the_old_corpus() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x0dd5_eed0_0000_0042);
+    let mut old = Vec::new();
+    let mut copies = Vec::new();
+    let mut fresh = Vec::new();
+    for i in 0..150 {
+        let mut words: Vec<String> = (0..120).map(|_| format!("w{}", rng.below(5000))).collect();
+        old.push(serde_json::json!({ "text": words.join(" ") }).to_string());
+        if i % 2 == 0 {
+            for _ in 0..2 {
+                let at = rng.below(120) as usize;
+                words[at] = format!("x{}", rng.below(100_000));
+            }
+            copies.push(serde_json::json!({ "text": words.join(" "), "copy": true }).to_string());
+        }
+        let own: Vec<String> = (0..120).map(|_| format!("v{}", rng.below(5000))).collect();
+        fresh.push(serde_json::json!({ "text": own.join(" "), "copy": false }).to_string());
+    }
+    write_lines(&d.path().join("old/a.jsonl"), &old);
+    write_lines(&d.path().join("new/copies.jsonl"), &copies);
+    write_lines(&d.path().join("new/fresh.jsonl"), &fresh);
+    let stages =
+        "  - op: minhash\n  - op: dedup\n    params: {key: minhash, kind: minhash, partitions: 2";
+    let (old_out, old_job) = run_named(
+        d.path(),
+        "mh-old",
+        &format!(
+            "input: {{uris: [\"{}/old/*.jsonl\"]}}\nstages:\n{stages}}}\n",
+            d.path().display()
+        ),
+        "2",
+    );
+    let (out, _) = run_named(
+        d.path(),
+        "mh-new",
+        &format!(
+            "input: {{uris: [\"{}/new/*.jsonl\"]}}\nstages:\n{stages}, against: \"{old_job}\"}}\n",
+            d.path().display()
+        ),
+        "2",
+    );
+    let (old_recs, _) = all_records(&old_out, "text");
+    let old_ids: BTreeSet<String> = old_recs.into_iter().map(|r| r.0).collect();
+    let (recs, dups) = all_records(&out, "text");
+    assert_eq!(recs.len(), copies.len() + fresh.len());
+    let copy_ids: BTreeSet<String> = recs
+        .iter()
+        .filter(|r| !r.1.contains(" v") && !r.1.starts_with('v'))
+        .map(|r| r.0.clone())
+        .collect();
+    assert_eq!(copy_ids.len(), copies.len());
+    // 2 of 120 words edited: J ≈ 0.85, found by 14 × 8 bands with probability ≈ 0.97.
+    let dropped = copy_ids.iter().filter(|id| dups.contains_key(*id)).count();
+    assert!(
+        dropped * 10 >= copies.len() * 9,
+        "{dropped} of {} copies dropped",
+        copies.len()
+    );
+    for (id, rep) in &dups {
+        assert!(copy_ids.contains(id), "a fresh text {id} was dropped");
+        assert!(old_ids.contains(rep), "{id} names {rep}, not an old record");
+    }
+}
+
+/// What the earlier job must share with the new one, checked before any task.
+#[test]
+fn near_against_refuses_an_earlier_job_with_other_bands_or_producer() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(
+        &d.path().join("in/a.jsonl"),
+        &[
+            r#"{"text": "one two three four five six seven", "phash": "00ff00ff00ff00ff"}"#
+                .to_string(),
+        ],
+    );
+    let input = format!("input: {{uris: [\"{}/in/*.jsonl\"]}}\n", d.path().display());
+    let (_, ph) = run_named(
+        d.path(),
+        "ph",
+        &format!(
+            "{input}stages:\n  - op: dedup\n    params: {{key: phash, kind: phash, radius: 4}}\n"
+        ),
+        "1",
+    );
+    let (_, mh) = run_named(
+        d.path(),
+        "mh",
+        &format!(
+            "{input}stages:\n  - op: minhash\n  - op: dedup\n    params: {{key: minhash, kind: minhash}}\n"
+        ),
+        "1",
+    );
+    for (stages, needle) in [
+        (
+            format!(
+                "  - op: dedup\n    params: {{key: phash, kind: phash, radius: 3, against: \"{ph}\"}}\n"
+            ),
+            "as phash radius 4, not as phash radius 3",
+        ),
+        (
+            format!(
+                "  - op: minhash\n    params: {{seed: 7}}\n  - op: dedup\n    params: {{key: minhash, kind: minhash, against: \"{mh}\"}}\n"
+            ),
+            "with a different stage or parameters",
+        ),
+        (
+            format!(
+                "  - op: minhash\n    params: {{bands: 16, rows: 8}}\n  - op: dedup\n    params: {{key: minhash, kind: minhash, bands: 16, rows: 8, against: \"{mh}\"}}\n"
+            ),
+            "as minhash 14×8, not as minhash 16×8",
+        ),
+        (
+            format!("  - op: dedup\n    params: {{key: phash, kind: phash, against: \"{mh}\"}}\n"),
+            "has no dedup stage on the key \"phash\"",
+        ),
+    ] {
+        let spec = write_spec(
+            d.path(),
+            &format!(
+                "name: bad\n{input}stages:\n{stages}output: {{uri: \"{}/out-bad\"}}\n",
+                d.path().display()
+            ),
+        );
+        let o = mdf()
+            .args(["run", spec.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = stderr(&o) + &stdout(&o);
+        assert_eq!(o.status.code(), Some(2), "{stages}: {text}");
+        assert!(text.contains("params.against"), "{stages}: {text}");
+        assert!(text.contains(needle), "{stages}: {text}");
+        assert!(!d.path().join("out-bad").exists());
+    }
 }

@@ -1027,11 +1027,11 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
     ops::build_stages(spec).map_err(PlanError::Spec)?;
     let files = list_inputs(spec, reg, memory).await?;
     let assets = check_assets(spec, reg).await?;
-    dedup_plan::check_against(spec, reg).await?;
     // Readers infer columns from the first files (at most 16).
     let cols = input_columns(spec, reg, &files.first(16)?).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
+    dedup_plan::check_against(spec, reg, &bound).await?;
     check_token_vocabulary(spec, reg).await?;
     let phases_idx = spec.phases();
     let partitions = phases_idx

@@ -5,7 +5,7 @@
 //! worker's apply executor runs the filter as the first stage of the apply phase.
 use super::error::DedupError;
 use super::exact::Decision;
-use super::format::{self, format_id, parse_id};
+use super::format::{self, EARLIER_NODE, format_id, parse_id};
 use super::params::CLUSTER_COLUMN;
 use super::propagate::{is_record_step, step_outcome};
 use super::shuffle::{ShuffleCtx, read_sections};
@@ -210,12 +210,15 @@ impl Operator for Apply {
             let rep =
                 parse_id(ids.value(i)).and_then(|id| self.decisions.get(&id).map(|&rep| (id, rep)));
             match rep {
+                // A representative of an earlier corpus (`against`) is marked: never
+                // this record, even with the same id.
                 Some((id, rep)) if id != rep => {
+                    let rep = format_id(rep & !EARLIER_NODE);
                     verdicts.push(Some(Drop {
                         reason: "duplicate",
-                        detail: Some(format_id(rep)),
+                        detail: Some(rep.clone()),
                     }));
-                    cluster.push(Some(format_id(rep)));
+                    cluster.push(Some(rep));
                 }
                 Some((_, rep)) => {
                     verdicts.push(None);

@@ -3,7 +3,7 @@
 //! the decisions a reducer writes ([`Decision`]), and the pure computation between
 //! them: group sorted keys, pick each cluster's representative by a total order,
 //! write the decisions object. No store access: [`super::reduce`] does the I/O.
-use super::format::{DECISIONS_MAGIC, Sections};
+use super::format::{DECISIONS_MAGIC, EARLIER_NODE, Sections};
 use super::sort::{BufferPool, ExternalSort, Fixed, flag_sort, range_sort};
 use std::cmp::Ordering;
 use std::path::PathBuf;
@@ -191,11 +191,14 @@ pub fn decide(
                 }
                 if x.task != EARLIER && (x.e.id != r.e.id || x.task != r.task) {
                     stats.duplicates += 1;
+                    // An earlier corpus's record is marked: a record of this job read
+                    // from the same file has its id, and is still its duplicate.
+                    let earlier = if r.task == EARLIER { EARLIER_NODE } else { 0 };
                     out.push(Decision {
                         task: x.task,
                         representative: false,
                         id: x.e.id,
-                        rep: r.e.id,
+                        rep: r.e.id | earlier,
                     })?;
                 }
             }

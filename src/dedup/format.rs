@@ -44,6 +44,11 @@ pub fn parse_id(s: &str) -> Option<u128> {
     u128::from_str_radix(s, 16).ok()
 }
 
+/// Bit 127 of a graph node or representative id: a record of an earlier job's corpus
+/// (`against`). Record ids are 112 bits (28 hex digits), so the bit never collides
+/// with a record of this job, even one read from the same file as the earlier one.
+pub const EARLIER_NODE: u128 = 1 << 127;
+
 pub fn format_id(v: u128) -> String {
     format!("{v:028x}")
 }

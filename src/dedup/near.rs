@@ -3,6 +3,7 @@
 //! labels, and the candidates reduce (each band bucket verified against its leaders).
 //! The label-propagation steps that follow are in [`super::rounds`]. Everything here
 //! is pure: sorted streams in, sorted sinks out; [`super::propagate`] does the I/O.
+use super::exact::EARLIER;
 use super::format::partition_of;
 use super::params::DedupKind;
 use super::sort::{ExternalSort, Fixed};
@@ -286,9 +287,16 @@ pub fn candidates<const P: usize>(
         }
         let mut identical = false;
         let mut joined = false;
+        // An earlier corpus's entry (`against`) leads but never joins another earlier
+        // leader: only paths from this job's records to it matter.
+        let earlier = x.task == EARLIER;
         for (i, l) in leaders.iter_mut().enumerate() {
             if l.first.id == x.id {
                 identical = true; // the same record twice (not from one map task)
+                continue;
+            }
+            if earlier && l.first.task == EARLIER {
+                identical |= l.first.payload == x.payload;
                 continue;
             }
             if !verified(kind, &l.first.payload, &x.payload) {
@@ -320,7 +328,7 @@ pub fn candidates<const P: usize>(
                 bl,
             }))?;
         }
-        if !joined && !leaders.is_empty() {
+        if !joined && !earlier && !leaders.is_empty() {
             st.rejected += 1;
         }
         if !identical {

@@ -6,12 +6,13 @@
 use super::params::DedupParams;
 use crate::protocol::hash16;
 use crate::protocol::records::{
-    DedupPhase, DedupPhaseParams, PhaseKind, PhasePlan, TaskManifest, VERSION, phase_name,
+    DedupPhase, DedupPhaseKind, DedupPhaseParams, PhaseKind, PhasePlan, TaskManifest, VERSION,
+    phase_name,
 };
 use crate::spec::Spec;
 use crate::spec::reader::{FieldError, SpecErrors};
 use crate::store::Registry;
-use arrow_schema::Schema;
+use arrow_schema::{Schema, SchemaRef};
 
 /// A dedup's key partitions (= reduce tasks): `params.partitions`, or for `auto` about
 /// 128 MiB of keys each, from the job's input bytes (~2 KiB of input per record, each
@@ -133,11 +134,87 @@ pub enum AgainstError {
     Storage(String),
 }
 
-/// A dedup stage's `against` job must exist, be complete up to its dedup reduce, and
-/// have computed the same key with the same stage (else its keys mean something else).
-pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstError> {
+/// The stage that last writes column `col` before stage `before`, given each phase's
+/// stages and input schema (the planner's for a new job, the manifest's for an earlier
+/// one): each stage's output fields over the schema its phase has reached.
+fn writer_of(
+    operators: &[std::sync::Arc<dyn crate::ops::Operator>],
+    phases: &[(Vec<usize>, SchemaRef)],
+    col: &str,
+    before: usize,
+) -> Option<usize> {
+    let mut writer = None;
+    for (idxs, input) in phases {
+        let mut schema = input.clone();
+        for &i in idxs {
+            let Some(op) = operators.get(i).filter(|_| i < before) else {
+                return writer;
+            };
+            let Ok(fields) = op.output_fields(&schema) else {
+                return writer;
+            };
+            if fields.iter().any(|f| f.name() == col) {
+                writer = Some(i);
+            }
+            match crate::ops::output_schema(op.as_ref(), &schema) {
+                Ok(s) => schema = s,
+                Err(_) => return writer,
+            }
+        }
+    }
+    writer
+}
+
+/// The operator and canonical params of the stage that wrote the key column `col` of
+/// the dedup stage `at`, or `None` when the column came with the input.
+fn producer(
+    spec: &Spec,
+    phases: &[(Vec<usize>, SchemaRef)],
+    col: &str,
+    at: usize,
+) -> Result<Option<(String, String)>, SpecErrors> {
+    let operators = crate::ops::build_stages(spec)?;
+    Ok(writer_of(&operators, phases, col, at).map(|i| {
+        let st = &spec.stages[i];
+        (st.op.clone(), crate::spec::canonical_json(&st.params))
+    }))
+}
+
+/// Whether two dedup kinds make the same band keys (so one's keys objects are an
+/// index for the other): the same kind with the same band layout. A MinHash
+/// threshold may differ (the later job verifies with its own).
+fn same_bands(a: &DedupPhaseKind, b: &DedupPhaseKind) -> bool {
+    match (a, b) {
+        (DedupPhaseKind::Exact, DedupPhaseKind::Exact) => true,
+        (
+            DedupPhaseKind::Minhash { bands, rows, .. },
+            DedupPhaseKind::Minhash {
+                bands: b2,
+                rows: r2,
+                ..
+            },
+        ) => (bands, rows) == (b2, r2),
+        (DedupPhaseKind::Phash { radius }, DedupPhaseKind::Phash { radius: r2 }) => radius == r2,
+        _ => false,
+    }
+}
+
+/// A dedup stage's `against` job must exist, be complete up to its dedup reduce, have
+/// a dedup of the same kind and band layout on the same key column, and have computed
+/// that column with the same stage and params (else its keys mean something else).
+/// `bound` is the new job's phases' (input, output) schemas, as the planner bound them.
+pub async fn check_against(
+    spec: &Spec,
+    reg: &Registry,
+    bound: &[(SchemaRef, SchemaRef)],
+) -> Result<(), AgainstError> {
     let mut errors = Vec::new();
     let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
+    let phases: Vec<(Vec<usize>, SchemaRef)> = spec
+        .phases()
+        .into_iter()
+        .zip(bound.iter().map(|b| b.0.clone()))
+        .collect();
     for i in 0..spec.stages.len() {
         let Some(d) = crate::ops::dedup_params(spec, i) else {
             continue;
@@ -155,11 +232,16 @@ pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstErr
                 continue;
             }
         };
-        let Some(od) = old
+        let Some((oi, od)) = old
             .manifest
             .phases
             .iter()
-            .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.key))
+            .filter_map(|p| p.dedup.as_ref())
+            .find(|x| x.params.key == d.key)
+            .and_then(|x| {
+                let oi = old.spec.stages.iter().position(|s| s.name == x.stage)?;
+                Some((oi, x))
+            })
         else {
             errors.push(err(format!(
                 "job {uri} has no dedup stage on the key {:?}",
@@ -167,14 +249,38 @@ pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstErr
             )));
             continue;
         };
+        let kind = DedupPhaseParams::from(&d).kind;
+        if !same_bands(&kind, &od.params.kind) {
+            errors.push(err(format!(
+                "job {uri} deduplicated {:?} as {}, not as {} (the band keys differ)",
+                d.key,
+                describe(&od.params.kind),
+                describe(&kind)
+            )));
+            continue;
+        }
         // The stage that produced the key, here and there: same operator and params.
-        let producer = |s: &Spec| {
-            s.stages
-                .iter()
-                .find(|x| format!("{}_key", x.name) == d.key)
-                .map(|x| (x.op.clone(), crate::spec::canonical_json(&x.params)))
+        let old_phases: Vec<(Vec<usize>, SchemaRef)> = old
+            .manifest
+            .phases
+            .iter()
+            .filter(|p| p.kind.is_map() || p.kind == PhaseKind::Apply)
+            .map(|p| {
+                (
+                    p.stages.clone(),
+                    std::sync::Arc::new(p.input_schema.clone()),
+                )
+            })
+            .collect();
+        let here = producer(spec, &phases, &d.key, i).map_err(AgainstError::Spec)?;
+        let there = match producer(&old.spec, &old_phases, &d.key, oi) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(err(format!("job {uri}: its spec no longer builds: {e}")));
+                continue;
+            }
         };
-        if producer(spec) != producer(&old.spec) {
+        if here != there {
             errors.push(err(format!(
                 "job {uri} computed {:?} with a different stage or parameters",
                 d.key
@@ -201,6 +307,17 @@ pub async fn check_against(spec: &Spec, reg: &Registry) -> Result<(), AgainstErr
         Ok(())
     } else {
         Err(AgainstError::Spec(SpecErrors(errors)))
+    }
+}
+
+/// A dedup kind as the refusal names it.
+fn describe(k: &DedupPhaseKind) -> String {
+    match k {
+        DedupPhaseKind::Exact => "exact keys".into(),
+        DedupPhaseKind::Minhash { bands, rows, .. } => format!("minhash {bands}×{rows}"),
+        DedupPhaseKind::Phash { radius } => format!("phash radius {radius}"),
+        DedupPhaseKind::Substring { .. } => "substrings".into(),
+        DedupPhaseKind::Paragraph { .. } => "paragraphs".into(),
     }
 }
 

@@ -6,13 +6,17 @@
 //! [`super::rounds`]; this file does the I/O.
 use super::error::DedupError;
 use super::exact::Decision;
+use super::exact::EARLIER;
+use super::format::{self, EARLIER_NODE, partition_of};
 use super::format::{EDGES_MAGIC, Sections};
 use super::near::{
     self, ByBucket, ByRecord, NearEntry, StepStats, bucket_partition, record_partition,
 };
 use super::params::DedupParams;
 use super::rounds::{bucket_step, record_step_of};
-use super::shuffle::{ShuffleCtx, commit_of, gather, partition_of_task, spill_dir, upload_file};
+use super::shuffle::{
+    ShuffleCtx, commit_of, earlier_sections, gather, partition_of_task, spill_dir, upload_file,
+};
 use super::sort::ExternalSort;
 use crate::protocol::records::{
     DedupPhase, NEAR_GROUP_SIZE, OutputFile, PhaseKind, PhasePlan, TaskStats, TaskStatus,
@@ -182,11 +186,35 @@ async fn candidates<const P: usize>(
 ) -> Result<(u64, Sections, StepStats), DedupError> {
     let dir = spill_dir();
     let memory = params.memory_bytes;
-    let (input, sorter) =
+    let against = params.against.is_some();
+    let (mut input, mut sorter) =
         gather::<NearEntry<P>>(sc, (d.map_phase, r), memory / 2, cancel, |ti, e| {
-            e.task = ti as u32
+            e.task = ti as u32;
+            // An earlier corpus's records rank +∞ (first in every bucket, every
+            // cluster's label): no record of this job may tie with them.
+            if against && e.rank == f64::INFINITY {
+                e.rank = f64::MAX;
+            }
         })
         .await?;
+    if let Some(uri) = &params.against {
+        input += earlier_sections(sc, uri, d, r, |keys_uri, b| {
+            for mut e in
+                format::entries::<NearEntry<P>>(&b).map_err(|e| DedupError::format(keys_uri, e))?
+            {
+                if partition_of(e.key, d.partitions) == r {
+                    e.id |= EARLIER_NODE;
+                    e.rank = f64::INFINITY;
+                    e.task = EARLIER;
+                    sorter
+                        .push(e)
+                        .map_err(|e| DedupError::local("spilling", e))?;
+                }
+            }
+            Ok(())
+        })
+        .await?;
+    }
     let kind = params.kind.clone();
     let parts = d.partitions;
     let (sections, st) = tokio::task::spawn_blocking(move || {

@@ -4,17 +4,12 @@
 //! the attempt directory.
 use super::error::DedupError;
 use super::exact::{self, KeyEntry, Sourced};
-use super::format::{self, overlapping, partition_of};
+use super::format::{self, partition_of};
 use super::params::DedupParams;
-use super::shuffle::{
-    ShuffleCtx, partition_of_task, read_sections, section, spill_dir, upload_file,
-};
+use super::shuffle::{ShuffleCtx, partition_of_task, read_sections, spill_dir, upload_file};
 use super::sort::ExternalSort;
 use super::substring::{self, Marking, WindowEntry, WindowSourced};
-use crate::protocol::io::get_json;
-use crate::protocol::records::{
-    CLUSTER_SIZE, CommitRecord, DedupPhase, OutputFile, TaskStats, TaskStatus,
-};
+use crate::protocol::records::{CLUSTER_SIZE, DedupPhase, OutputFile, TaskStats};
 use crate::store::Uri;
 use std::sync::atomic::AtomicBool;
 
@@ -205,67 +200,18 @@ async fn earlier_keys(
     r: u32,
     sorter: &mut ExternalSort<Sourced>,
 ) -> Result<u64, DedupError> {
-    let old = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
-        .await
-        .map_err(|e| DedupError::Against(format!("params.against: {e}")))?;
-    let od = old
-        .manifest
-        .phases
-        .iter()
-        .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.params.key))
-        .ok_or_else(|| {
-            DedupError::Against(format!(
-                "job {uri} has no dedup stage on {:?}",
-                d.params.key
-            ))
-        })?;
-    let map_name = &old.manifest.phases[od.map_phase].name;
-    let (store, _) = sc.reg.resolve(uri)?;
-    let ids = crate::protocol::planned_task_ids(
-        store.as_ref(),
-        &old.paths,
-        &old.manifest.phases[od.map_phase],
-        sc.retry,
-    )
-    .await?;
-    let (q_lo, q_hi) = overlapping(r, d.partitions, od.partitions);
-    let mut bytes = 0;
-    for t in &ids {
-        let rec: CommitRecord = get_json(store.as_ref(), &old.paths.commit(map_name, t), sc.retry)
-            .await?
-            .ok_or_else(|| {
-                DedupError::Against(format!("job {uri}: task {map_name}/{t} is not committed"))
-            })?;
-        let Some(keys) = rec
-            .shuffle
-            .as_ref()
-            .filter(|_| rec.status == TaskStatus::Committed)
-        else {
-            continue;
-        };
-        old.paths
-            .check_file(
-                &keys.uri,
-                rec.reused_from.as_deref(),
-                old.manifest.reused_from.as_deref(),
-            )
-            .map_err(DedupError::Stale)?;
-        for q in q_lo..=q_hi {
-            let b = section(sc, keys, q as u64).await?;
-            bytes += b.len() as u64;
-            for e in
-                format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(&keys.uri, e))?
-            {
-                if partition_of(e.key, d.partitions) == r {
-                    sorter
-                        .push(Sourced {
-                            e,
-                            task: exact::EARLIER,
-                        })
-                        .map_err(|e| DedupError::local("spilling", e))?;
-                }
+    super::shuffle::earlier_sections(sc, uri, d, r, |keys_uri, b| {
+        for e in format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(keys_uri, e))? {
+            if partition_of(e.key, d.partitions) == r {
+                sorter
+                    .push(Sourced {
+                        e,
+                        task: exact::EARLIER,
+                    })
+                    .map_err(|e| DedupError::local("spilling", e))?;
             }
         }
-    }
-    Ok(bytes)
+        Ok(())
+    })
+    .await
 }

@@ -127,12 +127,16 @@ pub fn record_step(
                     st.changed += 1;
                 }
                 st.groups += 1;
-                decisions.push(Decision {
-                    task: e.task,
-                    representative: l.id == e.record,
-                    id: e.record,
-                    rep: l.id,
-                })?;
+                // An earlier corpus's record (`against`) is in no map task of this
+                // job: it labels, but gets no decision.
+                if e.task != super::exact::EARLIER {
+                    decisions.push(Decision {
+                        task: e.task,
+                        representative: l.id == e.record,
+                        id: e.record,
+                        rep: l.id,
+                    })?;
+                }
                 cur = Some((e.record, l));
                 l
             }

@@ -278,6 +278,77 @@ pub async fn gather<T: Fixed>(
     Ok((input, sorter))
 }
 
+/// Calls `each` with every section of an earlier job's (`against`) keys objects
+/// whose key range overlaps partition `r` of this one: the earlier dedup stage on
+/// the same key column, each committed map task's keys object (named by its commit
+/// record and checked to belong to that job). Returns the bytes read.
+pub async fn earlier_sections(
+    sc: &ShuffleCtx<'_>,
+    uri: &str,
+    d: &crate::protocol::records::DedupPhase,
+    r: u32,
+    mut each: impl FnMut(&str, Bytes) -> Result<(), DedupError>,
+) -> Result<u64, DedupError> {
+    let old = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
+        .await
+        .map_err(|e| DedupError::Against(format!("params.against: {e}")))?;
+    let od = old
+        .manifest
+        .phases
+        .iter()
+        .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.params.key))
+        .ok_or_else(|| {
+            DedupError::Against(format!(
+                "job {uri} has no dedup stage on {:?}",
+                d.params.key
+            ))
+        })?;
+    if std::mem::discriminant(&od.params.kind) != std::mem::discriminant(&d.params.kind) {
+        return Err(DedupError::Against(format!(
+            "job {uri} deduplicated {:?} with another kind",
+            d.params.key
+        )));
+    }
+    let map_name = &old.manifest.phases[od.map_phase].name;
+    let (store, _) = sc.reg.resolve(uri)?;
+    let ids = crate::protocol::planned_task_ids(
+        store.as_ref(),
+        &old.paths,
+        &old.manifest.phases[od.map_phase],
+        sc.retry,
+    )
+    .await?;
+    let (q_lo, q_hi) = format::overlapping(r, d.partitions, od.partitions);
+    let mut bytes = 0;
+    for t in &ids {
+        let rec: CommitRecord = get_json(store.as_ref(), &old.paths.commit(map_name, t), sc.retry)
+            .await?
+            .ok_or_else(|| {
+                DedupError::Against(format!("job {uri}: task {map_name}/{t} is not committed"))
+            })?;
+        let Some(keys) = rec
+            .shuffle
+            .as_ref()
+            .filter(|_| rec.status == TaskStatus::Committed)
+        else {
+            continue;
+        };
+        old.paths
+            .check_file(
+                &keys.uri,
+                rec.reused_from.as_deref(),
+                old.manifest.reused_from.as_deref(),
+            )
+            .map_err(DedupError::Stale)?;
+        for q in q_lo..=q_hi {
+            let b = section(sc, keys, q as u64).await?;
+            bytes += b.len() as u64;
+            each(&keys.uri, b)?;
+        }
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

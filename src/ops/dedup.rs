@@ -306,10 +306,10 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
     } else {
         p.u64_in("max_rounds", default_rounds().into(), 2, 64) as u32
     };
-    if against.is_some() && !kind.is_exact() {
+    if against.is_some() && kind.cuts_text() {
         p.sink.error(
             &p.field_path("against"),
-            "only exact dedup can run against an earlier job",
+            "only exact and near-duplicate (minhash, phash) dedup can run against an earlier job",
         );
     }
     Some(DedupParams {
@@ -400,7 +400,7 @@ fn params_doc() -> Vec<ParamDoc> {
             "against",
             "string",
             Some("none"),
-            "An earlier job's URI: records whose key its corpus already has are duplicates (exact only).",
+            "An earlier job's URI: records whose key its corpus already has (exact), or whose cluster holds one of its records (minhash, phash), are duplicates.",
         ),
         p(
             "bands",
