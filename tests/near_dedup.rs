@@ -789,3 +789,133 @@ fn near_against_refuses_an_earlier_job_with_other_bands_or_producer() {
         assert!(!d.path().join("out-bad").exists());
     }
 }
+
+/// The bundled example runs against the dedup example's job: over the same files,
+/// every record goes (the earlier job read them: same ids, and still duplicates);
+/// over edited copies, exactly the texts the earlier corpus has go, and near copies
+/// too.
+#[test]
+fn the_against_example_runs_against_the_dedup_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let d = tempfile::tempdir().unwrap();
+    let jobs = d.path().join("jobs");
+    let o = run_ok(
+        mdf()
+            .current_dir(root)
+            .args(["run", "examples/dedup.yaml", "--output"])
+            .arg(d.path().join("v1"))
+            .arg("--job-root")
+            .arg(&jobs),
+    );
+    let v1 = job_uri(&o);
+    let again = d.path().join("again");
+    run_ok(
+        mdf()
+            .current_dir(root)
+            .env("MDF_AGAINST", &v1)
+            .args(["run", "examples/dedup-against.yaml", "--output"])
+            .arg(&again)
+            .arg("--job-root")
+            .arg(&jobs),
+    );
+    let m = manifest(&again);
+    let kept: u64 = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rows"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(kept, 0, "the same files again: nothing new");
+    let (recs, dups) = duplicates(&again);
+    assert!(recs.len() > 300, "{} records", recs.len());
+    assert_eq!(dups.len(), recs.len(), "every valid record is a duplicate");
+
+    // New texts, and the last word changed in each of the others.
+    let mut lines = Vec::new();
+    // (The example's data holds malformed lines on purpose: they are skipped here.)
+    let raw = std::fs::read(root.join("examples/data/quickstart/shard-00.jsonl")).unwrap();
+    for (i, l) in raw.split(|&b| b == b'\n').enumerate() {
+        let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(l) else {
+            continue;
+        };
+        if !v["text"].is_string() {
+            continue;
+        }
+        let t = v["text"].as_str().unwrap().to_string();
+        let words: Vec<&str> = t.split_whitespace().collect();
+        if i % 3 == 0 || words.len() < 40 {
+            let own: Vec<String> = (0..60)
+                .map(|j| format!("fz{}", (i * 7919 + j * 104_729) % 99_991))
+                .collect();
+            v["text"] = format!("fresh page {i}: {}", own.join(" ")).into();
+        } else {
+            let mut w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+            // The last word: one 5-gram of about 40 differs, J ≈ 0.95.
+            w[words.len() - 1] = "CHANGED".into();
+            v["text"] = w.join(" ").into();
+        }
+        lines.push(v.to_string());
+    }
+    write_lines(&d.path().join("new/crawl.jsonl"), &lines);
+    let new_out = d.path().join("new-out");
+    run_ok(
+        mdf()
+            .current_dir(root)
+            .env("MDF_AGAINST", &v1)
+            .args(["run", "examples/dedup-against.yaml", "--input"])
+            .arg(d.path().join("new/*.jsonl"))
+            .arg("--output")
+            .arg(&new_out)
+            .arg("--job-root")
+            .arg(&jobs),
+    );
+    let (recs, dups) = duplicates(&new_out);
+    let edited: BTreeSet<&String> = recs
+        .iter()
+        .filter(|r| !r.1.starts_with("fresh page"))
+        .map(|r| &r.0)
+        .collect();
+    let fresh = recs.len() - edited.len();
+    assert!(
+        fresh > 10 && edited.len() > 30,
+        "{fresh} fresh, {} edited",
+        edited.len()
+    );
+    for id in dups.keys() {
+        assert!(edited.contains(id), "a fresh page {id} was dropped");
+    }
+    let dropped = edited.iter().filter(|id| dups.contains_key(**id)).count();
+    assert!(
+        dropped * 10 >= edited.len() * 9,
+        "{dropped} of {} near copies of the old corpus dropped",
+        edited.len()
+    );
+}
+
+/// Every record of a finished job that reached the dedup stages, (id, text) from the
+/// output and the `duplicate` rejects, and each duplicate's detail (other rejects,
+/// such as the example's malformed line, are left out).
+fn duplicates(out: &Path) -> (Vec<(String, String)>, BTreeMap<String, String>) {
+    let m = manifest(out);
+    let mut recs = Vec::new();
+    for f in m["files"].as_array().unwrap() {
+        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        recs.extend(strings(&b, "id").into_iter().zip(strings(&b, "text")));
+    }
+    let mut dups = BTreeMap::new();
+    for r in m["rejects"].as_array().unwrap() {
+        let b = read_parquet(&out.join("_rejects").join(r["path"].as_str().unwrap()));
+        let (ids, reasons, details, records) = (
+            strings(&b, "id"),
+            strings(&b, "reason"),
+            strings(&b, "detail"),
+            strings(&b, "record"),
+        );
+        for i in (0..ids.len()).filter(|&i| reasons[i] == "duplicate") {
+            let v: serde_json::Value = serde_json::from_str(&records[i]).unwrap();
+            recs.push((ids[i].clone(), v["text"].as_str().unwrap().to_string()));
+            dups.insert(ids[i].clone(), details[i].clone());
+        }
+    }
+    (recs, dups)
+}
