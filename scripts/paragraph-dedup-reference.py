@@ -4,11 +4,13 @@ lines"), written from the document alone, in plain Python: no hashing (units are
 compared as strings), no shuffle, no shared code with mdf.
 
 stdin: {"unit": "line" | "paragraph", "min_count": N, "keep_first": bool,
-        "normalize": bool, "min_chars": N, "docs": [[id as hex, text], ...]}
+        "normalize": "none" | "ccnet" | "loose", "min_chars": N,
+        "docs": [[id as hex, text], ...]}
 stdout: {id: {"spans": [[start, end], ...] (UTF-8 byte offsets of the cut text),
               "text": what is left, "rejected": bool}}  for every record cut.
 """
 import json
+import re
 import sys
 import unicodedata
 
@@ -54,8 +56,22 @@ def units(text, unit):
     return paras
 
 
-def normalize(s):
-    """CCNet's normalize_for_dedup as the design states it."""
+# cc_net/text_normalizer.py: the keys of UNICODE_PUNCT, and NON_PRINTING_CHARS_RE.
+CCNET_PUNCT = set("，。、„”“«»１」「《》´∶：？！（）；–—．～’…━〈〉【】％►")
+NON_PRINTING = {chr(c) for c in list(range(0, 32)) + list(range(127, 160))}
+
+
+def ccnet(s):
+    """cc_net's normalize_for_dedup: strip, lower, digits to 0, then its Unicode
+    punctuation and the non-printing characters removed."""
+    s = s.strip()
+    s = s.lower()
+    s = re.sub(r"\d", "0", s)
+    return "".join(c for c in s if c not in CCNET_PUNCT and c not in NON_PRINTING)
+
+
+def loose(s):
+    """The loose normalisation as the design states it."""
     out, space = [], False
     for ch in s.lower():
         if ch in WHITE_SPACE:
@@ -82,8 +98,10 @@ def main():
         split[rid] = us
         for pos, u in enumerate(us):
             key = u.strip(WS)
-            if norm:
-                key = normalize(key)
+            if norm == "ccnet":
+                key = ccnet(key)
+            elif norm == "loose":
+                key = loose(key)
             if key:
                 occurrences.setdefault(key, []).append((rid, pos))
     cut = {}

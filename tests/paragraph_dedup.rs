@@ -132,7 +132,8 @@ struct Params {
     unit: &'static str,
     min_count: u32,
     keep_first: bool,
-    normalize: bool,
+    /// none, ccnet or loose.
+    normalize: &'static str,
     min_chars: u32,
 }
 
@@ -334,26 +335,40 @@ fn check(
     (want.len(), rejected)
 }
 
-const CASES: [Params; 3] = [
+const CASES: [Params; 5] = [
     Params {
         unit: "paragraph",
         min_count: 2,
         keep_first: true,
-        normalize: false,
+        normalize: "none",
         min_chars: MIN_CHARS,
     },
     Params {
         unit: "line",
         min_count: 3,
         keep_first: false,
-        normalize: true,
+        normalize: "loose",
         min_chars: MIN_CHARS,
     },
     Params {
         unit: "line",
         min_count: 2,
         keep_first: true,
-        normalize: true,
+        normalize: "ccnet",
+        min_chars: MIN_CHARS,
+    },
+    Params {
+        unit: "paragraph",
+        min_count: 2,
+        keep_first: false,
+        normalize: "loose",
+        min_chars: MIN_CHARS,
+    },
+    Params {
+        unit: "line",
+        min_count: 2,
+        keep_first: true,
+        normalize: "none",
         min_chars: MIN_CHARS,
     },
 ];
@@ -416,8 +431,9 @@ fn cuts_what_the_python_reference_cuts() {
     }
 }
 
-/// Normalisation matters: the variants of the cookie notice and the copyright line
-/// differ in case, punctuation and digits, so only `normalize: true` joins them.
+/// Normalisation matters: the copyright lines differ in case and digits (CCNet's
+/// normalisation joins them) or also in ASCII punctuation and white space (only the
+/// loose one does).
 #[test]
 fn normalize_joins_what_differs_only_in_case_punctuation_and_digits() {
     let dir = tempfile::tempdir().unwrap();
@@ -425,6 +441,8 @@ fn normalize_joins_what_differs_only_in_case_punctuation_and_digits() {
         "Main text of page one, long enough to stay.\n© 2001 Example Media. All rights reserved.",
         "Main text of page two, long enough to stay.\n© 2019 example media — all rights reserved",
         "Main text of page three, long enough to stay.\n\u{a0}©\t2020 EXAMPLE MEDIA: ALL RIGHTS RESERVED!!\u{3000}",
+        "Main text of page four, long enough to stay.\nCopyright 2001 Example Media",
+        "Main text of page five, long enough to stay.\nCOPYRIGHT 2019 EXAMPLE MEDIA",
     ]
     .iter()
     .enumerate()
@@ -433,7 +451,7 @@ fn normalize_joins_what_differs_only_in_case_punctuation_and_digits() {
     write_corpus(dir.path(), &docs, 1);
     let text_of: HashMap<String, String> = docs.iter().cloned().collect();
     let input = format!("{}/in/*.jsonl", dir.path().display());
-    for normalize in [false, true] {
+    for (normalize, want) in [("none", 0), ("ccnet", 2), ("loose", 5)] {
         let p = Params {
             unit: "line",
             min_count: 2,
@@ -445,7 +463,7 @@ fn normalize_joins_what_differs_only_in_case_punctuation_and_digits() {
         let s = spec(dir.path(), &input, &out, p, "", "");
         run_ok(mdf().args(["run", s.to_str().unwrap()]));
         let (cut, _) = check(&out, "doc", &text_of, p);
-        assert_eq!(cut, if normalize { 3 } else { 0 }, "normalize: {normalize}");
+        assert_eq!(cut, want, "normalize: {normalize}");
     }
 }
 
@@ -482,7 +500,7 @@ output: {{uri: "{}", drop_columns: [html]}}
         unit: "line",
         min_count: 2,
         keep_first: true,
-        normalize: false,
+        normalize: "none",
         min_chars: MIN_CHARS,
     };
     let out = dir.path().join("out");
@@ -596,6 +614,10 @@ fn bad_paragraph_params_are_refused_naming_the_field() {
             "stages[0].params.normalize",
         ),
         (
+            "{key: text, kind: paragraph, normalize: true}",
+            "stages[0].params.normalize",
+        ),
+        (
             "{key: text, kind: paragraph, min_tokens: 5}",
             "stages[0].params.min_tokens",
         ),
@@ -662,7 +684,7 @@ fn the_paragraph_example_cuts_the_shared_boilerplate() {
         unit: "line",
         min_count: 2,
         keep_first: true,
-        normalize: true,
+        normalize: "loose",
         min_chars: 50,
     };
     let (cut, _) = check(&out, "url", &text_of, p);

@@ -73,10 +73,15 @@ impl<const P: usize> Fixed for NearEntry<P> {
             payload: b[44..44 + P].try_into().expect("payload"),
         }
     }
-    /// Key, then the bucket's pivot first: highest rank, then lowest id.
+    /// Key, then the bucket's pivot first: highest rank, then lowest id. An earlier
+    /// corpus's entries (`against`) come after every entry of this job, whatever their
+    /// label: this job's records lead the bucket, as without `against`, and an
+    /// earlier entry is only verified against them (so an index of any size never
+    /// takes the leaders' places).
     fn order(&self, o: &Self) -> Ordering {
         self.key
             .cmp(&o.key)
+            .then_with(|| (self.task == EARLIER).cmp(&(o.task == EARLIER)))
             .then_with(|| self.label().order(&o.label()))
             .then_with(|| self.task.cmp(&o.task))
     }
@@ -287,16 +292,13 @@ pub fn candidates<const P: usize>(
         }
         let mut identical = false;
         let mut joined = false;
-        // An earlier corpus's entry (`against`) leads but never joins another earlier
-        // leader: only paths from this job's records to it matter.
+        // An earlier corpus's entry (`against`) comes after this job's: it joins the
+        // leaders it is within range of and never leads (only paths from this job's
+        // records to it matter, and every distinct payload of this job leads).
         let earlier = x.task == EARLIER;
         for (i, l) in leaders.iter_mut().enumerate() {
             if l.first.id == x.id {
                 identical = true; // the same record twice (not from one map task)
-                continue;
-            }
-            if earlier && l.first.task == EARLIER {
-                identical |= l.first.payload == x.payload;
                 continue;
             }
             if !verified(kind, &l.first.payload, &x.payload) {
@@ -331,7 +333,7 @@ pub fn candidates<const P: usize>(
         if !joined && !earlier && !leaders.is_empty() {
             st.rejected += 1;
         }
-        if !identical {
+        if !identical && !earlier {
             if leaders.len() < MAX_LEADERS {
                 leaders.push(Leader {
                     first: x,
@@ -351,6 +353,7 @@ pub fn candidates<const P: usize>(
 mod tests {
     use super::*;
     use crate::dedup::format::{EDGES_MAGIC, Sections, check_header, decode, section_of};
+    use std::collections::BTreeSet;
 
     /// Group sizes: per band bucket, a leader and the members verified against it.
     #[test]
@@ -377,6 +380,82 @@ mod tests {
         assert_eq!((st.group_sizes.min, st.group_sizes.max), (2.0, 3.0));
         let b = crate::protocol::records::Histogram::bucket;
         assert_eq!(st.group_sizes.buckets.get(&b(2.0)), Some(&1));
+    }
+
+    /// `against`: an index of more distinct hashes than a bucket has leader places
+    /// never takes them from this job's records (earlier entries sort after them and
+    /// never lead), and an earlier hash near a new one joins it.
+    #[test]
+    fn earlier_entries_never_take_the_leaders_places() {
+        use crate::dedup::exact::EARLIER;
+        use crate::dedup::format::EARLIER_NODE;
+        let kind = DedupKind::Phash { radius: 2 };
+        let band0 = 0xABCD_E000_0000_0000u64; // the top bits every hash here shares
+        let mut raw = Vec::new();
+        for i in 0..3000u64 {
+            // distinct, far from each other and from the new hashes in the low bits
+            append_entries(
+                &kind,
+                &(band0 | (i * 0x9E37_79B9) & 0x7FF_FFFF_FFFF).to_le_bytes(),
+                100 + i as u128,
+                0.0,
+                &mut raw,
+            );
+        }
+        let n_earlier = raw.len() / NearEntry::<8>::SIZE;
+        let new_a = band0 | 0x0F0F_0F0F_0F0F;
+        let new_b = new_a ^ 1; // distance 1 from a
+        append_entries(&kind, &new_a.to_le_bytes(), 1, 0.0, &mut raw);
+        append_entries(&kind, &new_b.to_le_bytes(), 2, 0.0, &mut raw);
+        // An earlier hash at distance 2 from a.
+        append_entries(&kind, &(new_a ^ 6).to_le_bytes(), 7, 0.0, &mut raw);
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ExternalSort::<NearEntry<8>>::new(1 << 24, dir.path().to_path_buf());
+        for (k, mut e) in raw
+            .chunks_exact(NearEntry::<8>::SIZE)
+            .map(NearEntry::<8>::get)
+            .enumerate()
+        {
+            let earlier = k < n_earlier || e.id == 7;
+            if earlier {
+                e.id |= EARLIER_NODE;
+                e.rank = f64::INFINITY;
+                e.task = EARLIER;
+            }
+            s.push(e).unwrap();
+        }
+        let mut out = ExternalSort::<ByRecord>::new(1 << 24, dir.path().to_path_buf());
+        let st = candidates(s.finish().unwrap(), &kind, &mut out).unwrap();
+        assert_eq!(st.overflow, 0, "earlier entries took no leader place");
+        let edges: Vec<Edge> = out
+            .finish_in_memory()
+            .ok()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        let nodes_of = |r: u128| -> BTreeSet<u128> {
+            edges
+                .iter()
+                .filter(|e| e.record == r)
+                .map(|e| e.bucket)
+                .collect()
+        };
+        let (a, b, old) = (nodes_of(1), nodes_of(2), nodes_of(7 | EARLIER_NODE));
+        assert!(
+            a.intersection(&b).next().is_some(),
+            "the two new copies are linked"
+        );
+        assert!(
+            a.intersection(&old).next().is_some(),
+            "the earlier copy joins a"
+        );
+        // No edge between two earlier records, and no earlier record leads.
+        for e in &edges {
+            if e.record & EARLIER_NODE != 0 {
+                assert!(e.bl.id & EARLIER_NODE == 0, "an earlier record leads {e:?}");
+            }
+        }
     }
 
     #[test]

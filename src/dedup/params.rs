@@ -5,11 +5,33 @@
 //! the persisted [`DedupPhaseParams`], whose JSON layout is fixed. In its own phase
 //! the stage changes nothing: the map task writes the keys object ([`super::keys`]);
 //! the planner ([`super::plan`]) adds the reduce and apply phases after it.
-pub use crate::ops::dedup::Unit;
 pub use crate::ops::dedup::{
     CLUSTER_COLUMN, DedupKind, DedupParams, Keep, MAX_PERMUTATIONS, PAYLOADS, ParamsError,
 };
-use crate::protocol::records::{DedupPhaseKeep, DedupPhaseKind, DedupPhaseParams, DedupPhaseUnit};
+pub use crate::ops::dedup::{Normalize, Unit};
+use crate::protocol::records::{
+    DedupPhaseKeep, DedupPhaseKind, DedupPhaseNormalize, DedupPhaseParams, DedupPhaseUnit,
+};
+
+impl From<Normalize> for DedupPhaseNormalize {
+    fn from(n: Normalize) -> Self {
+        match n {
+            Normalize::None => DedupPhaseNormalize::None,
+            Normalize::Ccnet => DedupPhaseNormalize::Ccnet,
+            Normalize::Loose => DedupPhaseNormalize::Loose,
+        }
+    }
+}
+
+impl From<DedupPhaseNormalize> for Normalize {
+    fn from(n: DedupPhaseNormalize) -> Self {
+        match n {
+            DedupPhaseNormalize::None => Normalize::None,
+            DedupPhaseNormalize::Ccnet => Normalize::Ccnet,
+            DedupPhaseNormalize::Loose => Normalize::Loose,
+        }
+    }
+}
 
 impl From<Unit> for DedupPhaseUnit {
     fn from(u: Unit) -> Self {
@@ -76,7 +98,7 @@ impl From<&DedupParams> for DedupPhaseParams {
                     unit: unit.into(),
                     min_count,
                     keep_first,
-                    normalize,
+                    normalize: normalize.into(),
                     min_chars,
                 },
             },
@@ -140,7 +162,7 @@ impl From<&DedupPhaseKind> for DedupKind {
                 unit: unit.into(),
                 min_count,
                 keep_first,
-                normalize,
+                normalize: normalize.into(),
                 min_chars,
             },
         }
@@ -254,14 +276,14 @@ mod tests {
                             unit: Unit::Line,
                             min_count: 3,
                             keep_first: false,
-                            normalize: true,
+                            normalize: Normalize::Ccnet,
                             min_chars: 50,
                         },
                         None,
                         false,
                     )
                 },
-                r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"paragraph","unit":"line","min_count":3,"keep_first":false,"normalize":true,"min_chars":50},"max_rounds":32}"#,
+                r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"paragraph","unit":"line","min_count":3,"keep_first":false,"normalize":"ccnet","min_chars":50},"max_rounds":32}"#,
             ),
         ];
         for (p, want) in cases {

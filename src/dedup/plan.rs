@@ -67,7 +67,13 @@ pub fn shuffle_phases(
     } else {
         2 * dd.params.max_rounds - 1
     };
-    let shuffle = shuffle_identity(map_fp, dd.partitions, map_digest);
+    let mut shuffle = shuffle_identity(map_fp, dd.partitions, map_digest);
+    if dd.params.against.is_some() {
+        // Decisions against an earlier corpus mark its records (`EARLIER_NODE`) since
+        // this build: a reduce of an earlier build, which kept records read from the
+        // earlier job's own files, is never reused.
+        shuffle = hash16(&[&shuffle, "earlier-marked"]);
+    }
     let mut out = Vec::new();
     for step in 0..=steps {
         let name = phase_name(first + step as usize);
@@ -136,67 +142,51 @@ pub enum AgainstError {
 
 /// The stage that last writes column `col` before stage `before`, given each phase's
 /// stages and input schema (the planner's for a new job, the manifest's for an earlier
-/// one): each stage's output fields over the schema its phase has reached.
+/// one): each stage's output fields over the schema its phase has reached. An error
+/// when a stage before it cannot say (its operator refuses the schema).
 fn writer_of(
     operators: &[std::sync::Arc<dyn crate::ops::Operator>],
     phases: &[(Vec<usize>, SchemaRef)],
     col: &str,
     before: usize,
-) -> Option<usize> {
+) -> Result<Option<usize>, String> {
     let mut writer = None;
     for (idxs, input) in phases {
         let mut schema = input.clone();
-        for &i in idxs {
-            let Some(op) = operators.get(i).filter(|_| i < before) else {
-                return writer;
-            };
-            let Ok(fields) = op.output_fields(&schema) else {
-                return writer;
-            };
+        for &i in idxs.iter().filter(|&&i| i < before) {
+            let op = operators
+                .get(i)
+                .ok_or_else(|| format!("stage {i} does not build"))?;
+            let fields = op
+                .output_fields(&schema)
+                .map_err(|e| format!("stage {i}: {e}"))?;
             if fields.iter().any(|f| f.name() == col) {
                 writer = Some(i);
             }
-            match crate::ops::output_schema(op.as_ref(), &schema) {
-                Ok(s) => schema = s,
-                Err(_) => return writer,
-            }
+            schema = crate::ops::output_schema(op.as_ref(), &schema)
+                .map_err(|e| format!("stage {i}: {e}"))?;
         }
     }
-    writer
+    Ok(writer)
 }
 
 /// The operator and canonical params of the stage that wrote the key column `col` of
-/// the dedup stage `at`, or `None` when the column came with the input.
+/// the dedup stage `at`, or `None` when the column came with the input. Only the
+/// stages before `at` are built (an earlier job's later stages may be ones this build
+/// cannot run, and do not matter here).
 fn producer(
     spec: &Spec,
     phases: &[(Vec<usize>, SchemaRef)],
     col: &str,
     at: usize,
-) -> Result<Option<(String, String)>, SpecErrors> {
-    let operators = crate::ops::build_stages(spec)?;
-    Ok(writer_of(&operators, phases, col, at).map(|i| {
+) -> Result<Option<(String, String)>, String> {
+    let mut head = spec.clone();
+    head.stages.truncate(at);
+    let operators = crate::ops::build_stages(&head).map_err(|e| e.to_string())?;
+    Ok(writer_of(&operators, phases, col, at)?.map(|i| {
         let st = &spec.stages[i];
         (st.op.clone(), crate::spec::canonical_json(&st.params))
     }))
-}
-
-/// Whether two dedup kinds make the same band keys (so one's keys objects are an
-/// index for the other): the same kind with the same band layout. A MinHash
-/// threshold may differ (the later job verifies with its own).
-fn same_bands(a: &DedupPhaseKind, b: &DedupPhaseKind) -> bool {
-    match (a, b) {
-        (DedupPhaseKind::Exact, DedupPhaseKind::Exact) => true,
-        (
-            DedupPhaseKind::Minhash { bands, rows, .. },
-            DedupPhaseKind::Minhash {
-                bands: b2,
-                rows: r2,
-                ..
-            },
-        ) => (bands, rows) == (b2, r2),
-        (DedupPhaseKind::Phash { radius }, DedupPhaseKind::Phash { radius: r2 }) => radius == r2,
-        _ => false,
-    }
 }
 
 /// A dedup stage's `against` job must exist, be complete up to its dedup reduce, have
@@ -232,33 +222,34 @@ pub async fn check_against(
                 continue;
             }
         };
-        let Some((oi, od)) = old
-            .manifest
-            .phases
-            .iter()
-            .filter_map(|p| p.dedup.as_ref())
-            .find(|x| x.params.key == d.key)
+        let kind = DedupPhaseParams::from(&d).kind;
+        let on_key = || {
+            old.manifest
+                .phases
+                .iter()
+                .filter_map(|p| p.dedup.as_ref())
+                .filter(|x| x.params.key == d.key)
+        };
+        // The earlier dedup stage on this key with this band layout (a job may have
+        // two on one column).
+        let Some((oi, od)) = on_key()
+            .find(|x| x.params.kind.same_bands(&kind))
             .and_then(|x| {
                 let oi = old.spec.stages.iter().position(|s| s.name == x.stage)?;
                 Some((oi, x))
             })
         else {
-            errors.push(err(format!(
-                "job {uri} has no dedup stage on the key {:?}",
-                d.key
-            )));
+            errors.push(err(match on_key().next() {
+                Some(x) => format!(
+                    "job {uri} deduplicated {:?} as {}, not as {} (the band keys differ)",
+                    d.key,
+                    describe(&x.params.kind),
+                    describe(&kind)
+                ),
+                None => format!("job {uri} has no dedup stage on the key {:?}", d.key),
+            }));
             continue;
         };
-        let kind = DedupPhaseParams::from(&d).kind;
-        if !same_bands(&kind, &od.params.kind) {
-            errors.push(err(format!(
-                "job {uri} deduplicated {:?} as {}, not as {} (the band keys differ)",
-                d.key,
-                describe(&od.params.kind),
-                describe(&kind)
-            )));
-            continue;
-        }
         // The stage that produced the key, here and there: same operator and params.
         let old_phases: Vec<(Vec<usize>, SchemaRef)> = old
             .manifest
@@ -272,11 +263,23 @@ pub async fn check_against(
                 )
             })
             .collect();
-        let here = producer(spec, &phases, &d.key, i).map_err(AgainstError::Spec)?;
-        let there = match producer(&old.spec, &old_phases, &d.key, oi) {
-            Ok(p) => p,
-            Err(e) => {
-                errors.push(err(format!("job {uri}: its spec no longer builds: {e}")));
+        let (here, there) = match (
+            producer(spec, &phases, &d.key, i),
+            producer(&old.spec, &old_phases, &d.key, oi),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) => {
+                errors.push(err(format!(
+                    "cannot tell which stage computes {:?}: {e}",
+                    d.key
+                )));
+                continue;
+            }
+            (_, Err(e)) => {
+                errors.push(err(format!(
+                    "cannot tell which stage of job {uri} computed {:?}: {e}",
+                    d.key
+                )));
                 continue;
             }
         };

@@ -296,19 +296,17 @@ pub async fn earlier_sections(
         .manifest
         .phases
         .iter()
-        .find_map(|p| p.dedup.as_ref().filter(|x| x.params.key == d.params.key))
+        .find_map(|p| {
+            p.dedup.as_ref().filter(|x| {
+                x.params.key == d.params.key && x.params.kind.same_bands(&d.params.kind)
+            })
+        })
         .ok_or_else(|| {
             DedupError::Against(format!(
-                "job {uri} has no dedup stage on {:?}",
+                "job {uri} has no dedup stage on {:?} with the same band keys",
                 d.params.key
             ))
         })?;
-    if std::mem::discriminant(&od.params.kind) != std::mem::discriminant(&d.params.kind) {
-        return Err(DedupError::Against(format!(
-            "job {uri} deduplicated {:?} with another kind",
-            d.params.key
-        )));
-    }
     let map_name = &old.manifest.phases[od.map_phase].name;
     let (store, _) = sc.reg.resolve(uri)?;
     let ids = crate::protocol::planned_task_ids(

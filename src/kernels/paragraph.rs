@@ -35,6 +35,18 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
     })
 }
 
+/// How unit contents are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Normalize {
+    /// Exactly (white space at both ends trimmed).
+    None,
+    /// As CCNet's `normalize_for_dedup` ([`normalize_ccnet`]).
+    Ccnet,
+    /// Case, digits, all punctuation and white space runs ignored ([`normalize_loose`]).
+    Loose,
+}
+
 /// A line holding only Unicode White_Space (or nothing).
 fn blank(s: &str) -> bool {
     s.trim().is_empty()
@@ -70,20 +82,25 @@ pub fn units(text: &str, unit: Unit) -> Vec<(u32, u32)> {
 }
 
 /// The key of every unit with content, by the unit's position: `(position, key)`.
-/// The content is the unit trimmed of white space at both ends, normalised first with
-/// `normalize` ([`normalize_into`]); a unit whose content is empty has no key.
-pub fn unit_hashes(text: &str, unit: Unit, normalize: bool) -> Vec<(u32, u128)> {
+/// The content is the unit trimmed of white space at both ends, normalised as
+/// `normalize` says; a unit whose content is empty (after normalising) has no key.
+pub fn unit_hashes(text: &str, unit: Unit, normalize: Normalize) -> Vec<(u32, u128)> {
     let mut buf = String::new();
     units(text, unit)
         .into_iter()
         .enumerate()
         .filter_map(|(i, (s, e))| {
             let content = text[s as usize..e as usize].trim();
-            let content = if normalize {
-                normalize_into(content, &mut buf);
-                buf.as_str()
-            } else {
-                content
+            let content = match normalize {
+                Normalize::None => content,
+                Normalize::Ccnet => {
+                    normalize_ccnet(content, &mut buf);
+                    buf.as_str()
+                }
+                Normalize::Loose => {
+                    normalize_loose(content, &mut buf);
+                    buf.as_str()
+                }
             };
             (!content.is_empty()).then(|| (i as u32, xxh3_128_with_seed(content.as_bytes(), SEED)))
         })
@@ -94,7 +111,7 @@ pub fn unit_hashes(text: &str, unit: Unit, normalize: bool) -> Vec<(u32, u128)> 
 pub fn batch_unit_hashes(
     texts: &[Option<&str>],
     unit: Unit,
-    normalize: bool,
+    normalize: Normalize,
 ) -> Vec<Vec<(u32, u128)>> {
     use rayon::prelude::*;
     texts
@@ -154,12 +171,43 @@ fn classes() -> &'static Classes {
     })
 }
 
-/// CCNet's normalisation for dedup (`normalize_for_dedup`), into `out`: lower case
-/// (Unicode full case mapping, with the final sigma), then white space runs made one
-/// space and trimmed, punctuation (`P*`) and control characters (`Cc`) removed, and
-/// decimal digits (`Nd`) replaced by `0`. White space is Unicode White_Space and is
-/// judged before the controls, so a tab separates words as a space does.
-pub fn normalize_into(content: &str, out: &mut String) {
+/// The punctuation CCNet's `normalize_for_dedup` removes (its `UNICODE_PUNCT` keys,
+/// cc_net/text_normalizer.py); ASCII punctuation stays.
+const CCNET_PUNCT: &str = "，。、„”“«»１」「《》´∶：？！（）；–—．～’…━〈〉【】％►";
+
+/// CCNet's `normalize_for_dedup`, into `out`: the content stripped as Python's
+/// `str.strip()` does (White_Space and U+001C..U+001F), lower-cased (Unicode full case
+/// mapping, with the final sigma), every decimal digit (`Nd`, Python's `\d`) made `0`,
+/// then its `UNICODE_PUNCT` characters and the non-printing code points 0–31 and
+/// 127–159 removed. White space inside is kept as it is.
+pub fn normalize_ccnet(content: &str, out: &mut String) {
+    let c = classes();
+    out.clear();
+    let stripped =
+        content.trim_matches(|ch: char| ch.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&ch));
+    for ch in stripped.to_lowercase().chars() {
+        let digit = if ch.is_ascii() {
+            ch.is_ascii_digit()
+        } else {
+            contains(&c.digit, ch)
+        };
+        if digit {
+            out.push('0');
+        } else if !(CCNET_PUNCT.contains(ch)
+            || (ch as u32) < 32
+            || (127..160).contains(&(ch as u32)))
+        {
+            out.push(ch);
+        }
+    }
+}
+
+/// A looser normalisation than CCNet's, into `out`: lower case (Unicode full case
+/// mapping, with the final sigma), then white space runs made one space and trimmed,
+/// all punctuation (`P*`) and control characters (`Cc`) removed, and decimal digits
+/// (`Nd`) replaced by `0`. White space is Unicode White_Space and is judged before the
+/// controls, so a tab separates words as a space does.
+pub fn normalize_loose(content: &str, out: &mut String) {
     let c = classes();
     out.clear();
     let lower = content.to_lowercase();
@@ -238,43 +286,68 @@ mod tests {
 
     #[test]
     fn keys_are_of_trimmed_content_and_blank_units_have_none() {
-        let a = unit_hashes("Menu\n\n  Menu  \nText\n \n", Unit::Line, false);
+        let a = unit_hashes("Menu\n\n  Menu  \nText\n \n", Unit::Line, Normalize::None);
         assert_eq!(a.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 2, 3]);
         assert_eq!(a[0].1, a[1].1, "white space at the ends does not count");
         assert_ne!(a[0].1, a[2].1);
-        let p = unit_hashes("Menu\n\nMenu\n\n\nMenu", Unit::Paragraph, false);
+        let p = unit_hashes("Menu\n\nMenu\n\n\nMenu", Unit::Paragraph, Normalize::None);
         assert_eq!(p.len(), 3);
         assert!(p.iter().all(|x| x.1 == p[0].1));
         // The inside of a unit counts.
-        let q = unit_hashes("a  b\n\na b", Unit::Paragraph, false);
+        let q = unit_hashes("a  b\n\na b", Unit::Paragraph, Normalize::None);
         assert_ne!(q[0].1, q[1].1);
-        assert!(unit_hashes(" \n\t\n", Unit::Line, true).is_empty());
-        assert!(unit_hashes("...!!\n", Unit::Line, true).is_empty());
-        assert_eq!(unit_hashes("...!!\n", Unit::Line, false).len(), 1);
+        assert!(unit_hashes(" \n\t\n", Unit::Line, Normalize::Loose).is_empty());
+        assert!(unit_hashes("...!!\n", Unit::Line, Normalize::Loose).is_empty());
+        assert!(unit_hashes("…！\n", Unit::Line, Normalize::Ccnet).is_empty());
+        assert_eq!(unit_hashes("...!!\n", Unit::Line, Normalize::None).len(), 1);
+        assert_eq!(
+            unit_hashes("...!!\n", Unit::Line, Normalize::Ccnet).len(),
+            1
+        );
     }
 
     #[test]
-    fn normalisation_is_ccnets() {
-        let n = |s: &str| {
+    fn normalisations() {
+        let n = |s: &str, f: fn(&str, &mut String)| {
             let mut o = String::new();
-            normalize_into(s, &mut o);
+            f(s, &mut o);
             o
         };
-        assert_eq!(n("  Hello, World!  2024 "), "hello world 0000");
-        assert_eq!(n("ΣΟΦΟΣ"), "σοφος", "the final sigma");
-        assert_eq!(n("a\tb\u{a0}\u{3000}c"), "a b c");
-        assert_eq!(n("«Ça va?» — oui…"), "ça va oui");
-        assert_eq!(n("١٢٣ ४२"), "000 00", "Arabic-Indic and Devanagari digits");
+        let loose = |s: &str| n(s, normalize_loose);
+        let ccnet = |s: &str| n(s, normalize_ccnet);
+        assert_eq!(loose("  Hello, World!  2024 "), "hello world 0000");
+        assert_eq!(ccnet("  Hello, World!  2024 "), "hello, world!  0000");
+        assert_eq!(loose("ΣΟΦΟΣ"), "σοφος", "the final sigma");
+        assert_eq!(ccnet("ΣΟΦΟΣ"), "σοφος", "the final sigma");
+        assert_eq!(loose("a\tb\u{a0}\u{3000}c"), "a b c");
         assert_eq!(
-            n("$5 + 3 = 8 ^_^"),
+            ccnet("a\tb\u{a0}c"),
+            "ab\u{a0}c",
+            "a tab is non-printing to CCNet"
+        );
+        assert_eq!(loose("«Ça va?» — oui…"), "ça va oui");
+        assert_eq!(ccnet("«Ça va?» — oui…"), "ça va?  oui");
+        assert_eq!(
+            loose("١٢٣ ४२"),
+            "000 00",
+            "Arabic-Indic and Devanagari digits"
+        );
+        assert_eq!(
+            ccnet("０２３ | 01１"),
+            "000 | 000",
+            "fullwidth digits are digits first"
+        );
+        assert_eq!(
+            loose("$5 + 3 = 8 ^_^"),
             "$0 + 0 = 0 ^^",
             "symbols stay, _ is punctuation"
         );
-        assert_eq!(n("a\u{1}b\u{7f}c"), "abc");
-        assert_eq!(n("İ"), "i\u{307}");
+        assert_eq!(loose("a\u{1}b\u{7f}c"), "abc");
+        assert_eq!(ccnet("\u{1c} a\u{85}b\u{9f}c \u{1f}"), "abc");
+        assert_eq!(loose("İ"), "i\u{307}");
         assert_eq!(
-            unit_hashes("Share this: Facebook", Unit::Line, true),
-            unit_hashes("SHARE THIS  facebook!", Unit::Line, true)
+            unit_hashes("Share this: Facebook", Unit::Line, Normalize::Loose),
+            unit_hashes("SHARE THIS  facebook!", Unit::Line, Normalize::Loose)
         );
     }
 }

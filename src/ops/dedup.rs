@@ -63,18 +63,18 @@ pub enum DedupKind {
     },
     /// Repeated paragraphs (or lines): every unit of the text column that occurs at
     /// least `min_count` times in the corpus is cut, at every occurrence but the first
-    /// (`keep_first`) or at all of them; `normalize` compares units as CCNet does; a
+    /// (`keep_first`) or at all of them; `normalize` says how units compare; a
     /// record left with fewer than `min_chars` non-whitespace characters is rejected.
     Paragraph {
         unit: Unit,
         min_count: u32,
         keep_first: bool,
-        normalize: bool,
+        normalize: Normalize,
         min_chars: u32,
     },
 }
 
-pub use crate::kernels::paragraph::Unit;
+pub use crate::kernels::paragraph::{Normalize, Unit};
 
 impl DedupKind {
     pub fn is_exact(&self) -> bool {
@@ -280,7 +280,19 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
                 unit,
                 min_count: p.u64_in("min_count", 2, 2, 100_000) as u32,
                 keep_first,
-                normalize: p.opt_bool("normalize").unwrap_or(false),
+                normalize: match p.raw("normalize") {
+                    None => Normalize::None,
+                    Some(serde_json::Value::String(s)) if s == "none" => Normalize::None,
+                    Some(serde_json::Value::String(s)) if s == "ccnet" => Normalize::Ccnet,
+                    Some(serde_json::Value::String(s)) if s == "loose" => Normalize::Loose,
+                    Some(other) => {
+                        p.sink.error(
+                            &p.field_path("normalize"),
+                            format!("expected none, ccnet or loose, found {other}"),
+                        );
+                        Normalize::None
+                    }
+                },
                 min_chars: p.u64_in("min_chars", 50, 0, u32::MAX.into()) as u32,
             }
         }
@@ -464,9 +476,9 @@ fn params_doc() -> Vec<ParamDoc> {
         ),
         p(
             "normalize",
-            "boolean",
-            Some("false"),
-            "paragraph: compare units as CCNet does (lower case, digits as 0, punctuation and controls removed, white space runs as one space); false: exactly, white space at the ends trimmed.",
+            "string",
+            Some("\"none\""),
+            "paragraph: how units compare: none (exactly, white space at the ends trimmed), ccnet (CCNet's normalize_for_dedup: lower case, digits as 0, its Unicode punctuation and non-printing characters removed) or loose (also every punctuation character removed and white space runs made one space).",
         ),
         p(
             "max_rounds",

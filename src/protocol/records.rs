@@ -202,9 +202,18 @@ pub enum DedupPhaseKind {
         unit: DedupPhaseUnit,
         min_count: u32,
         keep_first: bool,
-        normalize: bool,
+        normalize: DedupPhaseNormalize,
         min_chars: u32,
     },
+}
+
+/// How a paragraph dedup compares units: `"none"`, `"ccnet"` or `"loose"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupPhaseNormalize {
+    None,
+    Ccnet,
+    Loose,
 }
 
 /// A paragraph dedup's unit: `"paragraph"` or `"line"`.
@@ -218,6 +227,26 @@ pub enum DedupPhaseUnit {
 impl DedupPhaseKind {
     pub fn is_exact(&self) -> bool {
         *self == DedupPhaseKind::Exact
+    }
+    /// Whether `o` makes the same keys (so one job's keys objects are an index for the
+    /// other's `against`): exact keys, or the same near kind with the same band layout.
+    /// A MinHash threshold may differ (the later job verifies with its own).
+    pub fn same_bands(&self, o: &DedupPhaseKind) -> bool {
+        match (self, o) {
+            (DedupPhaseKind::Exact, DedupPhaseKind::Exact) => true,
+            (
+                DedupPhaseKind::Minhash { bands, rows, .. },
+                DedupPhaseKind::Minhash {
+                    bands: b2,
+                    rows: r2,
+                    ..
+                },
+            ) => (bands, rows) == (b2, r2),
+            (DedupPhaseKind::Phash { radius }, DedupPhaseKind::Phash { radius: r2 }) => {
+                radius == r2
+            }
+            _ => false,
+        }
     }
     /// Reduced by label propagation (MinHash, phash): the near-duplicate phases.
     pub fn is_near(&self) -> bool {
