@@ -33,7 +33,10 @@ def flip(h, rng):
 
 
 def run(mdf, spec, jobs, workers):
-    cmd = [mdf, "run", spec, "--job-root", jobs]
+    """Runs a job: its URI, wall and CPU seconds, and its own peak RSS in MiB (from
+    /usr/bin/time: getrusage's children maxima span every child so far)."""
+    rss_file = spec + ".rss"
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss_file, mdf, "run", spec, "--job-root", jobs]
     if workers:
         cmd += ["--workers", workers]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -45,7 +48,9 @@ def run(mdf, spec, jobs, workers):
         sys.exit(o.stdout + o.stderr)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     job = [l[5:] for l in o.stdout.splitlines() if l.startswith("job: ")][-1]
-    return job, wall, cpu, after.ru_maxrss / 1024
+    with open(rss_file) as fh:
+        rss = int(fh.read().split()[-1]) / 1024
+    return job, wall, cpu, rss
 
 
 def main():

@@ -198,21 +198,29 @@ async fn candidates<const P: usize>(
         })
         .await?;
     if let Some(uri) = &params.against {
-        input += earlier_sections(sc, uri, d, r, |keys_uri, b| {
-            for mut e in
-                format::entries::<NearEntry<P>>(&b).map_err(|e| DedupError::format(keys_uri, e))?
-            {
-                if partition_of(e.key, d.partitions) == r {
-                    e.id |= EARLIER_NODE;
-                    e.rank = f64::INFINITY;
-                    e.task = EARLIER;
-                    sorter
-                        .push(e)
-                        .map_err(|e| DedupError::local("spilling", e))?;
+        let piece = super::shuffle::earlier_piece(memory);
+        input += earlier_sections(
+            sc,
+            uri,
+            d,
+            r,
+            (<NearEntry<P> as super::sort::Fixed>::SIZE, piece),
+            |keys_uri, b| {
+                for mut e in format::entries::<NearEntry<P>>(&b)
+                    .map_err(|e| DedupError::format(keys_uri, e))?
+                {
+                    if partition_of(e.key, d.partitions) == r {
+                        e.id |= EARLIER_NODE;
+                        e.rank = f64::INFINITY;
+                        e.task = EARLIER;
+                        sorter
+                            .push(e)
+                            .map_err(|e| DedupError::local("spilling", e))?;
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
         .await?;
     }
     let kind = params.kind.clone();

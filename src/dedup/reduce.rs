@@ -200,18 +200,26 @@ async fn earlier_keys(
     r: u32,
     sorter: &mut ExternalSort<Sourced>,
 ) -> Result<u64, DedupError> {
-    super::shuffle::earlier_sections(sc, uri, d, r, |keys_uri, b| {
-        for e in format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(keys_uri, e))? {
-            if partition_of(e.key, d.partitions) == r {
-                sorter
-                    .push(Sourced {
-                        e,
-                        task: exact::EARLIER,
-                    })
-                    .map_err(|e| DedupError::local("spilling", e))?;
+    let piece = super::shuffle::earlier_piece(d.params.memory_bytes);
+    super::shuffle::earlier_sections(
+        sc,
+        uri,
+        d,
+        r,
+        (<KeyEntry as super::sort::Fixed>::SIZE, piece),
+        |keys_uri, b| {
+            for e in format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(keys_uri, e))? {
+                if partition_of(e.key, d.partitions) == r {
+                    sorter
+                        .push(Sourced {
+                            e,
+                            task: exact::EARLIER,
+                        })
+                        .map_err(|e| DedupError::local("spilling", e))?;
+                }
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
 }

@@ -278,15 +278,50 @@ pub async fn gather<T: Fixed>(
     Ok((input, sorter))
 }
 
+/// The most bytes of an earlier job's keys object read at once, for a reduce with
+/// `memory` bytes: an eighth of it, between 4 KiB and 8 MiB.
+pub fn earlier_piece(memory: u64) -> u64 {
+    (memory / 8).clamp(4 << 10, 8 << 20)
+}
+
+/// Section `i` of `file` in pieces of whole `entry`-byte entries, at most `piece`
+/// bytes each (one ranged GET apiece), so a section of any size is read in bounded
+/// memory. Returns the section's bytes.
+pub async fn section_pieces(
+    sc: &ShuffleCtx<'_>,
+    file: &OutputFile,
+    i: u64,
+    entry: usize,
+    piece: u64,
+    mut each: impl FnMut(Bytes) -> Result<(), DedupError>,
+) -> Result<u64, DedupError> {
+    let head = get_range(sc, &file.uri, format::offsets_range(i)).await?;
+    let (a, z) = parse_offsets(&head).map_err(|e| DedupError::format(&file.uri, e))?;
+    if z > file.bytes || a > z {
+        return Err(DedupError::format(&file.uri, super::FormatError::PastEnd));
+    }
+    let step = (piece / entry as u64).max(1) * entry as u64;
+    let mut at = a;
+    while at < z {
+        let end = (at + step).min(z);
+        each(get_range(sc, &file.uri, at..end).await?)?;
+        at = end;
+    }
+    Ok(z - a)
+}
+
 /// Calls `each` with every section of an earlier job's (`against`) keys objects
-/// whose key range overlaps partition `r` of this one: the earlier dedup stage on
-/// the same key column, each committed map task's keys object (named by its commit
+/// whose key range overlaps partition `r` of this one, in pieces of whole `entry`-byte
+/// entries of at most `piece` bytes (the earlier job's sections are sized by its own
+/// partitions, which may be far fewer): the earlier dedup stage on the same key
+/// column and band layout, each committed map task's keys object (named by its commit
 /// record and checked to belong to that job). Returns the bytes read.
 pub async fn earlier_sections(
     sc: &ShuffleCtx<'_>,
     uri: &str,
     d: &crate::protocol::records::DedupPhase,
     r: u32,
+    (entry, piece): (usize, u64),
     mut each: impl FnMut(&str, Bytes) -> Result<(), DedupError>,
 ) -> Result<u64, DedupError> {
     let old = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
@@ -339,9 +374,8 @@ pub async fn earlier_sections(
             )
             .map_err(DedupError::Stale)?;
         for q in q_lo..=q_hi {
-            let b = section(sc, keys, q as u64).await?;
-            bytes += b.len() as u64;
-            each(&keys.uri, b)?;
+            bytes +=
+                section_pieces(sc, keys, q as u64, entry, piece, |b| each(&keys.uri, b)).await?;
         }
     }
     Ok(bytes)
