@@ -270,6 +270,78 @@ mod tests {
             .collect()
     }
 
+    /// `against`: earlier nodes (bit 127, task EARLIER, rank +∞) label every cluster
+    /// they reach and get no decision; new records reached by one name the lowest
+    /// earlier id of their component (components without earlier-earlier edges), the
+    /// rest the lowest new id; by propagation, by union-find, and spilled.
+    #[test]
+    fn earlier_nodes_label_their_clusters_and_get_no_decisions() {
+        use crate::dedup::exact::EARLIER;
+        use crate::dedup::format::EARLIER_NODE;
+        let radius = 3;
+        let mut rnd = crate::kernels::xorshift(0x0bad_cafe_1234_0001u64);
+        // (hash, earlier?)
+        let mut pts: Vec<(u64, bool)> = Vec::new();
+        for c in 0..60u64 {
+            let mut h = rnd();
+            for link in 0..(1 + c % 5) {
+                // chains whose links alternate between the corpora in some clusters
+                pts.push((h, c % 3 == 0 && link % 2 == 1));
+                for b in 0..2 {
+                    h ^= 1 << ((link * 2 + b + c) % 64);
+                }
+            }
+        }
+        for _ in 0..100 {
+            pts.push((rnd(), false));
+        }
+        let hashes: Vec<u64> = pts.iter().map(|p| p.0).collect();
+        let mut entries = phash_entries(&hashes, radius);
+        for e in &mut entries {
+            let i = ((e.id - 3) / 7) as usize;
+            if pts[i].1 {
+                e.id |= EARLIER_NODE;
+                e.rank = f64::INFINITY;
+                e.task = EARLIER;
+            }
+        }
+        let id_of = |i: usize| (i as u128 * 7 + 3) | if pts[i].1 { EARLIER_NODE } else { 0 };
+        // Reference: union-find without earlier–earlier pairs; per component its
+        // lowest earlier id, else its lowest id.
+        let n = pts.len();
+        let mut pairs = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                if !(pts[i].1 && pts[j].1) && hamming::distance(hashes[i], hashes[j]) <= radius {
+                    pairs.push((i, j));
+                }
+            }
+        }
+        let comp = components(n, &pairs);
+        let mut best: BTreeMap<usize, (bool, u128)> = BTreeMap::new();
+        for i in 0..n {
+            let c = (!pts[i].1, id_of(i));
+            let b = best.entry(comp[i]).or_insert(c);
+            if c < *b {
+                *b = c;
+            }
+        }
+        let want: BTreeMap<u128, u128> = (0..n)
+            .filter(|&i| !pts[i].1 && pairs.iter().any(|&(a, b)| a == i || b == i))
+            .map(|i| (id_of(i), best[&comp[i]].1))
+            .collect();
+        assert!(want.values().any(|r| r & EARLIER_NODE != 0));
+        let kind = DedupKind::Phash { radius };
+        for (memory, uf) in [(1 << 20, false), (1 << 20, true), (2048, false)] {
+            let (got, _) = cluster_with(entries.clone(), &kind, memory, uf);
+            assert!(
+                got.keys().all(|id| id & EARLIER_NODE == 0),
+                "a decision for an earlier node"
+            );
+            assert_eq!(got, want, "memory {memory}, union-find {uf}");
+        }
+    }
+
     /// Random hashes with planted chains (each link within the radius, the ends far
     /// apart): the steps find exactly the union-find components of all pairs within
     /// the radius, spilled or not.
