@@ -10,11 +10,13 @@
 //! - [`images`]: the image kernels on one core.
 //! - [`dedup`]: the exact-dedup shuffle on one core, without the store.
 //! - [`fasttext`]: fastText prediction, and lid.176 beside the built-in identifier.
+//! - [`semantic`]: semantic dedup's similarity kernels on one core.
 pub mod dedup;
 pub mod fasttext;
 pub mod fleet;
 pub mod images;
 pub mod protocol;
+pub mod semantic;
 pub mod text;
 
 pub use dedup::{DedupBench, DedupReport, dedup_shuffle};

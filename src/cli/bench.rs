@@ -116,6 +116,19 @@ pub enum Bench {
         #[arg(long)]
         jsonl: std::path::PathBuf,
     },
+    /// Semantic dedup's kernels on one core (docs/SEMANTIC.md): the similarity sgemm
+    /// in GFLOP/s, vectors assigned to centroids per second, all pairs of a cluster,
+    /// and a spherical k-means, on random unit vectors.
+    Semantic {
+        #[arg(long, default_value_t = 512)]
+        dim: usize,
+        #[arg(long, default_value_t = 100_000)]
+        vectors: usize,
+        #[arg(long, default_value_t = 1000)]
+        centroids: usize,
+        #[arg(long, default_value_t = 10_000)]
+        cluster: usize,
+    },
     /// Image kernels on one core over a folder of images (scripts/bench-images.py
     /// --make): header probe, full decode, reduced JPEG decode, quality, hashes.
     /// MDF_BENCH_ONLY=TEXT times only the timed kernels whose label contains TEXT
@@ -231,6 +244,12 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
         )?),
         Bench::Minhash { jsonl } => Box::new(bench::minhash(&jsonl)?),
         Bench::Images { dir } => Box::new(bench::images(&dir)?),
+        Bench::Semantic {
+            dim,
+            vectors,
+            centroids,
+            cluster,
+        } => Box::new(bench::semantic::semantic(dim, vectors, centroids, cluster)),
         Bench::Dedup {
             keys,
             dup_ratio,

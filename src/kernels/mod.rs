@@ -18,6 +18,7 @@ pub mod minhash;
 pub mod paragraph;
 pub mod quality;
 pub mod resample;
+pub mod semantic;
 pub mod substring;
 pub mod text;
 pub mod url;

@@ -1,0 +1,354 @@
+//! Semantic dedup's arithmetic (docs/SEMANTIC.md): unit vectors, cosine similarities
+//! of blocks of them as one `sgemm` each (matrixmultiply: pure Rust, AVX2/FMA kernels
+//! chosen at run time), nearest centroids, a deterministic spherical k-means, the
+//! pairs of a set above a similarity threshold, and their connected components. Pure:
+//! row-major `f32` slices in, numbers out; the phases that use them do the I/O.
+
+/// Scales `v` to unit length; `false` (and `v` untouched) for a zero, infinite or NaN
+/// vector, which has no direction to compare.
+pub fn normalize(v: &mut [f32]) -> bool {
+    let n: f64 = v
+        .iter()
+        .map(|&x| f64::from(x) * f64::from(x))
+        .sum::<f64>()
+        .sqrt();
+    if !(n.is_finite() && n > 0.0) {
+        return false;
+    }
+    let inv = (1.0 / n) as f32;
+    v.iter_mut().for_each(|x| *x *= inv);
+    true
+}
+
+/// `out[i·n + j]` = a_i · b_j for the `m` rows of `a` and the `n` rows of `b` (each
+/// `d` long, row-major): one `sgemm` (A · Bᵀ). On unit vectors, cosine similarities.
+pub fn dots(a: &[f32], b: &[f32], d: usize, out: &mut [f32]) {
+    let (m, n) = (a.len() / d, b.len() / d);
+    assert_eq!(a.len(), m * d, "a is m × d");
+    assert_eq!(b.len(), n * d, "b is n × d");
+    assert_eq!(out.len(), m * n, "out is m × n");
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: the pointers cover m·d, n·d and m·n elements, as asserted above, with
+    // the strides given: A row-major (d, 1), Bᵀ read from B row-major (1, d), C
+    // row-major (n, 1); C is written only.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            d,
+            n,
+            1.0,
+            a.as_ptr(),
+            d as isize,
+            1,
+            b.as_ptr(),
+            1,
+            d as isize,
+            0.0,
+            out.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// Rows compared at once: a block's similarities are `BLOCK²` floats (4 MiB).
+pub const BLOCK: usize = 1024;
+
+/// For every row of `v`, its most similar centroid and the similarity (ties: the
+/// lowest centroid), in blocks of [`BLOCK`] rows.
+pub fn nearest(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f32)> {
+    let k = centroids.len() / d;
+    let mut out = Vec::with_capacity(v.len() / d);
+    if k == 0 {
+        return out;
+    }
+    let mut sims = Vec::new();
+    for block in v.chunks(BLOCK * d) {
+        let m = block.len() / d;
+        sims.resize(m * k, 0.0);
+        dots(block, centroids, d, &mut sims);
+        for row in sims.chunks_exact(k) {
+            let (mut best, mut at) = (f32::NEG_INFINITY, 0u32);
+            for (j, &s) in row.iter().enumerate() {
+                if s > best {
+                    (best, at) = (s, j as u32);
+                }
+            }
+            out.push((at, best));
+        }
+    }
+    out
+}
+
+/// Spherical k-means over the rows of `sample` (unit vectors, in a fixed order:
+/// the order decides the initial centroids, so the result is deterministic).
+/// Initial centroids: the first `k` rows whose similarity to every centroid chosen
+/// before is below `max_initial_similarity` (then, if fewer, the first rows not yet
+/// chosen). Each iteration assigns every row to its nearest centroid and moves each
+/// centroid to the normalised mean of its rows; a centroid left without rows takes the
+/// row least similar to its own centroid (ties: the first). Stops after `iterations`,
+/// or when no row changes centroid. Returns `k × d` centroids (fewer when the sample
+/// has fewer rows) and the iterations run.
+pub fn spherical_kmeans(
+    sample: &[f32],
+    d: usize,
+    k: usize,
+    iterations: usize,
+    max_initial_similarity: f32,
+) -> (Vec<f32>, usize) {
+    let s = sample.len() / d;
+    let k = k.min(s);
+    if k == 0 {
+        return (vec![], 0);
+    }
+    let row = |i: usize| &sample[i * d..(i + 1) * d];
+    let mut chosen: Vec<usize> = Vec::with_capacity(k);
+    let mut centroids: Vec<f32> = Vec::with_capacity(k * d);
+    let mut sims = vec![0f32; 1];
+    for i in 0..s {
+        if chosen.len() == k {
+            break;
+        }
+        sims.resize(chosen.len(), 0.0);
+        dots(row(i), &centroids, d, &mut sims);
+        if sims.iter().all(|&x| x < max_initial_similarity) {
+            chosen.push(i);
+            centroids.extend_from_slice(row(i));
+        }
+    }
+    for i in 0..s {
+        if chosen.len() == k {
+            break;
+        }
+        if !chosen.contains(&i) {
+            chosen.push(i);
+            centroids.extend_from_slice(row(i));
+        }
+    }
+    let mut assigned: Vec<u32> = vec![u32::MAX; s];
+    let mut ran = 0;
+    for _ in 0..iterations {
+        ran += 1;
+        let near = nearest(sample, &centroids, d);
+        let mut changed = false;
+        for (a, &(c, _)) in assigned.iter_mut().zip(&near) {
+            changed |= *a != c;
+            *a = c;
+        }
+        if !changed {
+            break;
+        }
+        let mut sums = vec![0f64; k * d];
+        let mut counts = vec![0usize; k];
+        for (i, &(c, _)) in near.iter().enumerate() {
+            counts[c as usize] += 1;
+            let acc = &mut sums[c as usize * d..(c as usize + 1) * d];
+            for (a, &x) in acc.iter_mut().zip(row(i)) {
+                *a += f64::from(x);
+            }
+        }
+        // Rows taken by an empty centroid, least similar to their own first.
+        let mut spare: Vec<usize> = (0..s).collect();
+        spare.sort_by(|&a, &b| near[a].1.total_cmp(&near[b].1).then(a.cmp(&b)));
+        let mut spare = spare.into_iter();
+        for c in 0..k {
+            let dst = &mut centroids[c * d..(c + 1) * d];
+            let mean: Vec<f32> = sums[c * d..(c + 1) * d].iter().map(|&x| x as f32).collect();
+            let mut mean = mean;
+            if counts[c] > 0 && normalize(&mut mean) {
+                dst.copy_from_slice(&mean);
+            } else if let Some(i) = spare.next() {
+                dst.copy_from_slice(row(i));
+            }
+        }
+    }
+    (centroids, ran)
+}
+
+/// Every pair `(i, j)`, `i < j`, of rows of `v` (unit vectors) with similarity at
+/// least `threshold`, in blocks of [`BLOCK`] × [`BLOCK`] rows (one `sgemm` each, the
+/// blocks on and above the diagonal). Pairs come out sorted.
+pub fn pairs_within(v: &[f32], d: usize, threshold: f32) -> Vec<(u32, u32)> {
+    let n = v.len() / d;
+    let mut out = Vec::new();
+    let mut sims = Vec::new();
+    for bi in (0..n).step_by(BLOCK) {
+        let a = &v[bi * d..(bi + BLOCK).min(n) * d];
+        for bj in (bi..n).step_by(BLOCK) {
+            let b = &v[bj * d..(bj + BLOCK).min(n) * d];
+            let (m, w) = (a.len() / d, b.len() / d);
+            sims.resize(m * w, 0.0);
+            dots(a, b, d, &mut sims);
+            for i in 0..m {
+                let start = if bi == bj { i + 1 } else { 0 };
+                for j in start..w {
+                    if sims[i * w + j] >= threshold {
+                        out.push(((bi + i) as u32, (bj + j) as u32));
+                    }
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The connected components of `n` nodes joined by `pairs`: each node's component
+/// named by its lowest node.
+pub fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<u32> {
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    fn find(p: &mut [u32], x: u32) -> u32 {
+        let mut r = x;
+        while p[r as usize] != r {
+            r = p[r as usize];
+        }
+        let mut y = x;
+        while p[y as usize] != r {
+            let next = p[y as usize];
+            p[y as usize] = r;
+            y = next;
+        }
+        r
+    }
+    for &(a, b) in pairs {
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb {
+            parent[ra.max(rb) as usize] = ra.min(rb);
+        }
+    }
+    (0..n as u32).map(|x| find(&mut parent, x)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random_unit(rnd: &mut impl FnMut() -> u64, n: usize, d: usize) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..n * d)
+            .map(|_| (rnd() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+            .collect();
+        for r in v.chunks_mut(d) {
+            assert!(normalize(r));
+        }
+        v
+    }
+
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    #[test]
+    fn dots_equal_the_naive_products() {
+        let mut rnd = crate::kernels::xorshift(7);
+        let d = 37;
+        let (a, b) = (random_unit(&mut rnd, 53, d), random_unit(&mut rnd, 29, d));
+        let mut out = vec![0f32; 53 * 29];
+        dots(&a, &b, d, &mut out);
+        for i in 0..53 {
+            for j in 0..29 {
+                let want = dot(&a[i * d..(i + 1) * d], &b[j * d..(j + 1) * d]);
+                assert!((out[i * 29 + j] - want).abs() < 1e-5, "{i} {j}");
+            }
+        }
+        let mut z = vec![0f32, 0.0];
+        assert!(!normalize(&mut z));
+        let mut nan = vec![f32::NAN, 1.0];
+        assert!(!normalize(&mut nan));
+    }
+
+    /// Planted near duplicates (a base vector plus small noise) among random vectors,
+    /// across block boundaries: exactly the pairs a double loop finds.
+    #[test]
+    fn pairs_within_equal_a_double_loop() {
+        let mut rnd = crate::kernels::xorshift(11);
+        let d = 16;
+        let n = BLOCK + 300;
+        let mut v = random_unit(&mut rnd, n, d);
+        for c in 0..80 {
+            let (src, dst) = (c * 13 % n, (c * 977 + BLOCK - 5) % n);
+            let mut copy: Vec<f32> = v[src * d..(src + 1) * d].to_vec();
+            copy[c % d] += 0.05;
+            normalize(&mut copy);
+            v[dst * d..(dst + 1) * d].copy_from_slice(&copy);
+        }
+        let t = 0.97;
+        let got = pairs_within(&v, d, t);
+        let mut want = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                if dot(&v[i * d..(i + 1) * d], &v[j * d..(j + 1) * d]) >= t {
+                    want.push((i as u32, j as u32));
+                }
+            }
+        }
+        // The sgemm and the naive sum may round a pair sitting on the threshold
+        // differently: none of the planted or random pairs does here.
+        assert!(want.len() >= 70, "{} pairs planted", want.len());
+        assert_eq!(got, want);
+        let comp = components(n, &got);
+        for &(a, b) in &got {
+            assert_eq!(comp[a as usize], comp[b as usize]);
+            assert!(comp[a as usize] <= a.min(b));
+        }
+    }
+
+    #[test]
+    fn nearest_is_the_most_similar_centroid() {
+        let mut rnd = crate::kernels::xorshift(3);
+        let d = 24;
+        let (v, c) = (random_unit(&mut rnd, 2500, d), random_unit(&mut rnd, 17, d));
+        for (i, &(at, s)) in nearest(&v, &c, d).iter().enumerate() {
+            let r = &v[i * d..(i + 1) * d];
+            let best = (0..17)
+                .map(|j| dot(r, &c[j * d..(j + 1) * d]))
+                .fold(f32::NEG_INFINITY, f32::max);
+            assert!((s - best).abs() < 1e-5);
+            assert!((dot(r, &c[at as usize * d..(at as usize + 1) * d]) - best).abs() < 1e-5);
+        }
+    }
+
+    /// Well-separated clusters are found, the same every run, and k-means only ever
+    /// improves the objective over its initial centroids.
+    #[test]
+    fn kmeans_finds_separated_clusters_deterministically() {
+        let mut rnd = crate::kernels::xorshift(5);
+        let d = 32;
+        let centres = random_unit(&mut rnd, 6, d);
+        let mut sample = Vec::new();
+        let mut truth = Vec::new();
+        for i in 0..600 {
+            let c = (i * 7) % 6;
+            let mut x: Vec<f32> = centres[c * d..(c + 1) * d].to_vec();
+            for v in x.iter_mut() {
+                *v += ((rnd() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
+            }
+            normalize(&mut x);
+            sample.extend(x);
+            truth.push(c);
+        }
+        let (c1, ran) = spherical_kmeans(&sample, d, 6, 30, 0.5);
+        let (c2, _) = spherical_kmeans(&sample, d, 6, 30, 0.5);
+        assert_eq!(c1, c2, "deterministic");
+        assert!(ran < 30, "converged in {ran}");
+        let near = nearest(&sample, &c1, d);
+        // Every true cluster maps to one found cluster, and back.
+        for i in 0..600 {
+            for j in 0..600 {
+                assert_eq!(truth[i] == truth[j], near[i].0 == near[j].0, "{i} {j}");
+            }
+        }
+        let objective = |c: &[f32]| {
+            nearest(&sample, c, d)
+                .iter()
+                .map(|x| x.1 as f64)
+                .sum::<f64>()
+        };
+        let (init, _) = spherical_kmeans(&sample, d, 6, 0, 0.5);
+        assert!(objective(&c1) >= objective(&init) - 1e-3);
+        // More centroids than rows: one per row.
+        let (few, _) = spherical_kmeans(&sample[..3 * d], d, 10, 5, 0.5);
+        assert_eq!(few.len(), 3 * d);
+    }
+}
