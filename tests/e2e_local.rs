@@ -297,10 +297,16 @@ fn compressed_jsonl_and_parquet_inputs() {
             out2.display()
         ),
     );
-    run_ok(
+    let o = run_ok(
         mdf()
             .args(["run", s2.to_str().unwrap(), "--workers", "2", "--job-root"])
             .arg(d.path().join("jobs")),
+    );
+    // Said, not done silently.
+    assert!(
+        stderr(&o).contains("note: the input's column \"id\" is kept as \"source_id\""),
+        "{}",
+        stderr(&o)
     );
     let m = manifest(&out2);
     let mut src = Vec::new();
@@ -896,7 +902,8 @@ fn inspect_samples_records_and_rejects_through_the_manifest() {
     );
     let o = run_ok(mdf().args(["inspect", out.to_str().unwrap(), "--limit", "2"]));
     let text = stdout(&o);
-    assert!(text.starts_with("records sampled of"), "{text}");
+    // How many are shown, of how many.
+    assert!(text.starts_with("2 records sampled of "), "{text}");
     assert_eq!(text.matches("\"id\":").count(), 2, "{text}");
     let o = run_ok(mdf().args([
         "inspect",

@@ -203,6 +203,9 @@ fn the_cli_refuses_bad_specs_before_writing_anything() {
         "{}",
         stderr(&o)
     );
+    // The object it holds, named so it can be found (with its leading /).
+    let keep = format!("(it holds file://{}/out/keep.txt)", d.path().display());
+    assert!(stderr(&o).contains(&keep), "{}", stderr(&o));
 }
 
 /// Operators of an optional feature: without it, the error says which feature; with

@@ -47,6 +47,9 @@ pub async fn run_local(
             s.input_files,
             workers
         );
+        for n in &s.notes {
+            eprintln!("note: {n}");
+        }
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     on_signals(shutdown.clone());

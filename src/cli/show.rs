@@ -86,7 +86,8 @@ pub fn inspect(
         } = output::sample(&reg, uri, rejects, limit, conds, width).await?;
         let files = if rejects { &m.rejects } else { &m.files };
         println!(
-            "{} {} of {} records in {} files{}",
+            "{} {} {} of {} in {} files{}",
+            shown.len(),
             if rejects { "rejects" } else { "records" },
             if conds.is_empty() {
                 "sampled"

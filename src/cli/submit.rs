@@ -79,6 +79,9 @@ pub fn run(
                 String::new()
             }
         );
+        for n in &s.notes {
+            eprintln!("note: {n}");
+        }
         let job = JobRef {
             registry: &reg,
             uri: &s.job_uri,

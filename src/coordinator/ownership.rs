@@ -213,9 +213,13 @@ pub async fn check(
                 continue;
             }
             if !overwrite {
+                let object = Uri {
+                    store: prefix.store.clone(),
+                    path: m.location.clone(),
+                };
                 blocker = Some(format!(
                     "{shown} is not empty (it holds {}); choose an empty prefix{}",
-                    m.location,
+                    object.to_uri_string(),
                     if *field == "output.uri" {
                         " or set output.overwrite: true"
                     } else {

@@ -156,6 +156,25 @@ impl Plan {
     pub fn input_bytes(&self) -> u64 {
         self.files.bytes()
     }
+    /// What a user should know about how the job reads its input, one line each:
+    /// an input column named `id` is carried as `source_id` (`id` is mdf's record id).
+    pub fn notes(&self) -> Vec<String> {
+        let renamed = self.phases.first().is_some_and(|p| {
+            p.input_schema
+                .field_with_name(crate::records::SOURCE_ID)
+                .is_ok()
+        });
+        if renamed {
+            vec![format!(
+                "the input's column {:?} is kept as {:?}: {:?} is mdf's record id (from the input file and offset, stable across runs)",
+                crate::records::ID,
+                crate::records::SOURCE_ID,
+                crate::records::ID
+            )]
+        } else {
+            vec![]
+        }
+    }
     /// The task ids of phase `pi`, sorted (all of them in memory: for `--reuse`).
     pub fn task_ids(&self, pi: usize) -> Result<Vec<String>, PlanError> {
         if let PhaseTasks::Listed(l) = &self.tasks[pi] {

@@ -43,6 +43,8 @@ pub struct Submitted {
     pub reused: u64,
     pub input_files: usize,
     pub input_bytes: u64,
+    /// Lines for the user about how the input is read ([`plan::Plan::notes`]).
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +156,7 @@ pub async fn submit(
         reused: 0,
         input_files: plan.files.len(),
         input_bytes: plan.input_bytes(),
+        notes: plan.notes(),
     };
     if let Some(existing) =
         get_json::<JobManifest>(store.as_ref(), &paths.job_json(), &retry).await?
