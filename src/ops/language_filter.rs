@@ -1,7 +1,8 @@
 //! `language_filter`: identifies each document's language, writes `language` (ISO
 //! 639-1) and `language_score`, and keeps documents in `languages` (all, when empty)
 //! whose score reaches `min_score`. Reasons: `language` (detail: the language and
-//! score), `language_unknown`. With `model`, a fastText language-identification model
+//! score), `language_unknown` (a text with no identifiable language), `missing_text`
+//! (no text). With `model`, a fastText language-identification model
 //! (lid.176, GlotLID) identifies instead of the built-in identifier: its top label,
 //! `__label__` stripped (`en`, GlotLID's `eng_Latn`), and that label's probability.
 use super::params::{Params, params};
@@ -143,10 +144,16 @@ impl Operator for Op {
         let mut score = Float64Builder::new();
         let verdicts = ids
             .iter()
-            .map(|r| {
+            .zip(&texts)
+            .map(|(r, t)| {
                 code.append_option(r.map(|x| x.0));
                 score.append_option(r.map(|x| x.1));
                 match r {
+                    // No text at all: the reason every text filter gives.
+                    None if t.is_none() => Some(Drop {
+                        reason: "missing_text",
+                        detail: None,
+                    }),
                     None => Some(Drop {
                         reason: "language_unknown",
                         detail: None,
@@ -197,6 +204,7 @@ mod tests {
                 "Le comité a publié aujourd'hui son rapport annuel sur l'état des parcs nationaux.",
             ),
             Some(""),
+            None,
         ]);
         let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
         let (kept, rejects) = run_stage("lang", op.as_ref(), batch, &schema, true).unwrap();
@@ -207,7 +215,9 @@ mod tests {
             "en"
         );
         let reasons: Vec<&str> = rejects.iter().map(|r| r.reason.as_str()).collect();
-        assert_eq!(reasons, ["language", "language_unknown"]);
+        // An empty text has no language; no text at all is missing, as for every
+        // text filter.
+        assert_eq!(reasons, ["language", "language_unknown", "missing_text"]);
         assert!(rejects[0].detail.as_deref().unwrap().starts_with("fr "));
         assert!(build(&DEF, serde_json::json!({"languages": ["english"]})).is_err());
     }
@@ -241,7 +251,7 @@ mod tests {
         assert!(["a", "b", "c"].contains(&l.value(0)));
         let v = out.verdicts.unwrap();
         assert_eq!(v[0].is_none(), l.value(0) == "a");
-        assert_eq!(v[1].as_ref().unwrap().reason, "language_unknown");
+        assert_eq!(v[1].as_ref().unwrap().reason, "missing_text");
         let op = build(
             &DEF,
             serde_json::json!({"model": "lid.bin", "languages": ["en"]}),

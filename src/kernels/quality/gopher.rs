@@ -276,6 +276,11 @@ pub(super) fn dup_name(n: usize) -> &'static str {
 }
 
 pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static str> {
+    // Nothing to judge is not a page that passed: dropped as `empty`, as
+    // fineweb_quality does (datatrove's GopherRepetitionFilter keeps it).
+    if text.trim().is_empty() {
+        return Some("empty");
+    }
     let len = text.chars().count().max(1) as f64;
     let paras: Vec<&str> = split_runs(text.trim(), 2);
     let (pd, pc) = duplicates(paras.iter().copied());

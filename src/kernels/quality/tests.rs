@@ -364,6 +364,9 @@ fn gopher_repetition_rule_by_rule() {
     let r = GopherRepetition::default();
     let ok: String = prose(80).split(". ").collect::<Vec<_>>().join(".\n\n");
     assert_eq!(gopher_repetition(&ok, &r), None);
+    for empty in ["", " \n\n\t "] {
+        assert_eq!(gopher_repetition(empty, &r), Some("empty"), "{empty:?}");
+    }
     let paras = "same paragraph here\n\n".repeat(50) + &ok;
     assert_eq!(gopher_repetition(&paras, &r), Some("dup_para_frac"));
     let lines: String = (0..20)
