@@ -10,8 +10,8 @@ fn ops_name_shows_every_param_with_type_default_and_meaning() {
     assert!(s.starts_with("gopher_quality: "), "{s}");
     for line in [
         "  field (string, default \"text\")",
-        "  min_doc_words (integer, default 50)",
-        "  max_symbol_word_ratio (number, default 0.1)",
+        "  min_doc_words (integer or off, default 50)",
+        "  max_symbol_word_ratio (number or off, default 0.1)",
         "  stop_words (list of strings, default [\"the\", \"be\", \"to\", \"of\", \"and\", \"that\", \"have\", \"with\"])",
     ] {
         assert!(s.contains(line), "{line:?} missing from:\n{s}");

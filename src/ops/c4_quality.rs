@@ -3,7 +3,7 @@
 //! word from an optional bad-words list (`bad_words`: files of one word or phrase a
 //! line, e.g. the LDNOOBW lists). Reasons: `lorem_ipsum`, `curly_bracket`,
 //! `too_few_sentences`, `badwords`.
-use super::params::{Params, params};
+use super::params::{Params, Rule, params};
 use super::{
     Asset, Drop, LoadError, OpDef, Operator, Output, ProcessError, SchemaError, require_text,
     text_values,
@@ -28,16 +28,16 @@ pub const DEF: OpDef = OpDef {
 };
 
 params! {
-    /// `c4_quality`; the defaults are C4's.
+    /// `c4_quality`; the defaults are C4's; `off` (or null) switches a rule off.
     pub struct C4QualityParams {
         /// The text column (rewritten: boilerplate lines removed).
         field: String = "text",
         /// Lines with fewer words are removed.
-        min_words_per_line: usize = 3,
+        min_words_per_line: Rule<usize> = 3,
         /// Lines with a longer word are removed.
-        max_word_length: usize = 1000,
+        max_word_length: Rule<usize> = 1000,
         /// Fewer sentences left: `too_few_sentences`.
-        min_num_sentences: usize = 5,
+        min_num_sentences: Rule<usize> = 5,
         /// Remove Wikipedia-style citations (`[1]`, `[citation needed]`).
         remove_citations: bool = true,
         /// Remove lines that do not end in terminal punctuation.
@@ -66,9 +66,9 @@ struct Op {
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = C4QualityParams::read(o)?;
     let c4 = C4 {
-        min_words_per_line: p.min_words_per_line,
-        max_word_length: p.max_word_length,
-        min_num_sentences: p.min_num_sentences,
+        min_words_per_line: p.min_words_per_line.0.unwrap_or(0),
+        max_word_length: p.max_word_length.0.unwrap_or(usize::MAX),
+        min_num_sentences: p.min_num_sentences.0.unwrap_or(0),
         remove_citations: p.remove_citations,
         filter_no_terminal_punct: p.filter_no_terminal_punct,
         filter_lorem_ipsum: p.filter_lorem_ipsum,

@@ -1,7 +1,7 @@
 //! `fineweb_quality`: FineWeb's line rules (terminal punctuation, short lines,
 //! duplicated line characters, newline-to-word ratio) with the published defaults;
 //! the reason names the rule (`line_punct_ratio`, `short_line_ratio`, ...).
-use super::params::{Params, params};
+use super::params::{Params, Rule, params};
 use super::{OpDef, Operator, TextRule};
 use crate::kernels::quality::{FineWeb, fineweb_quality};
 use crate::spec::reader::Obj;
@@ -16,35 +16,36 @@ pub const DEF: OpDef = OpDef {
 };
 
 params! {
-    /// `fineweb_quality`; the defaults are FineWeb's.
+    /// `fineweb_quality`; the defaults are FineWeb's; `off` (or null) switches a
+    /// rule off.
     pub struct FineWebQualityParams {
         /// The text column.
         field: String = "text",
         /// The least fraction of lines ending in terminal punctuation:
         /// `line_punct_ratio`.
-        line_punct_thr: f64 = 0.12,
+        line_punct_thr: Rule<f64> = 0.12,
         /// Keep documents where no line ends in punctuation (ratio 0).
         line_punct_exclude_zero: bool = false,
         /// The largest fraction of short lines: `short_line_ratio`.
-        short_line_thr: f64 = 0.67,
+        short_line_thr: Rule<f64> = 0.67,
         /// A line of at most this many characters is short.
         short_line_length: usize = 30,
         /// The largest fraction of characters in duplicate lines: `char_dup_ratio`.
-        char_duplicates_ratio: f64 = 0.01,
+        char_duplicates_ratio: Rule<f64> = 0.01,
         /// The most newlines per word: `list_ratio`.
-        new_line_ratio: f64 = 0.3,
+        new_line_ratio: Rule<f64> = 0.3,
     }
 }
 
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = FineWebQualityParams::read(o)?;
     let f = FineWeb {
-        line_punct_thr: p.line_punct_thr,
+        line_punct_thr: p.line_punct_thr.0.unwrap_or(f64::NEG_INFINITY),
         line_punct_exclude_zero: p.line_punct_exclude_zero,
-        short_line_thr: p.short_line_thr,
+        short_line_thr: p.short_line_thr.0.unwrap_or(f64::INFINITY),
         short_line_length: p.short_line_length,
-        char_duplicates_ratio: p.char_duplicates_ratio,
-        new_line_ratio: p.new_line_ratio,
+        char_duplicates_ratio: p.char_duplicates_ratio.0.unwrap_or(f64::INFINITY),
+        new_line_ratio: p.new_line_ratio.0.unwrap_or(f64::INFINITY),
     };
     Some(Box::new(TextRule {
         field: p.field,
@@ -64,12 +65,12 @@ mod tests {
         let d = FineWeb::default();
         assert_eq!(
             (
-                p.line_punct_thr,
+                p.line_punct_thr.0.unwrap(),
                 p.line_punct_exclude_zero,
-                p.short_line_thr,
+                p.short_line_thr.0.unwrap(),
                 p.short_line_length,
-                p.char_duplicates_ratio,
-                p.new_line_ratio
+                p.char_duplicates_ratio.0.unwrap(),
+                p.new_line_ratio.0.unwrap()
             ),
             (
                 d.line_punct_thr,

@@ -1,7 +1,7 @@
 //! `gopher_quality`: Gopher's document quality rules (word count, mean word length,
 //! symbol ratios, bullet and ellipsis lines, alphabetic words, stop words) with the
 //! published defaults; the reason names the rule (`gopher_short_doc`, ...).
-use super::params::{Params, params};
+use super::params::{Params, Rule, params};
 use super::{OpDef, Operator, TextRule};
 use crate::kernels::quality::{GopherQuality, gopher_quality};
 use crate::spec::reader::Obj;
@@ -16,29 +16,30 @@ pub const DEF: OpDef = OpDef {
 };
 
 params! {
-    /// `gopher_quality`; the defaults are Gopher's published thresholds.
+    /// `gopher_quality`; the defaults are Gopher's published thresholds; `off` (or
+    /// null) switches a rule off.
     pub struct GopherQualityParams {
         /// The text column.
         field: String = "text",
         /// Fewer words: `gopher_short_doc`.
-        min_doc_words: usize = 50,
+        min_doc_words: Rule<usize> = 50,
         /// More words: `gopher_long_doc`.
-        max_doc_words: usize = 100000,
+        max_doc_words: Rule<usize> = 100000,
         /// A lower mean word length: `gopher_below_avg_threshold`.
-        min_avg_word_length: f64 = 3.0,
+        min_avg_word_length: Rule<f64> = 3.0,
         /// A higher mean word length: `gopher_above_avg_threshold`.
-        max_avg_word_length: f64 = 10.0,
+        max_avg_word_length: Rule<f64> = 10.0,
         /// More `#` and ellipsis symbols per word: `gopher_too_many_hashes` /
         /// `gopher_too_many_ellipsis`.
-        max_symbol_word_ratio: f64 = 0.1,
+        max_symbol_word_ratio: Rule<f64> = 0.1,
         /// More lines starting with a bullet: `gopher_too_many_bullets`.
-        max_bullet_lines_ratio: f64 = 0.9,
+        max_bullet_lines_ratio: Rule<f64> = 0.9,
         /// More lines ending with an ellipsis: `gopher_too_many_end_ellipsis`.
-        max_ellipsis_lines_ratio: f64 = 0.3,
+        max_ellipsis_lines_ratio: Rule<f64> = 0.3,
         /// More words without an alphabetic character: `gopher_below_alpha_threshold`.
-        max_non_alpha_words_ratio: f64 = 0.8,
+        max_non_alpha_words_ratio: Rule<f64> = 0.8,
         /// Fewer of `stop_words`: `gopher_enough_stop_words`.
-        min_stop_words: usize = 2,
+        min_stop_words: Rule<usize> = 2,
         /// The stop words counted for `min_stop_words`.
         stop_words: Vec<String> = ["the", "be", "to", "of", "and", "that", "have", "with"],
     }
@@ -47,15 +48,15 @@ params! {
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherQualityParams::read(o)?;
     let q = GopherQuality {
-        min_doc_words: Some(p.min_doc_words),
-        max_doc_words: Some(p.max_doc_words),
-        min_avg_word_length: Some(p.min_avg_word_length),
-        max_avg_word_length: Some(p.max_avg_word_length),
-        max_symbol_word_ratio: Some(p.max_symbol_word_ratio),
-        max_bullet_lines_ratio: Some(p.max_bullet_lines_ratio),
-        max_ellipsis_lines_ratio: Some(p.max_ellipsis_lines_ratio),
-        max_non_alpha_words_ratio: Some(p.max_non_alpha_words_ratio),
-        min_stop_words: Some(p.min_stop_words),
+        min_doc_words: p.min_doc_words.0,
+        max_doc_words: p.max_doc_words.0,
+        min_avg_word_length: p.min_avg_word_length.0,
+        max_avg_word_length: p.max_avg_word_length.0,
+        max_symbol_word_ratio: p.max_symbol_word_ratio.0,
+        max_bullet_lines_ratio: p.max_bullet_lines_ratio.0,
+        max_ellipsis_lines_ratio: p.max_ellipsis_lines_ratio.0,
+        max_non_alpha_words_ratio: p.max_non_alpha_words_ratio.0,
+        min_stop_words: p.min_stop_words.0,
         stop_words: p.stop_words,
     };
     Some(Box::new(TextRule {
@@ -75,21 +76,17 @@ mod tests {
         let p = GopherQualityParams::read(&Obj::new(None, "params", &sink)).unwrap();
         let d = GopherQuality::default();
         assert_eq!(
-            (p.min_doc_words, p.max_doc_words, p.min_stop_words),
-            (
-                d.min_doc_words.unwrap(),
-                d.max_doc_words.unwrap(),
-                d.min_stop_words.unwrap()
-            )
+            (p.min_doc_words.0, p.max_doc_words.0, p.min_stop_words.0),
+            (d.min_doc_words, d.max_doc_words, d.min_stop_words)
         );
         assert_eq!(
             [
-                p.min_avg_word_length,
-                p.max_avg_word_length,
-                p.max_symbol_word_ratio,
-                p.max_bullet_lines_ratio,
-                p.max_ellipsis_lines_ratio,
-                p.max_non_alpha_words_ratio
+                p.min_avg_word_length.0,
+                p.max_avg_word_length.0,
+                p.max_symbol_word_ratio.0,
+                p.max_bullet_lines_ratio.0,
+                p.max_ellipsis_lines_ratio.0,
+                p.max_non_alpha_words_ratio.0
             ],
             [
                 d.min_avg_word_length,
@@ -99,7 +96,6 @@ mod tests {
                 d.max_ellipsis_lines_ratio,
                 d.max_non_alpha_words_ratio
             ]
-            .map(Option::unwrap)
         );
         assert_eq!(p.stop_words, d.stop_words);
     }
@@ -117,5 +113,55 @@ mod tests {
         assert_eq!(kept.num_rows(), 1);
         assert_eq!(rejects[0].reason, "gopher_short_doc");
         assert_eq!(rejects[0].operator, "gq");
+    }
+
+    /// A rule is switched off with `off` or null, never by a value: `null` used to
+    /// keep the default silently, and `0` is a threshold (max_doc_words: 0 drops
+    /// every page).
+    #[test]
+    fn off_switches_a_rule_off_and_zero_is_a_threshold() {
+        let text = "cats dogs birds fish frogs owls bees ants";
+        let verdict = |params: serde_json::Value| {
+            let op = crate::ops::testing::build(&DEF, params).unwrap();
+            let batch = crate::ops::testing::text_batch(&[Some(text)]);
+            let schema = crate::ops::output_schema(op.as_ref(), &batch.schema()).unwrap();
+            let (_, rejects) =
+                crate::ops::run_stage("gq", op.as_ref(), batch, &schema, false).unwrap();
+            rejects.first().map(|r| r.reason.clone())
+        };
+        use serde_json::json;
+        assert_eq!(verdict(json!({})).as_deref(), Some("gopher_short_doc"));
+        assert_eq!(
+            verdict(json!({"min_doc_words": "off"})).as_deref(),
+            Some("gopher_enough_stop_words")
+        );
+        for off in [json!(null), json!("off")] {
+            assert_eq!(
+                verdict(json!({"min_doc_words": off, "min_stop_words": off})),
+                None,
+                "{off}"
+            );
+        }
+        assert_eq!(
+            verdict(json!({"min_doc_words": "off", "min_stop_words": "off", "max_doc_words": 0}))
+                .as_deref(),
+            Some("gopher_long_doc")
+        );
+        let e = crate::ops::testing::build(&DEF, json!({"min_stop_words": -1}))
+            .err()
+            .unwrap();
+        assert!(
+            e.iter().any(|m| m.contains(
+                "params.min_stop_words: expected a non-negative integer, found an integer (-1)"
+            )),
+            "{e:?}"
+        );
+        let e = crate::ops::testing::build(&DEF, json!({"min_stop_words": "none"}))
+            .err()
+            .unwrap();
+        assert!(
+            e.iter().any(|m| m.contains("params.min_stop_words")),
+            "{e:?}"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! `gopher_repetition`: Gopher's repetition rules (duplicate lines and paragraphs,
 //! top n-grams, duplicated n-grams) with the published defaults; the reason names
 //! the rule (`dup_line_frac`, `top_2_gram`, `duplicated_5_n_grams`, ...).
-use super::params::{Params, params};
+use super::params::{Params, Rule, params};
 use super::{OpDef, Operator, TextRule};
 use crate::kernels::quality::{GopherRepetition, gopher_repetition};
 use crate::spec::reader::Obj;
@@ -17,19 +17,19 @@ pub const DEF: OpDef = OpDef {
 
 params! {
     /// `gopher_repetition`; the defaults are Gopher's published thresholds (the
-    /// n-gram thresholds are fixed at them).
+    /// n-gram thresholds are fixed at them); `off` (or null) switches a rule off.
     pub struct GopherRepetitionParams {
         /// The text column.
         field: String = "text",
         /// The largest fraction of duplicate lines: `dup_line_frac`.
-        dup_line_frac: f64 = 0.3,
+        dup_line_frac: Rule<f64> = 0.3,
         /// The largest fraction of duplicate paragraphs: `dup_para_frac`.
-        dup_para_frac: f64 = 0.3,
+        dup_para_frac: Rule<f64> = 0.3,
         /// The largest fraction of characters in duplicate lines: `dup_line_char_frac`.
-        dup_line_char_frac: f64 = 0.2,
+        dup_line_char_frac: Rule<f64> = 0.2,
         /// The largest fraction of characters in duplicate paragraphs:
         /// `dup_para_char_frac`.
-        dup_para_char_frac: f64 = 0.2,
+        dup_para_char_frac: Rule<f64> = 0.2,
     }
 }
 
@@ -37,10 +37,10 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherRepetitionParams::read(o)?;
     let d = GopherRepetition::default();
     let r = GopherRepetition {
-        dup_line_frac: Some(p.dup_line_frac),
-        dup_para_frac: Some(p.dup_para_frac),
-        dup_line_char_frac: Some(p.dup_line_char_frac),
-        dup_para_char_frac: Some(p.dup_para_char_frac),
+        dup_line_frac: p.dup_line_frac.0,
+        dup_para_frac: p.dup_para_frac.0,
+        dup_line_char_frac: p.dup_line_char_frac.0,
+        dup_para_char_frac: p.dup_para_char_frac.0,
         top_n_grams: d.top_n_grams,
         dup_n_grams: d.dup_n_grams,
     };
@@ -62,10 +62,10 @@ mod tests {
         let d = GopherRepetition::default();
         assert_eq!(
             [
-                p.dup_line_frac,
-                p.dup_para_frac,
-                p.dup_line_char_frac,
-                p.dup_para_char_frac
+                p.dup_line_frac.0,
+                p.dup_para_frac.0,
+                p.dup_line_char_frac.0,
+                p.dup_para_char_frac.0
             ],
             [
                 d.dup_line_frac,
@@ -73,7 +73,6 @@ mod tests {
                 d.dup_line_char_frac,
                 d.dup_para_char_frac
             ]
-            .map(Option::unwrap)
         );
     }
 

@@ -38,6 +38,8 @@ pub trait ParamType: Sized {
     const TYPE: &'static str;
     /// How an absent key without a default reads in the docs (`None`: required).
     const ABSENT: Option<&'static str> = None;
+    /// Whether an explicit `null` is a value of this type (else it is absent).
+    const READS_NULL: bool = false;
     /// Reads a present key, recording a type error (and returning `None`) when the
     /// value does not fit.
     fn read(o: &Obj, key: &str) -> Option<Self>;
@@ -142,6 +144,53 @@ impl<T: ParamType> ParamType for Option<T> {
     }
 }
 
+/// A rule's threshold that a spec can switch off: `off` (or `null`) is `Rule(None)`,
+/// a value `Rule(Some(v))`. Declared with a default, so an absent key keeps the rule
+/// on at its published threshold; `off` is the only way to disable it (a threshold of
+/// 0 is a threshold, not "off").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule<T>(pub Option<T>);
+
+impl<T> Rule<T> {
+    /// Reads `key`: `off` or `null` → off, else a value of `T`.
+    fn read_with(o: &Obj, key: &str, value: impl Fn(&Obj, &str) -> Option<T>) -> Option<Self> {
+        match o.raw_or_null(key) {
+            Some(serde_json::Value::Null) => Some(Rule(None)),
+            Some(serde_json::Value::String(s)) if s == "off" => Some(Rule(None)),
+            _ => value(o, key).map(|v| Rule(Some(v))),
+        }
+    }
+}
+
+impl ParamType for Rule<usize> {
+    const TYPE: &'static str = "integer or off";
+    const READS_NULL: bool = true;
+    fn read(o: &Obj, key: &str) -> Option<Self> {
+        Rule::read_with(o, key, <usize as ParamType>::read)
+    }
+}
+
+impl ParamType for Rule<f64> {
+    const TYPE: &'static str = "number or off";
+    const READS_NULL: bool = true;
+    fn read(o: &Obj, key: &str) -> Option<Self> {
+        Rule::read_with(o, key, <f64 as ParamType>::read)
+    }
+}
+
+impl<T> FromDefault<T> for Rule<T> {
+    fn from_default(d: T) -> Rule<T> {
+        Rule(Some(d))
+    }
+}
+
+impl<T: Bounded<V = T> + PartialOrd + Display> Bounded for Rule<T> {
+    type V = T;
+    fn bounded(&self) -> Option<&T> {
+        self.0.as_ref()
+    }
+}
+
 /// A byte size: an integer, or a string such as `64MiB`, `1.5GB`, `512k`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
@@ -217,7 +266,9 @@ impl<T: Bounded<V = T> + PartialOrd + Display> Bounded for Option<T> {
 /// Reads one field: its value, else its default, else what an absent key of its
 /// type reads as (an error when it is required).
 pub fn field<T: ParamType>(o: &Obj, key: &str, default: Option<T>) -> Option<T> {
-    if o.has(key) {
+    // An explicit null is absent, except to a type that reads it (`Rule`: off).
+    let null = T::READS_NULL && matches!(o.raw_or_null(key), Some(serde_json::Value::Null));
+    if null || o.has(key) {
         return T::read(o, key).or(default).or_else(T::absent);
     }
     match default.or_else(T::absent) {

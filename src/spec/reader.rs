@@ -137,10 +137,22 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// The raw value of `key` with an explicit null kept (`Some(Null)`), marking the
+    /// key as known: for params where null means something (a rule switched off).
+    pub fn raw_or_null(&self, key: &str) -> Option<&'a Value> {
+        self.used.borrow_mut().insert(key.to_string());
+        self.map.and_then(|m| m.get(key))
+    }
+
     fn wrong(&self, key: &str, expected: &str, v: &Value) {
+        // A number says which (a negative where a count is expected, say).
+        let found = match v {
+            Value::Number(n) => format!("{} ({n})", type_name(v)),
+            _ => type_name(v).to_string(),
+        };
         self.sink.error(
             &self.field_path(key),
-            format!("expected {expected}, found {}", type_name(v)),
+            format!("expected {expected}, found {found}"),
         );
     }
 
@@ -343,7 +355,7 @@ mod tests {
             msgs,
             vec![
                 "a: expected a non-negative integer, found a string",
-                "b: expected a string, found an integer",
+                "b: expected a string, found an integer (3)",
                 "c.zz: unknown field, expected one of: d",
                 "missing: missing required field",
                 "extra: unknown field, expected one of: a, b, c, missing",
