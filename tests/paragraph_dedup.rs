@@ -253,39 +253,9 @@ fn records(out: &Path, doc_col: &str) -> BTreeMap<u128, (String, Option<String>)
     r
 }
 
-/// The side table: cut byte spans by record id.
+/// The side table: cut byte spans by record id (none when nothing was cut).
 fn table(out: &Path) -> BTreeMap<u128, Vec<(usize, usize)>> {
-    let m = manifest(out);
-    let mut t: BTreeMap<u128, Vec<(usize, usize)>> = BTreeMap::new();
-    // A job that cut nothing has no table.
-    let files = m["tables"]["para"].as_array().cloned().unwrap_or_default();
-    for f in &files {
-        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
-        let ids = strings(&b, "id");
-        let nums = |c: &str| -> Vec<u64> {
-            b.iter()
-                .flat_map(|x| {
-                    x.column_by_name(c)
-                        .unwrap()
-                        .as_any()
-                        .downcast_ref::<arrow_array::UInt64Array>()
-                        .unwrap()
-                        .values()
-                        .to_vec()
-                })
-                .collect()
-        };
-        let (s, e) = (nums("start"), nums("end"));
-        for i in 0..ids.len() {
-            t.entry(u128::from_str_radix(&ids[i], 16).unwrap())
-                .or_default()
-                .push((s[i] as usize, e[i] as usize));
-        }
-    }
-    for v in t.values_mut() {
-        v.sort_unstable();
-    }
-    t
+    side_table(out, "para")
 }
 
 /// Checks a run's output against the reference given the texts as they reached the

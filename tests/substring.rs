@@ -307,39 +307,7 @@ fn records(out: &Path) -> BTreeMap<u128, (String, Option<String>)> {
 
 /// The side table: the cut byte spans by record id.
 fn table(out: &Path) -> BTreeMap<u128, Vec<(usize, usize)>> {
-    let m = manifest(out);
-    let mut t: BTreeMap<u128, Vec<(usize, usize)>> = BTreeMap::new();
-    for f in m["tables"]["substr"]
-        .as_array()
-        .expect("the manifest lists the table")
-    {
-        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
-        let ids = strings(&b, "id");
-        let nums = |c: &str| -> Vec<u64> {
-            b.iter()
-                .flat_map(|x| {
-                    let a = x
-                        .column_by_name(c)
-                        .unwrap()
-                        .as_any()
-                        .downcast_ref::<arrow_array::UInt64Array>()
-                        .unwrap()
-                        .clone();
-                    a.values().to_vec()
-                })
-                .collect()
-        };
-        let (s, e) = (nums("start"), nums("end"));
-        for i in 0..ids.len() {
-            t.entry(u128::from_str_radix(&ids[i], 16).unwrap())
-                .or_default()
-                .push((s[i] as usize, e[i] as usize));
-        }
-    }
-    for v in t.values_mut() {
-        v.sort_unstable();
-    }
-    t
+    side_table(out, "substr")
 }
 
 /// Checks a run's output against the reference: the cut spans, the texts left, and

@@ -92,7 +92,8 @@ pub fn inspect(
             if conds.is_empty() {
                 "sampled"
             } else {
-                "matching"
+                // --limit caps them: the first matches, not how many match.
+                "shown (the first matching)"
             },
             if rejects { m.rejected } else { m.rows },
             files.len(),

@@ -150,6 +150,8 @@ pub struct Plan {
     pub files: InputFiles,
     /// The operators' asset files as planned.
     pub assets: Assets,
+    /// The input had a column named `id` (carried as `source_id`).
+    pub input_had_id: bool,
 }
 
 impl Plan {
@@ -159,12 +161,7 @@ impl Plan {
     /// What a user should know about how the job reads its input, one line each:
     /// an input column named `id` is carried as `source_id` (`id` is mdf's record id).
     pub fn notes(&self) -> Vec<String> {
-        let renamed = self.phases.first().is_some_and(|p| {
-            p.input_schema
-                .field_with_name(crate::records::SOURCE_ID)
-                .is_ok()
-        });
-        if renamed {
+        if self.input_had_id {
             vec![format!(
                 "the input's column {:?} is kept as {:?}: {:?} is mdf's record id (from the input file and offset, stable across runs)",
                 crate::records::ID,
@@ -1181,6 +1178,7 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
         tasks,
         files,
         assets,
+        input_had_id: cols.iter().any(|(name, _)| name == crate::records::ID),
     })
 }
 

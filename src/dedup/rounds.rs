@@ -35,29 +35,14 @@ pub fn component_labels(edges: &[ByRecord]) -> Vec<Label> {
     let records = if edges.is_empty() { 0 } else { records + 1 };
     let mut buckets: crate::kernels::FastMap<u128, u32> = Default::default();
     let mut parent: Vec<u32> = (0..records).collect();
-    fn find(p: &mut [u32], x: u32) -> u32 {
-        let mut r = x;
-        while p[r as usize] != r {
-            r = p[r as usize];
-        }
-        let mut y = x;
-        while p[y as usize] != r {
-            let next = p[y as usize];
-            p[y as usize] = r;
-            y = next;
-        }
-        r
-    }
+    use crate::kernels::{uf_find as find, uf_union};
     for (e, &r) in edges.iter().zip(&record_of) {
         let next = parent.len() as u32;
         let b = *buckets.entry(e.0.bucket).or_insert(next);
         if b == next {
             parent.push(b);
         }
-        let (ra, rb) = (find(&mut parent, r), find(&mut parent, b));
-        if ra != rb {
-            parent[ra.max(rb) as usize] = ra.min(rb);
-        }
+        uf_union(&mut parent, r, b);
     }
     // Per node, the edge label that is best so far (2·edge, +1 for its bucket's).
     let label = |i: u32| {

@@ -24,6 +24,31 @@ pub mod text;
 pub mod url;
 pub mod vision;
 
+/// Union-find over `u32` nodes: the root of `x`, every node on the way pointed
+/// straight at it.
+pub fn uf_find(parent: &mut [u32], x: u32) -> u32 {
+    let mut r = x;
+    while parent[r as usize] != r {
+        r = parent[r as usize];
+    }
+    let mut y = x;
+    while parent[y as usize] != r {
+        let next = parent[y as usize];
+        parent[y as usize] = r;
+        y = next;
+    }
+    r
+}
+
+/// Union-find: joins the sets of `a` and `b`, the lower root becoming the root (so
+/// a set's root is its lowest node).
+pub fn uf_union(parent: &mut [u32], a: u32, b: u32) {
+    let (ra, rb) = (uf_find(parent, a), uf_find(parent, b));
+    if ra != rb {
+        parent[ra.max(rb) as usize] = ra.min(rb);
+    }
+}
+
 /// Hash sets and maps for kernels' short keys (words, n-grams, tags): foldhash is
 /// several times faster than SipHash on them and still seeded per process.
 /// Defines `$name` as `$generic` (an `#[inline(always)]` function) compiled twice:

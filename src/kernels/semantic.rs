@@ -15,8 +15,12 @@ pub fn normalize(v: &mut [f32]) -> bool {
     if !(n.is_finite() && n > 0.0) {
         return false;
     }
-    let inv = (1.0 / n) as f32;
-    v.iter_mut().for_each(|x| *x *= inv);
+    // Divided in f64: 1/n in f32 overflows for norms below ~3e-39.
+    let scaled: Vec<f32> = v.iter().map(|&x| (f64::from(x) / n) as f32).collect();
+    if scaled.iter().any(|x| !x.is_finite()) {
+        return false;
+    }
+    v.copy_from_slice(&scaled);
     true
 }
 
@@ -53,7 +57,8 @@ pub fn dots(a: &[f32], b: &[f32], d: usize, out: &mut [f32]) {
     }
 }
 
-/// Rows compared at once: a block's similarities are `BLOCK²` floats (4 MiB).
+/// Rows compared at once: a block of pairs is `BLOCK²` floats (4 MiB); a block
+/// against `k` centroids `BLOCK · k` floats.
 pub const BLOCK: usize = 1024;
 
 /// For every row of `v`, its most similar centroid and the similarity (ties: the
@@ -199,26 +204,12 @@ pub fn pairs_within(v: &[f32], d: usize, threshold: f32) -> Vec<(u32, u32)> {
 /// named by its lowest node.
 pub fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<u32> {
     let mut parent: Vec<u32> = (0..n as u32).collect();
-    fn find(p: &mut [u32], x: u32) -> u32 {
-        let mut r = x;
-        while p[r as usize] != r {
-            r = p[r as usize];
-        }
-        let mut y = x;
-        while p[y as usize] != r {
-            let next = p[y as usize];
-            p[y as usize] = r;
-            y = next;
-        }
-        r
-    }
     for &(a, b) in pairs {
-        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
-        if ra != rb {
-            parent[ra.max(rb) as usize] = ra.min(rb);
-        }
+        super::uf_union(&mut parent, a, b);
     }
-    (0..n as u32).map(|x| find(&mut parent, x)).collect()
+    (0..n as u32)
+        .map(|x| super::uf_find(&mut parent, x))
+        .collect()
 }
 
 #[cfg(test)]
@@ -256,6 +247,10 @@ mod tests {
         assert!(!normalize(&mut z));
         let mut nan = vec![f32::NAN, 1.0];
         assert!(!normalize(&mut nan));
+        // Subnormal: a direction all the same, found in f64.
+        let mut tiny = vec![1e-45f32, 0.0, 3e-45];
+        assert!(normalize(&mut tiny));
+        assert!(tiny.iter().all(|x| x.is_finite()), "{tiny:?}");
     }
 
     /// Planted near duplicates (a base vector plus small noise) among random vectors,
@@ -347,6 +342,17 @@ mod tests {
         };
         let (init, _) = spherical_kmeans(&sample, d, 6, 0, 0.5);
         assert!(objective(&c1) >= objective(&init) - 1e-3);
+        // Identical rows: a centroid is left empty and reseeded, and nothing
+        // becomes NaN.
+        let mut same = Vec::new();
+        for _ in 0..5 {
+            same.extend_from_slice(&centres[..d]);
+        }
+        same.extend_from_slice(&centres[d..3 * d]);
+        let (cs, _) = spherical_kmeans(&same, d, 4, 10, 0.5);
+        assert_eq!(cs.len(), 4 * d);
+        assert!(cs.iter().all(|x| x.is_finite()));
+        assert_eq!(cs, spherical_kmeans(&same, d, 4, 10, 0.5).0);
         // More centroids than rows: one per row.
         let (few, _) = spherical_kmeans(&sample[..3 * d], d, 10, 5, 0.5);
         assert_eq!(few.len(), 3 * d);

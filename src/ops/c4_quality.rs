@@ -28,7 +28,7 @@ pub const DEF: OpDef = OpDef {
 };
 
 params! {
-    /// `c4_quality`; the defaults are C4's; `off` (or null) switches a rule off.
+    /// `c4_quality`; the defaults are C4's; `off` switches a rule off.
     pub struct C4QualityParams {
         /// The text column (rewritten: boilerplate lines removed).
         field: String = "text",
@@ -170,6 +170,36 @@ mod tests {
     use crate::ops::testing::{build, text_batch};
     use crate::ops::{output_schema, run_stage};
     use arrow_array::{Array, StringArray};
+
+    /// `min_num_sentences: off` keeps a page of one sentence, which the default (5)
+    /// drops (datatrove's -1); a line rule still applies: at 9 words a line the line
+    /// goes, and with the sentence rule off nothing drops the emptied page.
+    #[test]
+    fn rules_switched_off_keep_what_they_would_drop() {
+        let text = "One sentence only, ending here.";
+        let run = |params: serde_json::Value| {
+            let op = build(&DEF, params).unwrap();
+            let batch = text_batch(&[Some(text)]);
+            let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+            let (kept, rejects) = run_stage("c4", op.as_ref(), batch, &schema, false).unwrap();
+            let t = kept.column_by_name("text").map(|c| {
+                let a = c.as_any().downcast_ref::<StringArray>().unwrap();
+                (0..a.len())
+                    .map(|i| a.value(i).to_string())
+                    .collect::<Vec<_>>()
+            });
+            (rejects.len(), t.unwrap_or_default())
+        };
+        assert_eq!(run(serde_json::json!({})).0, 1);
+        assert_eq!(
+            run(serde_json::json!({"min_num_sentences": "off"})),
+            (0, vec![text.to_string()])
+        );
+        assert_eq!(
+            run(serde_json::json!({"min_num_sentences": "off", "min_words_per_line": 9})),
+            (0, vec![String::new()])
+        );
+    }
 
     #[test]
     fn rewrites_kept_text_and_keeps_rejected_originals() {

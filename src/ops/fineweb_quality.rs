@@ -16,7 +16,7 @@ pub const DEF: OpDef = OpDef {
 };
 
 params! {
-    /// `fineweb_quality`; the defaults are FineWeb's; `off` (or null) switches a
+    /// `fineweb_quality`; the defaults are FineWeb's; `off` switches a
     /// rule off.
     pub struct FineWebQualityParams {
         /// The text column.
@@ -95,5 +95,21 @@ mod tests {
         assert_eq!(kept.num_rows(), 1);
         assert_eq!(rejects.len(), 1);
         assert_eq!(rejects[0].id, "r0");
+    }
+
+    /// Every rule off: the list of short lines passes (each off value is neutral for
+    /// its comparison: -inf under `<`, +inf over `>`).
+    #[test]
+    fn every_rule_off_keeps_the_list() {
+        let all_off = serde_json::json!({
+            "line_punct_thr": "off", "short_line_thr": "off",
+            "char_duplicates_ratio": "off", "new_line_ratio": "off"
+        });
+        let op = crate::ops::testing::build(&DEF, all_off).unwrap();
+        let batch = crate::ops::testing::text_batch(&[Some("a\nb\nc\nd\ne\nf\na\na\n")]);
+        let schema = crate::ops::output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) =
+            crate::ops::run_stage("fw", op.as_ref(), batch, &schema, false).unwrap();
+        assert_eq!((kept.num_rows(), rejects.len()), (1, 0));
     }
 }

@@ -16,8 +16,7 @@ pub const DEF: OpDef = OpDef {
 };
 
 params! {
-    /// `gopher_quality`; the defaults are Gopher's published thresholds; `off` (or
-    /// null) switches a rule off.
+    /// `gopher_quality`; the defaults are Gopher's published thresholds; `off` switches a rule off.
     pub struct GopherQualityParams {
         /// The text column.
         field: String = "text",
@@ -115,9 +114,9 @@ mod tests {
         assert_eq!(rejects[0].operator, "gq");
     }
 
-    /// A rule is switched off with `off` or null, never by a value: `null` used to
-    /// keep the default silently, and `0` is a threshold (max_doc_words: 0 drops
-    /// every page).
+    /// A rule is switched off with `off`, never by a value: `null` used to keep the
+    /// default silently (now refused, with the hint), and `0` is a threshold
+    /// (max_doc_words: 0 drops every page).
     #[test]
     fn off_switches_a_rule_off_and_zero_is_a_threshold() {
         let text = "cats dogs birds fish frogs owls bees ants";
@@ -135,13 +134,10 @@ mod tests {
             verdict(json!({"min_doc_words": "off"})).as_deref(),
             Some("gopher_enough_stop_words")
         );
-        for off in [json!(null), json!("off")] {
-            assert_eq!(
-                verdict(json!({"min_doc_words": off, "min_stop_words": off})),
-                None,
-                "{off}"
-            );
-        }
+        assert_eq!(
+            verdict(json!({"min_doc_words": "off", "min_stop_words": "off"})),
+            None
+        );
         assert_eq!(
             verdict(json!({"min_doc_words": "off", "min_stop_words": "off", "max_doc_words": 0}))
                 .as_deref(),
@@ -160,7 +156,18 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            e.iter().any(|m| m.contains("params.min_stop_words")),
+            e.iter().any(|m| m.contains(
+                "params.min_stop_words: expected a non-negative integer or off, found \"none\""
+            )),
+            "{e:?}"
+        );
+        // null (an empty YAML value) switches nothing off unseen: refused, with the hint.
+        let e = crate::ops::testing::build(&DEF, json!({"min_stop_words": null}))
+            .err()
+            .unwrap();
+        assert!(
+            e.iter()
+                .any(|m| m.contains("params.min_stop_words: null is not a threshold: write off")),
             "{e:?}"
         );
     }

@@ -17,7 +17,7 @@ pub const DEF: OpDef = OpDef {
 
 params! {
     /// `gopher_repetition`; the defaults are Gopher's published thresholds (the
-    /// n-gram thresholds are fixed at them); `off` (or null) switches a rule off.
+    /// n-gram thresholds are fixed at them); `off` switches a rule off.
     pub struct GopherRepetitionParams {
         /// The text column.
         field: String = "text",

@@ -144,19 +144,35 @@ impl<T: ParamType> ParamType for Option<T> {
     }
 }
 
-/// A rule's threshold that a spec can switch off: `off` (or `null`) is `Rule(None)`,
-/// a value `Rule(Some(v))`. Declared with a default, so an absent key keeps the rule
-/// on at its published threshold; `off` is the only way to disable it (a threshold of
-/// 0 is a threshold, not "off").
+/// A rule's threshold that a spec can switch off: `off` is `Rule(None)`, a value
+/// `Rule(Some(v))`. Declared with a default, so an absent key keeps the rule on at its
+/// published threshold; `off` is the only way to disable it (a threshold of 0 is a
+/// threshold, not "off"). An explicit `null` is refused with that hint: an empty YAML
+/// value or a template that came out empty must not switch a filter off unseen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rule<T>(pub Option<T>);
 
 impl<T> Rule<T> {
-    /// Reads `key`: `off` or `null` → off, else a value of `T`.
-    fn read_with(o: &Obj, key: &str, value: impl Fn(&Obj, &str) -> Option<T>) -> Option<Self> {
+    /// Reads `key`: `off` → off, else a value of `T` (`what` it is, for errors).
+    fn read_with(
+        o: &Obj,
+        key: &str,
+        what: &str,
+        value: impl Fn(&Obj, &str) -> Option<T>,
+    ) -> Option<Self> {
         match o.raw_or_null(key) {
-            Some(serde_json::Value::Null) => Some(Rule(None)),
             Some(serde_json::Value::String(s)) if s == "off" => Some(Rule(None)),
+            Some(serde_json::Value::Null) => {
+                o.error(
+                    key,
+                    "null is not a threshold: write off to switch the rule off, or leave the key out for the default",
+                );
+                None
+            }
+            Some(serde_json::Value::String(s)) => {
+                o.error(key, format!("expected {what} or off, found {s:?}"));
+                None
+            }
             _ => value(o, key).map(|v| Rule(Some(v))),
         }
     }
@@ -166,7 +182,7 @@ impl ParamType for Rule<usize> {
     const TYPE: &'static str = "integer or off";
     const READS_NULL: bool = true;
     fn read(o: &Obj, key: &str) -> Option<Self> {
-        Rule::read_with(o, key, <usize as ParamType>::read)
+        Rule::read_with(o, key, "a non-negative integer", <usize as ParamType>::read)
     }
 }
 
@@ -174,7 +190,7 @@ impl ParamType for Rule<f64> {
     const TYPE: &'static str = "number or off";
     const READS_NULL: bool = true;
     fn read(o: &Obj, key: &str) -> Option<Self> {
-        Rule::read_with(o, key, <f64 as ParamType>::read)
+        Rule::read_with(o, key, "a number", <f64 as ParamType>::read)
     }
 }
 

@@ -318,3 +318,41 @@ pub fn a_lease_was_lost(jobs: &Path, phase: &str) -> bool {
         .iter()
         .any(|v| v["lost"].as_u64().unwrap_or(0) > 0)
 }
+
+/// The side table of a cutting dedup stage (substring, paragraph) named `stage`: the
+/// cut byte spans by record id, sorted; empty when the job cut nothing (no table).
+pub fn side_table(
+    out: &Path,
+    stage: &str,
+) -> std::collections::BTreeMap<u128, Vec<(usize, usize)>> {
+    let m = manifest(out);
+    let mut t: std::collections::BTreeMap<u128, Vec<(usize, usize)>> = Default::default();
+    let files = m["tables"][stage].as_array().cloned().unwrap_or_default();
+    for f in &files {
+        let b = read_parquet(&out.join(f["path"].as_str().unwrap()));
+        let ids = strings(&b, "id");
+        let nums = |c: &str| -> Vec<u64> {
+            b.iter()
+                .flat_map(|x| {
+                    x.column_by_name(c)
+                        .unwrap()
+                        .as_any()
+                        .downcast_ref::<arrow_array::UInt64Array>()
+                        .unwrap()
+                        .values()
+                        .to_vec()
+                })
+                .collect()
+        };
+        let (s, e) = (nums("start"), nums("end"));
+        for i in 0..ids.len() {
+            t.entry(u128::from_str_radix(&ids[i], 16).unwrap())
+                .or_default()
+                .push((s[i] as usize, e[i] as usize));
+        }
+    }
+    for v in t.values_mut() {
+        v.sort_unstable();
+    }
+    t
+}
