@@ -26,15 +26,52 @@ pub fn record_id(file_key: &str, offset: u64) -> String {
     format!("{file_key}{offset:012x}")
 }
 
-/// The schema of phase-0 batches: `id` first, then the input columns (an input `id`
-/// column renamed to `source_id`).
+/// Field metadata naming the input column a phase-0 field reads, on every field whose
+/// name could be taken for another (`source_id`, `source_id_N`): jobs planned before it
+/// read a field named `source_id` from the input's `id`, which lost an input's own
+/// `source_id` column (read from a missing `id`: all null).
+pub const INPUT_COLUMN: &str = "mdf.input_column";
+
+/// The schema of phase-0 batches: `id` first, then the input columns. An input `id`
+/// column is carried as `source_id` (or, when the input has a `source_id` of its own,
+/// as the first free `source_id_N`), and those fields name their input column in
+/// [`INPUT_COLUMN`] metadata.
 pub fn with_id_column(cols: &[(String, DataType)]) -> SchemaRef {
+    let taken = |n: &str| cols.iter().any(|(c, _)| c == n);
+    let carried = if taken(SOURCE_ID) {
+        (1..)
+            .map(|i| format!("{SOURCE_ID}_{i}"))
+            .find(|n| !taken(n))
+            .expect("a free name")
+    } else {
+        SOURCE_ID.to_string()
+    };
     let mut fields = vec![Field::new(ID, DataType::Utf8, false)];
     for (name, dt) in cols {
-        let name = if name == ID { SOURCE_ID } else { name.as_str() };
-        fields.push(Field::new(name, dt.clone(), true));
+        let (field_name, from) = if name == ID {
+            (carried.as_str(), Some(ID))
+        } else if name == SOURCE_ID || name.starts_with("source_id_") {
+            (name.as_str(), Some(name.as_str()))
+        } else {
+            (name.as_str(), None)
+        };
+        let mut f = Field::new(field_name, dt.clone(), true);
+        if let Some(from) = from {
+            f = f.with_metadata([(INPUT_COLUMN.to_string(), from.to_string())].into());
+        }
+        fields.push(f);
     }
     Arc::new(Schema::new(fields))
+}
+
+/// The input column a phase-0 field reads: its [`INPUT_COLUMN`] metadata; without
+/// it (jobs planned before it), `id` for a field named `source_id`; else its name.
+pub fn input_column(f: &Field) -> &str {
+    match f.metadata().get(INPUT_COLUMN) {
+        Some(c) => c,
+        None if f.name() == SOURCE_ID => ID,
+        None => f.name(),
+    }
 }
 
 /// Infers column types from sample JSON objects: the union of keys in first-seen
@@ -98,7 +135,7 @@ impl JsonBatchBuilder {
             .iter()
             .skip(1)
             .map(|f| {
-                let key = if f.name() == SOURCE_ID { ID } else { f.name() }.to_string();
+                let key = input_column(f).to_string();
                 let b = match f.data_type() {
                     DataType::Int64 => ColBuilder::Int(Int64Builder::new()),
                     DataType::Float64 => ColBuilder::Float(Float64Builder::new()),
@@ -397,6 +434,30 @@ mod tests {
         let schema =
             with_id_column(&[("id".into(), DataType::Utf8), ("n".into(), DataType::Int64)]);
         assert_eq!(schema.field(1).name(), SOURCE_ID);
+        assert_eq!(input_column(schema.field(1)), ID);
+        // An input with its own source_id: the id goes to the first free name.
+        let both = with_id_column(&[
+            ("source_id".into(), DataType::Utf8),
+            ("source_id_1".into(), DataType::Utf8),
+            ("id".into(), DataType::Utf8),
+        ]);
+        let names: Vec<(&str, &str)> = both
+            .fields()
+            .iter()
+            .skip(1)
+            .map(|f| (f.name().as_str(), input_column(f)))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("source_id", "source_id"),
+                ("source_id_1", "source_id_1"),
+                ("source_id_2", "id")
+            ]
+        );
+        // A schema planned before the metadata: source_id reads id, as it did.
+        let legacy = Field::new(SOURCE_ID, DataType::Utf8, true);
+        assert_eq!(input_column(&legacy), ID);
         let mut b = JsonBatchBuilder::new(schema);
         b.push("a", &obj(json!({"id": "orig", "n": 3}))).unwrap();
         let e = b.push("b", &obj(json!({"n": "three"}))).unwrap_err();

@@ -1273,3 +1273,58 @@ fn forged_shard_parts_never_reach_a_marker() {
     let m = manifest(&d.path().join("out")).to_string();
     assert!(!m.contains("forged"), "{m}");
 }
+
+/// An input's own `source_id` column is read as it is (it used to be read from a
+/// missing `id`: every value null), and an input with both `id` and `source_id`
+/// keeps both, the `id` as `source_id_1`, which the run says.
+#[test]
+fn an_inputs_own_source_id_column_is_never_lost() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(
+        &d.path().join("own/a.jsonl"),
+        &[
+            r#"{"source_id": "s-1", "text": "one"}"#.to_string(),
+            r#"{"source_id": "s-2", "text": "two"}"#.to_string(),
+        ],
+    );
+    write_lines(
+        &d.path().join("both/a.jsonl"),
+        &[
+            r#"{"id": "i-1", "source_id": "s-1", "text": "one"}"#.to_string(),
+            r#"{"id": "i-2", "source_id": "s-2", "text": "two"}"#.to_string(),
+        ],
+    );
+    for (input, want_note) in [("own", None), ("both", Some("source_id_1"))] {
+        let out = d.path().join(format!("out-{input}"));
+        let s = write_spec(
+            d.path(),
+            &format!(
+                "name: {input}\ninput: {{uris: [\"{}/{input}/*.jsonl\"]}}\nstages: []\noutput: {{uri: \"{}\"}}\n",
+                d.path().display(),
+                out.display()
+            ),
+        );
+        let o = run_ok(
+            mdf()
+                .args(["run", s.to_str().unwrap(), "--job-root"])
+                .arg(d.path().join("jobs")),
+        );
+        let b = output_batches(&out);
+        let mut src = strings(&b, "source_id");
+        src.sort();
+        assert_eq!(src, ["s-1", "s-2"], "{input}: the input's own source_id");
+        match want_note {
+            None => assert!(!stderr(&o).contains("is kept as"), "{}", stderr(&o)),
+            Some(carried) => {
+                let mut ids = strings(&b, carried);
+                ids.sort();
+                assert_eq!(ids, ["i-1", "i-2"], "the input's id, as {carried}");
+                assert!(
+                    stderr(&o).contains(&format!("\"id\" is kept as \"{carried}\"")),
+                    "{}",
+                    stderr(&o)
+                );
+            }
+        }
+    }
+}

@@ -161,15 +161,19 @@ impl Plan {
     /// What a user should know about how the job reads its input, one line each:
     /// an input column named `id` is carried as `source_id` (`id` is mdf's record id).
     pub fn notes(&self) -> Vec<String> {
-        if self.input_had_id {
-            vec![format!(
+        let carried = self.phases.first().and_then(|p| {
+            p.input_schema.fields().iter().skip(1).find(|f| {
+                self.input_had_id && crate::records::input_column(f) == crate::records::ID
+            })
+        });
+        match carried {
+            Some(f) => vec![format!(
                 "the input's column {:?} is kept as {:?}: {:?} is mdf's record id (from the input file and offset, stable across runs)",
                 crate::records::ID,
-                crate::records::SOURCE_ID,
+                f.name(),
                 crate::records::ID
-            )]
-        } else {
-            vec![]
+            )],
+            None => vec![],
         }
     }
     /// The task ids of phase `pi`, sorted (all of them in memory: for `--reuse`).

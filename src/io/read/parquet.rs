@@ -4,7 +4,7 @@
 //! a file that cannot be conformed is rejected whole with the reason.
 use super::{Item, ReadCtx, ReadError, SliceStats, file_reject};
 use crate::protocol::records::InputSlice;
-use crate::records::{ID, SOURCE_ID, file_key, record_id};
+use crate::records::{file_key, record_id};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
@@ -348,8 +348,8 @@ fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan
     let skip = usize::from(assign_ids);
     let mut sources = Vec::new();
     for f in target.fields().iter().skip(skip) {
-        let src_name = if assign_ids && f.name() == SOURCE_ID {
-            ID
+        let src_name = if assign_ids {
+            crate::records::input_column(f)
         } else {
             f.name().as_str()
         };
