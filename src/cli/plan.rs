@@ -127,10 +127,7 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
                 ..
             }) => format!(
                 "paragraph reduce: {} seen {min_count} times or more marked ({}), one task per hash range (after every p{:02} task)",
-                match unit {
-                    crate::protocol::records::DedupPhaseUnit::Line => "lines",
-                    crate::protocol::records::DedupPhaseUnit::Paragraph => "paragraphs",
-                },
+                crate::dedup::params::Unit::from(*unit).plural(),
                 if *keep_first {
                     "the first occurrence kept"
                 } else {

@@ -469,10 +469,7 @@ impl Operator for SubstringApply {
                         "{removed} of {} bytes in {} {} repeat elsewhere ({} spans); {left} characters left",
                         t.len(),
                         ranges.iter().map(|&(a, z)| z.min(toks.len() as u32).saturating_sub(a)).sum::<u32>(),
-                        match u {
-                            crate::kernels::paragraph::Unit::Line => "lines",
-                            crate::kernels::paragraph::Unit::Paragraph => "paragraphs",
-                        },
+                        u.plural(),
                         s.len()
                     )),
                 },

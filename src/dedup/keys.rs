@@ -39,19 +39,18 @@ pub fn append_keys(
         let k = *min_tokens as usize;
         return match tokens.as_ref().zip(offsets.as_ref()) {
             Some((t, o)) => append_id_windows(batch, ids, [&p.key, t, o], k, out),
-            None => append_windows(batch, ids, &p.key, k, out),
+            None => append_windows(batch, ids, &p.key, out, |chunk| {
+                crate::kernels::substring::batch_window_hashes(chunk, k)
+            }),
         };
     }
     if let DedupKind::Paragraph {
         unit, normalize, ..
     } = p.kind
     {
-        let texts = text_column(batch, &p.key)?;
-        for (c, chunk) in texts.chunks(32).enumerate() {
-            let units = crate::kernels::paragraph::batch_unit_hashes(chunk, unit, normalize);
-            put_windows(ids, c * 32, &units, out)?;
-        }
-        return Ok(());
+        return append_windows(batch, ids, &p.key, out, |chunk| {
+            crate::kernels::paragraph::batch_unit_hashes(chunk, unit, normalize)
+        });
     }
     let ranks: Option<Vec<f64>> = match &p.keep {
         Keep::LowestId => None,
@@ -102,21 +101,21 @@ pub fn append_keys(
     Ok(())
 }
 
-/// Exact substrings: one [`WindowEntry`] per window of `k` tokens of each record's
-/// text (none for a null or shorter text).
+/// Exact substrings and paragraphs: one [`WindowEntry`] per window (of `k` words, or
+/// one unit) of each record's text, as `hashes` gives them for a chunk of texts
+/// (none for a null text).
 fn append_windows(
     batch: &RecordBatch,
     ids: &StringArray,
     column: &str,
-    k: usize,
     out: &mut Vec<u8>,
+    hashes: impl Fn(&[Option<&str>]) -> Vec<Vec<(u32, u128)>>,
 ) -> Result<(), KeyError> {
     let texts = text_column(batch, column)?;
     // A few records at a time: the windows of a whole batch (32 bytes each, beside
     // their 36-byte entries) would be a dozen times the batch's text.
     for (c, chunk) in texts.chunks(32).enumerate() {
-        let windows = crate::kernels::substring::batch_window_hashes(chunk, k);
-        put_windows(ids, c * 32, &windows, out)?;
+        put_windows(ids, c * 32, &hashes(chunk), out)?;
     }
     Ok(())
 }

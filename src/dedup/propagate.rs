@@ -7,7 +7,7 @@
 use super::error::DedupError;
 use super::exact::Decision;
 use super::exact::EARLIER;
-use super::format::{self, EARLIER_NODE, partition_of};
+use super::format::EARLIER_NODE;
 use super::format::{EDGES_MAGIC, Sections};
 use super::near::{
     self, ByBucket, ByRecord, NearEntry, StepStats, bucket_partition, record_partition,
@@ -15,7 +15,7 @@ use super::near::{
 use super::params::DedupParams;
 use super::rounds::{bucket_step, record_step_of};
 use super::shuffle::{
-    ShuffleCtx, commit_of, earlier_sections, gather, partition_of_task, spill_dir, upload_file,
+    ShuffleCtx, commit_of, earlier_entries, gather, partition_of_task, spill_dir, upload_file,
 };
 use super::sort::ExternalSort;
 use crate::protocol::records::{
@@ -198,29 +198,12 @@ async fn candidates<const P: usize>(
         })
         .await?;
     if let Some(uri) = &params.against {
-        let piece = super::shuffle::earlier_piece(memory);
-        input += earlier_sections(
-            sc,
-            uri,
-            d,
-            r,
-            (<NearEntry<P> as super::sort::Fixed>::SIZE, piece),
-            |keys_uri, b| {
-                for mut e in format::entries::<NearEntry<P>>(&b)
-                    .map_err(|e| DedupError::format(keys_uri, e))?
-                {
-                    if partition_of(e.key, d.partitions) == r {
-                        e.id |= EARLIER_NODE;
-                        e.rank = f64::INFINITY;
-                        e.task = EARLIER;
-                        sorter
-                            .push(e)
-                            .map_err(|e| DedupError::local("spilling", e))?;
-                    }
-                }
-                Ok(())
-            },
-        )
+        input += earlier_entries(sc, uri, d, r, |mut e: NearEntry<P>| {
+            e.id |= EARLIER_NODE;
+            e.rank = f64::INFINITY;
+            e.task = EARLIER;
+            sorter.push(e).map_err(|e| DedupError::local("spilling", e))
+        })
         .await?;
     }
     let kind = params.kind.clone();

@@ -4,7 +4,7 @@
 //! the attempt directory.
 use super::error::DedupError;
 use super::exact::{self, KeyEntry, Sourced};
-use super::format::{self, partition_of};
+use super::format;
 use super::params::DedupParams;
 use super::shuffle::{ShuffleCtx, partition_of_task, read_sections, spill_dir, upload_file};
 use super::sort::ExternalSort;
@@ -200,26 +200,13 @@ async fn earlier_keys(
     r: u32,
     sorter: &mut ExternalSort<Sourced>,
 ) -> Result<u64, DedupError> {
-    let piece = super::shuffle::earlier_piece(d.params.memory_bytes);
-    super::shuffle::earlier_sections(
-        sc,
-        uri,
-        d,
-        r,
-        (<KeyEntry as super::sort::Fixed>::SIZE, piece),
-        |keys_uri, b| {
-            for e in format::entries::<KeyEntry>(&b).map_err(|e| DedupError::format(keys_uri, e))? {
-                if partition_of(e.key, d.partitions) == r {
-                    sorter
-                        .push(Sourced {
-                            e,
-                            task: exact::EARLIER,
-                        })
-                        .map_err(|e| DedupError::local("spilling", e))?;
-                }
-            }
-            Ok(())
-        },
-    )
+    super::shuffle::earlier_entries(sc, uri, d, r, |e: KeyEntry| {
+        sorter
+            .push(Sourced {
+                e,
+                task: exact::EARLIER,
+            })
+            .map_err(|e| DedupError::local("spilling", e))
+    })
     .await
 }

@@ -280,7 +280,7 @@ pub async fn gather<T: Fixed>(
 
 /// The most bytes of an earlier job's keys object read at once, for a reduce with
 /// `memory` bytes: an eighth of it, between 4 KiB and 8 MiB.
-pub fn earlier_piece(memory: u64) -> u64 {
+fn earlier_piece(memory: u64) -> u64 {
     (memory / 8).clamp(4 << 10, 8 << 20)
 }
 
@@ -310,20 +310,22 @@ pub async fn section_pieces(
     Ok(z - a)
 }
 
-/// Calls `each` with every section of an earlier job's (`against`) keys objects
-/// whose key range overlaps partition `r` of this one, in pieces of whole `entry`-byte
-/// entries of at most `piece` bytes (the earlier job's sections are sized by its own
-/// partitions, which may be far fewer): the earlier dedup stage on the same key
+/// Calls `each` with every entry of partition `r` (of this job's partitions) in an
+/// earlier job's (`against`) keys objects: the earlier dedup stage on the same key
 /// column and band layout, each committed map task's keys object (named by its commit
-/// record and checked to belong to that job). Returns the bytes read.
-pub async fn earlier_sections(
+/// record and checked to belong to that job), the sections overlapping `r` (the two
+/// jobs may have different partition counts) read in pieces of [`earlier_piece`] of
+/// the reduce's memory (the earlier job's sections are sized by its own partitions,
+/// which may be far fewer). Every keys-object entry starts with its 16-byte key.
+/// Returns the bytes read.
+pub async fn earlier_entries<T: Fixed>(
     sc: &ShuffleCtx<'_>,
     uri: &str,
     d: &crate::protocol::records::DedupPhase,
     r: u32,
-    (entry, piece): (usize, u64),
-    mut each: impl FnMut(&str, Bytes) -> Result<(), DedupError>,
+    mut each: impl FnMut(T) -> Result<(), DedupError>,
 ) -> Result<u64, DedupError> {
+    let piece = earlier_piece(d.params.memory_bytes);
     let old = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
         .await
         .map_err(|e| DedupError::Against(format!("params.against: {e}")))?;
@@ -374,8 +376,18 @@ pub async fn earlier_sections(
             )
             .map_err(DedupError::Stale)?;
         for q in q_lo..=q_hi {
-            bytes +=
-                section_pieces(sc, keys, q as u64, entry, piece, |b| each(&keys.uri, b)).await?;
+            bytes += section_pieces(sc, keys, q as u64, T::SIZE, piece, |b| {
+                let decoded =
+                    format::entries::<T>(&b).map_err(|e| DedupError::format(&keys.uri, e))?;
+                for (raw, e) in b.chunks_exact(T::SIZE).zip(decoded) {
+                    let key = u128::from_le_bytes(raw[..16].try_into().expect("16"));
+                    if format::partition_of(key, d.partitions) == r {
+                        each(e)?;
+                    }
+                }
+                Ok(())
+            })
+            .await?;
         }
     }
     Ok(bytes)

@@ -19,6 +19,16 @@ pub enum Unit {
     Paragraph,
 }
 
+impl Unit {
+    /// The unit's name in the plural, as messages count them.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Unit::Line => "lines",
+            Unit::Paragraph => "paragraphs",
+        }
+    }
+}
+
 /// The lines of a text as byte ranges: each ends after its `\n`, the last at the end
 /// of the text (none for an empty text).
 fn lines(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
