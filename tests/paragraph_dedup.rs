@@ -223,34 +223,7 @@ fn reference(p: Params, docs: &[(u128, &str)]) -> Cuts {
 
 /// Every record's (id → doc, text if kept), from the output and the rejects.
 fn records(out: &Path, doc_col: &str) -> BTreeMap<u128, (String, Option<String>)> {
-    let b = output_batches(out);
-    let mut r = BTreeMap::new();
-    for ((id, doc), text) in strings(&b, "id")
-        .into_iter()
-        .zip(strings(&b, doc_col))
-        .zip(strings(&b, "text"))
-    {
-        r.insert(u128::from_str_radix(&id, 16).unwrap(), (doc, Some(text)));
-    }
-    let m = manifest(out);
-    for f in m["rejects"].as_array().unwrap() {
-        let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
-        for ((id, reason), rec) in strings(&rj, "id")
-            .into_iter()
-            .zip(strings(&rj, "reason"))
-            .zip(strings(&rj, "record"))
-        {
-            assert_eq!(reason, "paragraph_duplicate");
-            let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
-            let id = u128::from_str_radix(&id, 16).unwrap();
-            let prev = r.insert(id, (v[doc_col].as_str().unwrap().to_string(), None));
-            assert!(
-                prev.is_none(),
-                "{id:x} kept and rejected, or rejected twice"
-            );
-        }
-    }
-    r
+    cut_records(out, doc_col, "paragraph_duplicate")
 }
 
 /// The side table: cut byte spans by record id (none when nothing was cut).
@@ -606,20 +579,7 @@ fn bad_paragraph_params_are_refused_naming_the_field() {
             "stages[0].params.unit",
         ),
     ];
-    for (params, field) in cases {
-        let s = write_spec(
-            dir.path(),
-            &format!(
-                "version: 1\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - {{name: para, op: dedup, params: {params}}}\noutput: {{uri: \"{}/out\"}}\n",
-                dir.path().display(),
-                dir.path().display()
-            ),
-        );
-        let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();
-        assert_eq!(o.status.code(), Some(2), "{params}: {}", stderr(&o));
-        assert!(stderr(&o).contains(field), "{params}: {}", stderr(&o));
-        assert!(!dir.path().join("out").exists());
-    }
+    assert_dedup_params_refused(dir.path(), "para", &cases);
 }
 
 /// The bundled example runs and cuts the boilerplate its pages share.

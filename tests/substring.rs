@@ -275,34 +275,7 @@ fn reference_tokens(
 /// Every record's (id, doc, text as it arrived), from the output and the rejects
 /// (whose records are kept as they reached the stage).
 fn records(out: &Path) -> BTreeMap<u128, (String, Option<String>)> {
-    let b = output_batches(out);
-    let mut r = BTreeMap::new();
-    for ((id, doc), text) in strings(&b, "id")
-        .into_iter()
-        .zip(strings(&b, "doc"))
-        .zip(strings(&b, "text"))
-    {
-        r.insert(u128::from_str_radix(&id, 16).unwrap(), (doc, Some(text)));
-    }
-    let m = manifest(out);
-    for f in m["rejects"].as_array().unwrap() {
-        let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
-        for ((id, reason), rec) in strings(&rj, "id")
-            .into_iter()
-            .zip(strings(&rj, "reason"))
-            .zip(strings(&rj, "record"))
-        {
-            assert_eq!(reason, "substring_duplicate");
-            let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
-            let id = u128::from_str_radix(&id, 16).unwrap();
-            let prev = r.insert(id, (v["doc"].as_str().unwrap().to_string(), None));
-            assert!(
-                prev.is_none(),
-                "{id:x} both kept and rejected, or rejected twice"
-            );
-        }
-    }
-    r
+    cut_records(out, "doc", "substring_duplicate")
 }
 
 /// The side table: the cut byte spans by record id.
@@ -506,20 +479,7 @@ fn bad_substring_params_are_refused_naming_the_field() {
             "stages[0].params.against",
         ),
     ];
-    for (params, field) in cases {
-        let s = write_spec(
-            dir.path(),
-            &format!(
-                "version: 1\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - {{name: substr, op: dedup, params: {params}}}\noutput: {{uri: \"{}/out\"}}\n",
-                dir.path().display(),
-                dir.path().display()
-            ),
-        );
-        let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();
-        assert_eq!(o.status.code(), Some(2), "{params}: {}", stderr(&o));
-        assert!(stderr(&o).contains(field), "{params}: {}", stderr(&o));
-        assert!(!dir.path().join("out").exists());
-    }
+    assert_dedup_params_refused(dir.path(), "substr", &cases);
 }
 
 /// The bundled example runs and cuts the passage its pages share.

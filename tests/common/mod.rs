@@ -356,3 +356,61 @@ pub fn side_table(
     }
     t
 }
+
+/// Every record of a cutting dedup's output (substring, paragraph), by id: its
+/// `doc_col` value and its text if kept, or `None` if rejected (with `reason`, the
+/// only reason these tests expect; a rejected record is kept as it reached the stage).
+pub fn cut_records(
+    out: &Path,
+    doc_col: &str,
+    reason: &str,
+) -> std::collections::BTreeMap<u128, (String, Option<String>)> {
+    let b = output_batches(out);
+    let mut r = std::collections::BTreeMap::new();
+    for ((id, doc), text) in strings(&b, "id")
+        .into_iter()
+        .zip(strings(&b, doc_col))
+        .zip(strings(&b, "text"))
+    {
+        r.insert(u128::from_str_radix(&id, 16).unwrap(), (doc, Some(text)));
+    }
+    let m = manifest(out);
+    for f in m["rejects"].as_array().unwrap() {
+        let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
+        for ((id, why), rec) in strings(&rj, "id")
+            .into_iter()
+            .zip(strings(&rj, "reason"))
+            .zip(strings(&rj, "record"))
+        {
+            assert_eq!(why, reason);
+            let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
+            let id = u128::from_str_radix(&id, 16).unwrap();
+            let prev = r.insert(id, (v[doc_col].as_str().unwrap().to_string(), None));
+            assert!(
+                prev.is_none(),
+                "{id:x} both kept and rejected, or rejected twice"
+            );
+        }
+    }
+    r
+}
+
+/// Each `(params, field)` of a dedup stage named `stage` over `dir/in/*.jsonl` is
+/// refused before any task starts (exit 2, nothing written), the message naming
+/// `field`.
+pub fn assert_dedup_params_refused(dir: &Path, stage: &str, cases: &[(&str, &str)]) {
+    for (params, field) in cases {
+        let s = write_spec(
+            dir,
+            &format!(
+                "version: 1\ninput: {{uris: [\"{}/in/*.jsonl\"]}}\nstages:\n  - {{name: {stage}, op: dedup, params: {params}}}\noutput: {{uri: \"{}/out\"}}\n",
+                dir.display(),
+                dir.display()
+            ),
+        );
+        let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{params}: {}", stderr(&o));
+        assert!(stderr(&o).contains(field), "{params}: {}", stderr(&o));
+        assert!(!dir.join("out").exists());
+    }
+}
