@@ -12,11 +12,11 @@ the index grows.
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchrun import run_job
 
 
 def write(path, hashes):
@@ -30,27 +30,6 @@ def flip(h, rng):
     for _ in range(1 + rng.randrange(4)):
         h ^= 1 << rng.randrange(64)
     return h
-
-
-def run(mdf, spec, jobs, workers):
-    """Runs a job: its URI, wall and CPU seconds, and its own peak RSS in MiB (from
-    /usr/bin/time: getrusage's children maxima span every child so far)."""
-    rss_file = spec + ".rss"
-    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss_file, mdf, "run", spec, "--job-root", jobs]
-    if workers:
-        cmd += ["--workers", workers]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    o = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if o.returncode != 0:
-        sys.exit(o.stdout + o.stderr)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    job = [l[5:] for l in o.stdout.splitlines() if l.startswith("job: ")][-1]
-    with open(rss_file) as fh:
-        rss = int(fh.read().split()[-1]) / 1024
-    return job, wall, cpu, rss
 
 
 def main():
@@ -81,7 +60,7 @@ stages:
   - {{op: dedup, params: {{key: phash, kind: phash, radius: 4, memory: {memory}}}}}
 output: {{uri: "{d}/out-old"}}
 """)
-        old_job, *_ = run(mdf, spec_old, jobs, workers)
+        old_job, *_ = run_job(mdf, spec_old, jobs, workers)
         spec_new = f"{d}/new.yaml"
         with open(spec_new, "w") as fh:
             fh.write(f"""version: 1
@@ -91,7 +70,7 @@ stages:
   - {{op: dedup, params: {{key: phash, kind: phash, radius: 4, memory: {memory}, against: "{old_job}"}}}}
 output: {{uri: "{d}/out-new"}}
 """)
-        job, wall, cpu, rss = run(mdf, spec_new, jobs, workers)
+        job, wall, cpu, rss = run_job(mdf, spec_new, jobs, workers)
         st = json.loads(subprocess.run([mdf, "status", job, "--json"], capture_output=True,
                                        text=True, check=True).stdout)
         cand = st["phases"][1]["stats"]

@@ -12,11 +12,11 @@ of the run (one process: the workers are in-process), for the `memory` budget gi
 """
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchrun import run_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data", "extraction-wceb")
@@ -93,19 +93,7 @@ stages:
   - {{name: para, op: dedup, params: {{key: text, kind: paragraph, unit: {unit}, min_count: 2, keep: first, normalize: loose, memory: {memory}}}}}
 output: {{uri: "{d}/out"}}
 """)
-        cmd = [mdf, "run", spec, "--job-root", os.path.join(d, "jobs")]
-        if workers:
-            cmd += ["--workers", workers]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        o = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if o.returncode != 0:
-            sys.exit(o.stdout + o.stderr)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        rss_mib = after.ru_maxrss / 1024
-        job = [l[5:] for l in o.stdout.splitlines() if l.startswith("job: ")][-1]
+        job, wall, cpu, rss_mib = run_job(mdf, spec, os.path.join(d, "jobs"), workers)
         st = json.loads(subprocess.run([mdf, "status", job, "--json"], capture_output=True,
                                        text=True, check=True).stdout)
         keys = 0

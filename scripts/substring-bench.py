@@ -10,11 +10,11 @@ of text, what was cut, and the run's wall and CPU time.
 """
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchrun import run_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data", "extraction-wceb")
@@ -72,18 +72,7 @@ stages:
   - {{name: substr, op: dedup, params: {{key: text, kind: substring, min_tokens: {k}}}}}
 output: {{uri: "{d}/out"}}
 """)
-        cmd = [mdf, "run", spec, "--job-root", os.path.join(d, "jobs")]
-        if workers:
-            cmd += ["--workers", workers]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        o = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if o.returncode != 0:
-            sys.exit(o.stdout + o.stderr)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        job = [l[5:] for l in o.stdout.splitlines() if l.startswith("job: ")][-1]
+        job, wall, cpu, _ = run_job(mdf, spec, os.path.join(d, "jobs"), workers)
         jdir = job.removeprefix("file://")
         keys = marks = cut = 0
         for phase, var in (("p00", "keys"), ("p01", "marks")):
