@@ -394,6 +394,78 @@ fn incremental_dedup_against_an_earlier_job() {
     assert!(text.contains("stages[1].params.against"), "{text}");
 }
 
+/// An earlier job deleted and submitted again under the same id is another index: the
+/// job deduplicated against it becomes a new job (its plan hash names the earlier job's
+/// identity), never the old one found complete with decisions against the old corpus.
+#[test]
+fn a_replaced_earlier_job_is_a_new_index() {
+    let d = tempfile::tempdir().unwrap();
+    planted(d.path(), 200);
+    for dir in ["a", "b"] {
+        std::fs::create_dir_all(d.path().join(dir)).unwrap();
+    }
+    let mv = |f: u32, to: &str| {
+        std::fs::rename(
+            d.path().join(format!("in/part-{f}.jsonl")),
+            d.path().join(format!("{to}/part-{f}.jsonl")),
+        )
+        .unwrap()
+    };
+    mv(0, "a");
+    mv(2, "b");
+    let job_spec = |name: &str, params: &str| {
+        let p = d.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!(
+                "name: {name}\ninput: {{uris: [\"{d}/{name}/*.jsonl\"]}}\nstages:\n  - op: exact_key\n    name: content\n  - op: dedup\n    params: {params}\noutput: {{uri: \"{d}/out-{name}\", overwrite: true}}\njob: {{task_bytes: 8KiB, poll_millis: 50}}\n",
+                d = d.path().display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let run_a = || {
+        let o = run_ok(
+            mdf()
+                .args(["run", job_spec("a", "{key: content_key}").to_str().unwrap()])
+                .args(["--workers", "2", "--job-id", "corpus", "--job-root"])
+                .arg(d.path().join("jobs")),
+        );
+        job_uri(&o)
+    };
+    let job_a = run_a();
+    let b = job_spec(
+        "b",
+        &format!("{{key: content_key, partitions: 2, against: \"{job_a}\"}}"),
+    );
+    let first = run(d.path(), &b, "2");
+    let texts = |out: &str| -> BTreeSet<String> {
+        output(&d.path().join(out))
+            .iter()
+            .map(|x| norm(&x.1))
+            .collect()
+    };
+    let b_texts = texts("out-b");
+    assert!(!b_texts.is_empty());
+    // The corpus is replaced: same job id, now B's own file.
+    std::fs::remove_dir_all(Path::new(job_a.strip_prefix("file://").unwrap_or(&job_a))).unwrap();
+    std::fs::remove_file(d.path().join("a/part-0.jsonl")).unwrap();
+    std::fs::copy(
+        d.path().join("b/part-2.jsonl"),
+        d.path().join("a/part-2.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(run_a(), job_a);
+    let second = run(d.path(), &b, "2");
+    assert_ne!(first, second, "B against the new corpus is a new job");
+    assert!(
+        texts("out-b").is_empty(),
+        "every text of B is in the new corpus: {:?}",
+        texts("out-b")
+    );
+}
+
 /// (rows, blake3) of the keys object of every committed map task of a job, sorted.
 fn keys_objects(job: &str) -> Vec<(u64, String)> {
     let dir = Path::new(job.strip_prefix("file://").unwrap_or(job)).join("commits/p00");

@@ -152,6 +152,9 @@ pub struct Plan {
     pub assets: Assets,
     /// The input had a column named `id` (carried as `source_id`).
     pub input_had_id: bool,
+    /// Each dedup stage with `against`: its index and the earlier job's identity
+    /// ([`dedup_plan::against_identity`]).
+    pub against: Vec<(usize, String)>,
 }
 
 impl Plan {
@@ -1051,7 +1054,7 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
     let cols = input_columns(spec, reg, &files.first(16)?).await?;
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
-    dedup_plan::check_against(spec, reg, &bound).await?;
+    let against = dedup_plan::check_against(spec, reg, &bound).await?;
     check_token_vocabulary(spec, reg).await?;
     let phases_idx = spec.phases();
     let partitions = phases_idx
@@ -1084,8 +1087,13 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
                 .clone()
                 .expect("planned phases have a digest");
             let first = phases.len();
+            let stage = ops::dedup_ending(spec, &phases_idx[pi - 1]).map(|(i, _)| i);
+            let earlier = against
+                .iter()
+                .find(|(i, _)| Some(*i) == stage)
+                .map(|(_, e)| e.as_str());
             for (phase, list) in
-                dedup_plan::shuffle_phases(dd, &fps[pi - 1], &map_digest, map_out, first)
+                dedup_plan::shuffle_phases(dd, &fps[pi - 1], &map_digest, map_out, first, earlier)
             {
                 phases.push(phase);
                 tasks.push(PhaseTasks::Listed(list));
@@ -1183,6 +1191,7 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
         files,
         assets,
         input_had_id: cols.iter().any(|(name, _)| name == crate::records::ID),
+        against,
     })
 }
 

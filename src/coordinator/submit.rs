@@ -90,6 +90,11 @@ pub fn plan_hash(spec: &Spec, plan: &Plan) -> Result<String, plan::PlanError> {
     if !plan.assets.is_empty() {
         h.update(&serde_json::to_vec(&plan.assets).expect("json"));
     }
+    // The earlier jobs deduplicated against, as they are now: replacing one makes
+    // this another job, never the old one resumed with stale decisions.
+    for (stage, identity) in &plan.against {
+        h.update(format!("\nagainst\t{stage}\t{identity}").as_bytes());
+    }
     for f in plan.files.iter()? {
         let f = f?;
         h.update(

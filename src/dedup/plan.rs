@@ -61,6 +61,7 @@ pub fn shuffle_phases(
     map_digest: &str,
     map_out: &Schema,
     first: usize,
+    earlier: Option<&str>,
 ) -> Vec<(PhasePlan, Vec<TaskManifest>)> {
     let steps = if !dd.params.kind.is_near() {
         0
@@ -73,6 +74,12 @@ pub fn shuffle_phases(
         // this build: a reduce of an earlier build, which kept records read from the
         // earlier job's own files, is never reused.
         shuffle = hash16(&[&shuffle, "earlier-marked"]);
+    }
+    if let Some(e) = earlier {
+        // The earlier job as it is now ([`check_against`]): a job replaced under the
+        // same URI since is another index, so nothing decided against the old one is
+        // reused.
+        shuffle = hash16(&[&shuffle, "earlier", e]);
     }
     let mut out = Vec::new();
     for step in 0..=steps {
@@ -193,12 +200,16 @@ fn producer(
 /// a dedup of the same kind and band layout on the same key column, and have computed
 /// that column with the same stage and params (else its keys mean something else).
 /// `bound` is the new job's phases' (input, output) schemas, as the planner bound them.
+/// Returns each such stage's index with the earlier job's identity: its URI, id, spec
+/// hash and creation time (a job deleted and submitted again under the same URI has
+/// another). It enters the shuffle's fingerprint and the plan hash.
 pub async fn check_against(
     spec: &Spec,
     reg: &Registry,
     bound: &[(SchemaRef, SchemaRef)],
-) -> Result<(), AgainstError> {
+) -> Result<Vec<(usize, String)>, AgainstError> {
     let mut errors = Vec::new();
+    let mut identities = Vec::new();
     let retry = crate::protocol::io::Retry::new(crate::clock::Entropy::from_os());
     let phases: Vec<(Vec<usize>, SchemaRef)> = spec
         .phases()
@@ -305,12 +316,25 @@ pub async fn check_against(
                 map.tasks, map.name
             )));
         }
+        identities.push((i, against_identity(&old)));
     }
     if errors.is_empty() {
-        Ok(())
+        Ok(identities)
     } else {
         Err(AgainstError::Spec(SpecErrors(errors)))
     }
+}
+
+/// What names an earlier job as an index: where it is, its id, what it computed and
+/// when it was submitted.
+pub fn against_identity(old: &crate::protocol::job::LoadedJob) -> String {
+    hash16(&[
+        "against",
+        &old.uri.to_uri_string(),
+        &old.manifest.job_id,
+        &old.manifest.spec_hash,
+        &old.manifest.created_ms.to_string(),
+    ])
 }
 
 /// A dedup kind as the refusal names it.
@@ -379,7 +403,7 @@ mod tests {
         };
         let maps = digest(&["a", "b"]);
         let exact = dedup_phase("dd", &params(super::super::DedupKind::Exact), 3, 1);
-        let got = shuffle_phases(&exact, "fp", &maps, &Schema::empty(), 2);
+        let got = shuffle_phases(&exact, "fp", &maps, &Schema::empty(), 2, None);
         assert_eq!(got.len(), 1);
         let (p, tasks) = &got[0];
         assert_eq!(
@@ -398,7 +422,7 @@ mod tests {
             3,
             1,
         );
-        let got = shuffle_phases(&near, "fp", &maps, &Schema::empty(), 2);
+        let got = shuffle_phases(&near, "fp", &maps, &Schema::empty(), 2, None);
         let kinds: Vec<(PhaseKind, u32)> = got
             .iter()
             .map(|(p, _)| (p.kind, p.dedup.as_ref().unwrap().step))
