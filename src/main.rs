@@ -3,7 +3,21 @@
 fn main() -> std::process::ExitCode {
     limit_malloc_arenas();
     keep_freed_batches();
+    one_thread_per_sgemm();
     mdf::cli::main()
+}
+
+/// matrixmultiply, built with its `threading` feature when `lance` is on, runs every
+/// sgemm on as many threads as the machine has physical cores unless
+/// `MATMUL_NUM_THREADS` says otherwise: beside a worker's own task-per-core threads
+/// that oversubscribes the cores. Semantic dedup's similarity blocks run on one thread
+/// each (docs/SEMANTIC.md); `MATMUL_NUM_THREADS` set by the user wins.
+fn one_thread_per_sgemm() {
+    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
+        // SAFETY: called first thing in main, before any thread exists that could
+        // read the environment concurrently.
+        unsafe { std::env::set_var("MATMUL_NUM_THREADS", "1") };
+    }
 }
 
 /// A batch's buffers (8 MiB of pages, their text) are freed and the next batch asks

@@ -384,7 +384,7 @@ fn near_dedup_configs_are_checked_before_any_task() {
     for (stages, needle) in [
         (
             "  - op: dedup\n    params: {key: phash, kind: fuzzy}\n",
-            "params.kind: expected exact, minhash, phash, substring or paragraph",
+            "params.kind: expected exact, minhash, phash, substring, paragraph or semantic",
         ),
         (
             "  - op: minhash\n  - op: dedup\n    params: {key: minhash, kind: minhash, threshold: 1.5}\n",

@@ -135,6 +135,10 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
                 },
                 ph.dedup.as_ref().map_or(0, |d| d.map_phase)
             ),
+            Some(DedupKind::Semantic { sample, .. }) => format!(
+                "semantic centroids: spherical k-means on the {sample} vectors lowest by id hash, one task (after every p{:02} task)",
+                ph.dedup.as_ref().map_or(0, |d| d.map_phase)
+            ),
             Some(k) if k.is_near() => format!(
                 "near-dup candidates ({}), one task per band-key range (after every p{:02} task)",
                 near_kind(k),
@@ -145,6 +149,19 @@ fn phase_line(spec: &Spec, ph: &crate::protocol::records::PhasePlan) -> String {
                 ph.dedup.as_ref().map_or(0, |d| d.map_phase)
             ),
         },
+        PhaseKind::Propagate
+            if ph
+                .dedup
+                .as_ref()
+                .is_some_and(|d| d.params.kind.is_semantic()) =>
+        {
+            match ph.dedup.as_ref().map_or(0, |d| d.step) {
+                1 => "semantic assign: each vector to its nearest centroid, by cluster range"
+                    .to_string(),
+                _ => "semantic reduce: pairs within each cluster, one record kept per component"
+                    .to_string(),
+            }
+        }
         PhaseKind::Propagate => {
             let s = ph.dedup.as_ref().map_or(0, |d| d.step);
             format!(
@@ -171,6 +188,7 @@ fn near_kind(k: &crate::protocol::records::DedupPhaseKind) -> String {
         DedupKind::Phash { radius } => format!("phash, Hamming ≤ {radius}"),
         DedupKind::Substring { min_tokens, .. } => format!("substrings of {min_tokens} words"),
         DedupKind::Paragraph { min_count, .. } => format!("paragraphs seen {min_count} times"),
+        DedupKind::Semantic { eps, .. } => format!("embeddings, cosine ≥ {}", 1.0 - eps),
     }
 }
 

@@ -123,6 +123,10 @@ pub async fn decisions_for(
     if d.params.kind.is_near() {
         return near_decisions_for(sc, d, t).await;
     }
+    if d.params.kind.is_semantic() {
+        // Centroids, assign, then the reduce that decides.
+        return decisions_in(sc, d.map_phase + 3, t as u64).await;
+    }
     decisions_in(sc, reduce_phase, t as u64).await
 }
 

@@ -14,6 +14,10 @@ pub const DECISIONS_MAGIC: &[u8; 8] = b"MDFDECS1";
 pub const EDGES_MAGIC: &[u8; 8] = b"MDFNEAR1";
 /// Exact-substring marks objects: the windows to cut, by map task.
 pub const MARKS_MAGIC: &[u8; 8] = b"MDFMARK1";
+/// Semantic dedup's centroids object: one section of `k × d` f32.
+pub const CENTROIDS_MAGIC: &[u8; 8] = b"MDFCENT1";
+/// Semantic dedup's assignment objects: vectors by reduce partition.
+pub const ASSIGN_MAGIC: &[u8; 8] = b"MDFASGN1";
 /// Bytes before the offsets table in both objects: magic, count, reserved.
 pub const HEADER: u64 = 16;
 
@@ -178,6 +182,19 @@ impl Sections {
         self.body.write_all(&self.buf)
     }
 
+    /// Pushes one raw entry (a layout sized at run time, such as a vector's).
+    pub fn push_raw(&mut self, section: usize, entry: &[u8]) -> std::io::Result<()> {
+        if section >= self.sizes.len() || section < self.cur {
+            return Err(std::io::Error::other(format!(
+                "section {section} of {} after section {}",
+                self.sizes.len(),
+                self.cur
+            )));
+        }
+        self.cur = section;
+        self.sizes[section] += entry.len() as u64;
+        self.body.write_all(entry)
+    }
     /// Pushes a stream already in section order.
     pub fn push_all<T: Fixed>(
         &mut self,

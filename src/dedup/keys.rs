@@ -9,11 +9,23 @@ use super::near::append_entries;
 use super::params::{DedupKind, DedupParams, Keep};
 use super::sort::Fixed;
 use super::substring::WindowEntry;
-use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float32Array, RecordBatch,
+    StringArray,
+};
 use arrow_schema::DataType;
 
-/// The bytes of one map-side key entry of a dedup stage.
-pub fn entry_size(p: &DedupParams) -> usize {
+/// The bytes of one map-side key entry of a dedup stage whose map phase outputs
+/// `schema` (a semantic entry holds the key column's vector).
+pub fn entry_size(p: &DedupParams, schema: &arrow_schema::Schema) -> usize {
+    if let DedupKind::Semantic { .. } = p.kind
+        && let Some(d) = schema
+            .field_with_name(&p.key)
+            .ok()
+            .and_then(|f| crate::kernels::semantic::dim_of(f.data_type()))
+    {
+        return crate::kernels::semantic::entry_bytes(d);
+    }
     p.kind.entry_bytes() as usize
 }
 
@@ -75,12 +87,16 @@ pub fn append_keys(
                     .collect(),
             )
         }
+        Keep::NearestCentroid => None,
     };
+    if let DedupKind::Semantic { seed, .. } = p.kind {
+        return append_vectors(batch, ids, &p.key, seed, ranks.as_deref(), out);
+    }
     let col = batch
         .column_by_name(&p.key)
         .ok_or_else(|| KeyError::NoKeyColumn(p.key.clone()))?;
     let values = KeyValues::of(col, &p.kind)?;
-    out.reserve(batch.num_rows() * entry_size(p));
+    out.reserve(batch.num_rows() * p.kind.entry_bytes() as usize);
     let mut buf = Vec::new();
     for i in 0..batch.num_rows() {
         if !values.get(i, &mut buf)? {
@@ -231,7 +247,9 @@ impl<'a> KeyValues<'a> {
                 .map(KeyValues::U64)
                 .or_else(|| any.downcast_ref().map(KeyValues::I64))
                 .or_else(|| any.downcast_ref().map(KeyValues::Hex)),
-            DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => None,
+            DedupKind::Substring { .. }
+            | DedupKind::Paragraph { .. }
+            | DedupKind::Semantic { .. } => None,
         };
         v.ok_or_else(|| KeyError::KeyType(col.data_type().clone()))
     }
@@ -255,6 +273,63 @@ impl<'a> KeyValues<'a> {
         }
         Ok(true)
     }
+}
+
+/// The sample key of a record: a 128-bit hash of its id and the seed. The sample is
+/// the vectors lowest by (key, id); keys objects are sectioned by its high bits.
+pub fn sample_key(id: u128, seed: u64) -> u128 {
+    xxhash_rust::xxh3::xxh3_128_with_seed(&id.to_le_bytes(), seed)
+}
+
+/// The map side: one entry per record whose `column` holds a usable vector (not null,
+/// not zero, finite): sample key, id, rank (`ranks`, else 0) and the unit vector.
+/// A record without one has no entry and is never a duplicate.
+pub fn append_vectors(
+    batch: &RecordBatch,
+    ids: &StringArray,
+    column: &str,
+    seed: u64,
+    ranks: Option<&[f64]>,
+    out: &mut Vec<u8>,
+) -> Result<(), KeyError> {
+    let col = batch
+        .column_by_name(column)
+        .ok_or_else(|| KeyError::NoKeyColumn(column.to_string()))?;
+    let wrong = || KeyError::KeyType(col.data_type().clone());
+    let d = crate::kernels::semantic::dim_of(col.data_type()).ok_or_else(wrong)?;
+    let list = col
+        .as_any()
+        .downcast_ref::<FixedSizeListArray>()
+        .ok_or_else(wrong)?;
+    let values = list
+        .values()
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .ok_or_else(wrong)?;
+    let mut v = vec![0f32; d];
+    for i in 0..batch.num_rows() {
+        if list.is_null(i) {
+            continue;
+        }
+        let at = list.value_offset(i) as usize;
+        let raw = &values.values()[at..at + d];
+        // A null element makes the vector unusable, like a NaN.
+        if values.null_count() > 0 && (at..at + d).any(|j| values.is_null(j)) {
+            continue;
+        }
+        v.copy_from_slice(raw);
+        if !crate::kernels::semantic::normalize(&mut v) {
+            continue;
+        }
+        let id = parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
+        out.extend_from_slice(&sample_key(id, seed).to_le_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&ranks.map_or(0.0, |r| r[i]).to_le_bytes());
+        for x in &v {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

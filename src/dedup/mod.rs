@@ -14,7 +14,8 @@
 //!
 //! Inside, files only point down this list (no import loop): `error`, `sort`,
 //! `format`, `params`, `exact`, `near`, `rounds`, `substring`, `keys`, `spill`, `shuffle`, `reduce`,
-//! `propagate`, `apply`, `plan`.
+//! `semantic`, `propagate`, `apply`, `plan`. Semantic dedup ([`semantic`]) has its own
+//! steps: centroids, assign and reduce over embeddings.
 pub mod apply;
 pub mod error;
 pub mod exact;
@@ -26,6 +27,7 @@ pub mod plan;
 pub mod propagate;
 pub mod reduce;
 pub mod rounds;
+pub mod semantic;
 pub mod shuffle;
 pub mod sort;
 pub mod spill;

@@ -104,8 +104,13 @@ pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: 
     let mut keys = Vec::new();
     let mut payload = vec![0u8; p];
     match kind {
-        DedupKind::Exact | DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => {
-            unreachable!("exact keys are KeyEntry, windows and units WindowEntry")
+        DedupKind::Exact
+        | DedupKind::Substring { .. }
+        | DedupKind::Paragraph { .. }
+        | DedupKind::Semantic { .. } => {
+            unreachable!(
+                "exact keys are KeyEntry, windows and units WindowEntry, vectors their own"
+            )
         }
         DedupKind::Minhash { bands, rows, .. } => {
             minhash::band_keys_le(value, *bands as usize, *rows as usize, &mut keys);
@@ -129,7 +134,10 @@ pub fn append_entries(kind: &DedupKind, value: &[u8], id: u128, rank: f64, out: 
 /// Whether two payloads are near duplicates.
 pub fn verified(kind: &DedupKind, a: &[u8], b: &[u8]) -> bool {
     match kind {
-        DedupKind::Exact | DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => true,
+        DedupKind::Exact
+        | DedupKind::Substring { .. }
+        | DedupKind::Paragraph { .. }
+        | DedupKind::Semantic { .. } => true,
         DedupKind::Minhash {
             bands,
             rows,

@@ -58,6 +58,7 @@ impl From<&DedupParams> for DedupPhaseParams {
             keep: match &p.keep {
                 Keep::LowestId => DedupPhaseKeep::LowestId,
                 Keep::Highest(c) => DedupPhaseKeep::Highest(c.clone()),
+                Keep::NearestCentroid => DedupPhaseKeep::NearestCentroid,
             },
             partitions: p.partitions,
             memory_bytes: p.memory_bytes,
@@ -101,6 +102,19 @@ impl From<&DedupParams> for DedupPhaseParams {
                     normalize: normalize.into(),
                     min_chars,
                 },
+                &DedupKind::Semantic {
+                    eps,
+                    clusters,
+                    sample,
+                    iterations,
+                    seed,
+                } => DedupPhaseKind::Semantic {
+                    eps,
+                    clusters,
+                    sample,
+                    iterations,
+                    seed,
+                },
             },
             max_rounds: p.max_rounds,
         }
@@ -114,6 +128,7 @@ impl From<&DedupPhaseParams> for DedupParams {
             keep: match &p.keep {
                 DedupPhaseKeep::LowestId => Keep::LowestId,
                 DedupPhaseKeep::Highest(c) => Keep::Highest(c.clone()),
+                DedupPhaseKeep::NearestCentroid => Keep::NearestCentroid,
             },
             partitions: p.partitions,
             memory_bytes: p.memory_bytes,
@@ -164,6 +179,19 @@ impl From<&DedupPhaseKind> for DedupKind {
                 keep_first,
                 normalize: normalize.into(),
                 min_chars,
+            },
+            &DedupPhaseKind::Semantic {
+                eps,
+                clusters,
+                sample,
+                iterations,
+                seed,
+            } => DedupKind::Semantic {
+                eps,
+                clusters,
+                sample,
+                iterations,
+                seed,
             },
         }
     }
@@ -284,6 +312,42 @@ mod tests {
                     )
                 },
                 r#"{"key":"text","keep":"lowest_id","partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"paragraph","unit":"line","min_count":3,"keep_first":false,"normalize":"ccnet","min_chars":50},"max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    key: "embedding".into(),
+                    ..params(
+                        Keep::NearestCentroid,
+                        DedupKind::Semantic {
+                            eps: 0.05,
+                            clusters: None,
+                            sample: 100_000,
+                            iterations: 20,
+                            seed: 1,
+                        },
+                        None,
+                        true,
+                    )
+                },
+                r#"{"key":"embedding","keep":"nearest_centroid","partitions":null,"memory_bytes":1073741824,"cluster_column":true,"kind":{"type":"semantic","eps":0.05,"sample":100000,"iterations":20,"seed":1},"max_rounds":32}"#,
+            ),
+            (
+                DedupParams {
+                    key: "embedding".into(),
+                    ..params(
+                        Keep::Highest("q".into()),
+                        DedupKind::Semantic {
+                            eps: 0.1,
+                            clusters: Some(64),
+                            sample: 5000,
+                            iterations: 3,
+                            seed: 9,
+                        },
+                        None,
+                        false,
+                    )
+                },
+                r#"{"key":"embedding","keep":{"highest":"q"},"partitions":null,"memory_bytes":1073741824,"cluster_column":false,"kind":{"type":"semantic","eps":0.1,"clusters":64,"sample":5000,"iterations":3,"seed":9},"max_rounds":32}"#,
             ),
         ];
         for (p, want) in cases {

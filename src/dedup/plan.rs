@@ -52,8 +52,9 @@ pub fn shuffle_identity(map_fp: &str, partitions: u32, map_digest: &str) -> Stri
 
 /// The phases between a dedup's map phase and its apply phase, numbered from `first`:
 /// exact, one reduce phase; near duplicates, the candidates reduce, then
-/// 2·max_rounds − 1 label steps (record, bucket, ..., record). One task per key
-/// partition each. `map_fp`, `map_tasks` and `map_out` are the map phase's
+/// 2·max_rounds − 1 label steps (record, bucket, ..., record); semantic, the
+/// centroids (one task), then the assign and reduce steps. One task per key
+/// partition each otherwise. `map_fp`, `map_tasks` and `map_out` are the map phase's
 /// fingerprint, tasks and output schema.
 pub fn shuffle_phases(
     dd: &DedupPhase,
@@ -63,7 +64,10 @@ pub fn shuffle_phases(
     first: usize,
     earlier: Option<&str>,
 ) -> Vec<(PhasePlan, Vec<TaskManifest>)> {
-    let steps = if !dd.params.kind.is_near() {
+    let semantic = dd.params.kind.is_semantic();
+    let steps = if semantic {
+        2
+    } else if !dd.params.kind.is_near() {
         0
     } else {
         2 * dd.params.max_rounds - 1
@@ -89,7 +93,13 @@ pub fn shuffle_phases(
         } else {
             hash16(&["propagate", &step.to_string(), &shuffle])
         };
-        let list: Vec<TaskManifest> = (0..dd.partitions)
+        // Semantic step 0 (the centroids) is one task.
+        let tasks = if semantic && step == 0 {
+            1
+        } else {
+            dd.partitions
+        };
+        let list: Vec<TaskManifest> = (0..tasks)
             .map(|r| TaskManifest {
                 version: VERSION,
                 job_id: String::new(),
@@ -345,6 +355,7 @@ fn describe(k: &DedupPhaseKind) -> String {
         DedupPhaseKind::Phash { radius } => format!("phash radius {radius}"),
         DedupPhaseKind::Substring { .. } => "substrings".into(),
         DedupPhaseKind::Paragraph { .. } => "paragraphs".into(),
+        DedupPhaseKind::Semantic { .. } => "embeddings".into(),
     }
 }
 

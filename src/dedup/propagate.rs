@@ -41,7 +41,10 @@ pub async fn converged_before(sc: &ShuffleCtx<'_>, phase: usize) -> Result<bool,
 }
 
 pub fn is_record_step(p: &PhasePlan) -> bool {
-    p.kind == PhaseKind::Propagate && p.dedup.as_ref().is_some_and(|d| d.step % 2 == 1)
+    p.kind == PhaseKind::Propagate
+        && p.dedup
+            .as_ref()
+            .is_some_and(|d| d.step % 2 == 1 && d.params.kind.is_near())
 }
 
 /// A record step's outcome: whether it was skipped, and the labels it changed.

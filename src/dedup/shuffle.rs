@@ -229,10 +229,25 @@ async fn fetch_section(
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(DedupError::Cancelled);
     }
+    let Some(file) = shuffle_file(sc, phase, name, t).await? else {
+        return Ok(None);
+    };
+    let b = section(sc, &file, i).await?;
+    Ok(Some((ti, file.uri.clone(), b)))
+}
+
+/// The shuffle object task `t` of `phase` (named `name`) committed, checked to belong
+/// to this job; `None` for a failed map task (it has no records to keep).
+pub async fn shuffle_file(
+    sc: &ShuffleCtx<'_>,
+    phase: usize,
+    name: &str,
+    t: &str,
+) -> Result<Option<OutputFile>, DedupError> {
     let rec = commit_of(sc, name, t).await?;
     if rec.status != TaskStatus::Committed {
         if sc.job.manifest.phases[phase].kind == PhaseKind::Map {
-            return Ok(None); // a failed map task has no records to keep
+            return Ok(None);
         }
         return Err(DedupError::upstream_failed(name, t, &rec));
     }
@@ -249,8 +264,7 @@ async fn fetch_section(
             sc.job.manifest.reused_from.as_deref(),
         )
         .map_err(DedupError::Stale)?;
-    let b = section(sc, file, i).await?;
-    Ok(Some((ti, file.uri.clone(), b)))
+    Ok(Some(file.clone()))
 }
 
 /// Section `r` of every committed task of `phase`, decoded as `T` (each entry passed
@@ -280,7 +294,7 @@ pub async fn gather<T: Fixed>(
 
 /// The most bytes of an earlier job's keys object read at once, for a reduce with
 /// `memory` bytes: an eighth of it, between 4 KiB and 8 MiB.
-fn earlier_piece(memory: u64) -> u64 {
+pub fn earlier_piece(memory: u64) -> u64 {
     (memory / 8).clamp(4 << 10, 8 << 20)
 }
 

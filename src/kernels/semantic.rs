@@ -200,6 +200,81 @@ pub fn pairs_within(v: &[f32], d: usize, threshold: f32) -> Vec<(u32, u32)> {
     out
 }
 
+/// How close (in f32) a similarity must be to a decision it feeds (the best centroid,
+/// the threshold) to be recomputed in f64: sgemm kernels round differently in the
+/// last bits, the f64 dot of the same f32 inputs is the same on every machine.
+pub const RECHECK: f32 = 1e-5;
+
+/// The dot product of two rows in f64 (the decisions' arbiter, see [`RECHECK`]).
+pub fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum()
+}
+
+/// For every row of `v`, its most similar centroid and that similarity in f64, the
+/// same on every machine: the sgemm's best, and every centroid within [`RECHECK`] of
+/// it, recomputed in f64 (ties: the lowest centroid).
+pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)> {
+    let k = centroids.len() / d;
+    let mut out = Vec::with_capacity(v.len() / d);
+    if k == 0 {
+        return out;
+    }
+    let c = |j: usize| &centroids[j * d..(j + 1) * d];
+    let mut sims = Vec::new();
+    for (bi, block) in v.chunks(BLOCK * d).enumerate() {
+        let m = block.len() / d;
+        sims.resize(m * k, 0.0);
+        dots(block, centroids, d, &mut sims);
+        for (i, row) in sims.chunks_exact(k).enumerate() {
+            let best = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let x = &v[(bi * BLOCK + i) * d..(bi * BLOCK + i + 1) * d];
+            let mut pick = (u32::MAX, f64::NEG_INFINITY);
+            for (j, &s) in row.iter().enumerate() {
+                if s >= best - RECHECK {
+                    let exact = dot64(x, c(j));
+                    if exact > pick.1 {
+                        pick = (j as u32, exact);
+                    }
+                }
+            }
+            out.push(pick);
+        }
+    }
+    out
+}
+
+/// [`pairs_within`] at a threshold decided in f64: the sgemm finds the candidates
+/// within [`RECHECK`] below it, and those within [`RECHECK`] of it are recomputed in
+/// f64, so the pairs are the same on every machine.
+pub fn pairs_at_least(v: &[f32], d: usize, threshold: f64) -> Vec<(u32, u32)> {
+    let t = threshold as f32;
+    let row = |i: u32| &v[i as usize * d..(i as usize + 1) * d];
+    let mut out = pairs_within(v, d, t - RECHECK);
+    out.retain(|&(a, b)| dot64(row(a), row(b)) >= threshold);
+    out
+}
+
+/// The dimension of an embedding column's type: FixedSizeList<Float32> of 1 to 4096.
+pub fn dim_of(t: &arrow_schema::DataType) -> Option<usize> {
+    match t {
+        arrow_schema::DataType::FixedSizeList(f, n)
+            if f.data_type() == &arrow_schema::DataType::Float32 && (1..=4096).contains(n) =>
+        {
+            Some(*n as usize)
+        }
+        _ => None,
+    }
+}
+
+/// Bytes of one semantic dedup entry of a `d`-dimensional vector: the sample key
+/// (16), id (16), rank (8) and the vector.
+pub fn entry_bytes(d: usize) -> usize {
+    40 + 4 * d
+}
+
 /// The connected components of `n` nodes joined by `pairs`: each node's component
 /// named by its lowest node.
 pub fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<u32> {

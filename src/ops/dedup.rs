@@ -24,6 +24,9 @@ pub enum Keep {
     LowestId,
     /// The highest value of a numeric column (ties: lowest id; null counts lowest).
     Highest(String),
+    /// Semantic dedup: the member most similar to its cluster's centroid (SemDeDup's
+    /// rule; ties: lowest id).
+    NearestCentroid,
 }
 
 /// What "duplicate" means: equal keys, or near duplicates found through band keys
@@ -72,6 +75,18 @@ pub enum DedupKind {
         normalize: Normalize,
         min_chars: u32,
     },
+    /// Embeddings (docs/SEMANTIC.md): records whose unit vectors have cosine
+    /// similarity at least `1 − eps`, found within the clusters of a spherical k-means
+    /// (`clusters` centroids, `None` = one per 5,000 records) trained on the `sample`
+    /// vectors lowest by a hash of id and `seed`, `iterations` at most.
+    Semantic {
+        eps: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clusters: Option<u32>,
+        sample: u32,
+        iterations: u32,
+        seed: u64,
+    },
 }
 
 pub use crate::kernels::paragraph::{Normalize, Unit};
@@ -99,6 +114,7 @@ impl DedupKind {
             DedupKind::Exact => 1,
             DedupKind::Substring { .. } => 400,
             DedupKind::Paragraph { .. } => 30,
+            DedupKind::Semantic { .. } => 1,
             DedupKind::Minhash { bands, .. } => *bands as u64,
             DedupKind::Phash { radius } => *radius as u64 + 1,
         }
@@ -108,6 +124,8 @@ impl DedupKind {
         match self {
             DedupKind::Exact => 40,
             DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => 36,
+            // A 512-d vector (the plan's estimate; the map sizes entries by the column).
+            DedupKind::Semantic { .. } => crate::kernels::semantic::entry_bytes(512) as u64,
             _ => 44 + self.payload_len() as u64,
         }
     }
@@ -116,7 +134,10 @@ impl DedupKind {
     /// shuffle has an entry type for.
     pub fn payload_len(&self) -> usize {
         match self {
-            DedupKind::Exact | DedupKind::Substring { .. } | DedupKind::Paragraph { .. } => 0,
+            DedupKind::Exact
+            | DedupKind::Substring { .. }
+            | DedupKind::Paragraph { .. }
+            | DedupKind::Semantic { .. } => 0,
             DedupKind::Phash { .. } => 8,
             DedupKind::Minhash { bands, rows, .. } => {
                 let k = (bands * rows) as usize;
@@ -170,9 +191,14 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
     let key = p.req_str("key");
     let kind_name = p.raw("kind").and_then(|k| k.as_str());
     let substring = matches!(kind_name, Some("substring" | "paragraph"));
+    let semantic = kind_name == Some("semantic");
     let mut keep_first = true;
     let keep = match p.raw("keep") {
+        None if semantic => Keep::NearestCentroid,
         None => Keep::LowestId,
+        Some(serde_json::Value::String(s)) if semantic && s == "nearest_centroid" => {
+            Keep::NearestCentroid
+        }
         Some(serde_json::Value::String(s)) if substring && (s == "first" || s == "none") => {
             keep_first = s == "first";
             Keep::LowestId
@@ -188,10 +214,20 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
             Keep::LowestId
         }
         Some(serde_json::Value::String(s)) if s == "lowest_id" => Keep::LowestId,
+        Some(serde_json::Value::String(s)) if s == "nearest_centroid" => {
+            p.sink.error(
+                &p.field_path("keep"),
+                "nearest_centroid is for semantic dedup only (kind: semantic)",
+            );
+            Keep::LowestId
+        }
         Some(serde_json::Value::String(s)) => {
             p.sink.error(
                 &p.field_path("keep"),
-                format!("expected lowest_id or {{highest: <column>}}, found {s:?}"),
+                format!(
+                    "expected lowest_id{} or {{highest: <column>}}, found {s:?}",
+                    if semantic { ", nearest_centroid" } else { "" }
+                ),
             );
             Keep::LowestId
         }
@@ -296,10 +332,42 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
                 min_chars: p.u64_in("min_chars", 50, 0, u32::MAX.into()) as u32,
             }
         }
+        Some("semantic") => {
+            let eps = p.opt_f64("eps").unwrap_or(0.05);
+            if !(eps > 0.0 && eps < 1.0) {
+                p.sink.error(
+                    &p.field_path("eps"),
+                    format!("must be in (0, 1), found {eps}"),
+                );
+            }
+            let clusters = match p.raw("clusters") {
+                None => None,
+                Some(serde_json::Value::String(s)) if s == "auto" => None,
+                Some(_) => Some(p.u64_in("clusters", 1, 1, 65_536) as u32),
+            };
+            let sample = p.u64_in("sample", 100_000, 1, 10_000_000) as u32;
+            if let Some(k) = clusters
+                && k > sample
+            {
+                p.sink.error(
+                    &p.field_path("clusters"),
+                    format!("more clusters ({k}) than sample vectors ({sample})"),
+                );
+            }
+            DedupKind::Semantic {
+                eps,
+                clusters,
+                sample,
+                iterations: p.u64_in("iterations", 20, 1, 1000) as u32,
+                seed: p.opt_u64("seed").unwrap_or(1),
+            }
+        }
         Some(other) => {
             p.sink.error(
                 &p.field_path("kind"),
-                format!("expected exact, minhash, phash, substring or paragraph, found {other:?}"),
+                format!(
+                    "expected exact, minhash, phash, substring, paragraph or semantic, found {other:?}"
+                ),
             );
             DedupKind::Exact
         }
@@ -318,6 +386,12 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
     } else {
         p.u64_in("max_rounds", default_rounds().into(), 2, 64) as u32
     };
+    if against.is_some() && matches!(kind, DedupKind::Semantic { .. }) {
+        p.sink.error(
+            &p.field_path("against"),
+            "semantic dedup cannot run against an earlier job yet (its clusters are this job's)",
+        );
+    }
     if against.is_some() && kind.cuts_text() {
         p.sink.error(
             &p.field_path("against"),
@@ -382,13 +456,13 @@ fn params_doc() -> Vec<ParamDoc> {
             "kind",
             "string",
             Some("\"exact\""),
-            "exact, minhash, phash, substring (exact-substring dedup: repeated spans of min_tokens words are cut out of the text) or paragraph (paragraphs or lines that repeat across the corpus are cut out of the text).",
+            "exact, minhash, phash, substring (exact-substring dedup: repeated spans of min_tokens words are cut out of the text), paragraph (paragraphs or lines that repeat across the corpus are cut out of the text) or semantic (embeddings closer than eps in cosine distance, SemDeDup: docs/SEMANTIC.md).",
         ),
         p(
             "keep",
             "string or map",
             Some("\"lowest_id\""),
-            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}. substring, paragraph: first (the occurrence in the lowest record id, then position, stays) or none (every occurrence is cut).",
+            "Which record of a cluster survives: lowest_id, or {highest: <numeric column>}; semantic also nearest_centroid (its default: the member most similar to its k-means centroid). substring, paragraph: first (the occurrence in the lowest record id, then position, stays) or none (every occurrence is cut).",
         ),
         p(
             "partitions",
@@ -481,6 +555,36 @@ fn params_doc() -> Vec<ParamDoc> {
             "paragraph: how units compare: none (exactly, white space at the ends trimmed), ccnet (CCNet's normalize_for_dedup: lower case, digits as 0, its Unicode punctuation and non-printing characters removed) or loose (also every punctuation character removed and white space runs made one space).",
         ),
         p(
+            "eps",
+            "number",
+            Some("0.05"),
+            "semantic: records whose embeddings have cosine similarity at least 1 − eps are duplicates, 0 < eps < 1.",
+        ),
+        p(
+            "clusters",
+            "integer or \"auto\"",
+            Some("\"auto\""),
+            "semantic: k-means clusters (pairs are compared within a cluster), 1 to 65536; auto: one per 5,000 records.",
+        ),
+        p(
+            "sample",
+            "integer",
+            Some("100000"),
+            "semantic: vectors the k-means trains on (the lowest by a hash of id and seed); sample × (40 + 4 × dimension) bytes must fit in half of memory.",
+        ),
+        p(
+            "iterations",
+            "integer",
+            Some("20"),
+            "semantic: the most k-means iterations (it stops when no sample vector changes cluster), 1 to 1000.",
+        ),
+        p(
+            "seed",
+            "integer",
+            Some("1"),
+            "semantic: which vectors form the sample (and so the initial centroids).",
+        ),
+        p(
             "max_rounds",
             "integer",
             Some("32"),
@@ -511,6 +615,17 @@ pub enum ParamsError {
     KeepType { column: String, found: DataType },
     #[error("params.keep.highest: no column {column:?}")]
     NoKeep { column: String },
+    #[error(
+        "params.sample: {sample} vectors of {dim} dimensions take {need} bytes, more than half of params.memory ({memory} bytes): lower sample or raise memory"
+    )]
+    Sample {
+        sample: u32,
+        dim: usize,
+        need: u64,
+        memory: u64,
+    },
+    #[error("params.keep: nearest_centroid is for semantic dedup only")]
+    KeepNearest,
     #[error("params.{param}: column {column:?} {message}")]
     Column {
         param: &'static str,
@@ -573,6 +688,34 @@ impl DedupParams {
                 vec![DataType::Utf8],
                 "the text column repeated paragraphs are cut from (a string)".to_string(),
             )),
+            DedupKind::Semantic { sample, .. } => {
+                let what = "an embedding (fixed_size_list<float32> of 1 to 4096)".to_string();
+                let d = match input.field_with_name(&self.key) {
+                    Ok(f) => crate::kernels::semantic::dim_of(f.data_type()).ok_or_else(|| {
+                        ParamsError::NearKeyType {
+                            key: self.key.clone(),
+                            found: f.data_type().clone(),
+                            what: what.clone(),
+                        }
+                    })?,
+                    Err(_) => {
+                        return Err(ParamsError::NoNearKey {
+                            key: self.key.clone(),
+                            what,
+                        });
+                    }
+                };
+                let need = *sample as u64 * crate::kernels::semantic::entry_bytes(d) as u64;
+                if need > self.memory_bytes / 2 {
+                    return Err(ParamsError::Sample {
+                        sample: *sample,
+                        dim: d,
+                        need,
+                        memory: self.memory_bytes,
+                    });
+                }
+                return self.check_keep(input);
+            }
         };
         if let Some((types, what)) = near {
             match input.field_with_name(&self.key) {
@@ -611,6 +754,9 @@ impl DedupParams {
     }
 
     fn check_keep(&self, input: &Schema) -> Result<(), ParamsError> {
+        if self.keep == Keep::NearestCentroid && !matches!(self.kind, DedupKind::Semantic { .. }) {
+            return Err(ParamsError::KeepNearest);
+        }
         if let Keep::Highest(c) = &self.keep {
             match input.field_with_name(c) {
                 Ok(f) if f.data_type().is_numeric() => {}

@@ -166,6 +166,8 @@ fn default_max_rounds() -> u32 {
 pub enum DedupPhaseKeep {
     LowestId,
     Highest(String),
+    /// Semantic dedup: the member most similar to its cluster's centroid.
+    NearestCentroid,
 }
 
 /// What "duplicate" means (`kind`, absent for exact): `{"type": "minhash", ...}`.
@@ -204,6 +206,18 @@ pub enum DedupPhaseKind {
         keep_first: bool,
         normalize: DedupPhaseNormalize,
         min_chars: u32,
+    },
+    /// Embeddings within cosine distance `eps` (docs/SEMANTIC.md): k-means centroids
+    /// (`clusters`, absent = auto) from `sample` vectors, `iterations` at most, the
+    /// sample chosen by `seed`. Phases after the map: centroids (step 0, one task),
+    /// assign (step 1) and reduce (step 2), one task per partition each.
+    Semantic {
+        eps: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clusters: Option<u32>,
+        sample: u32,
+        iterations: u32,
+        seed: u64,
     },
 }
 
@@ -247,6 +261,10 @@ impl DedupPhaseKind {
             }
             _ => false,
         }
+    }
+    /// Embeddings by k-means clusters (docs/SEMANTIC.md).
+    pub fn is_semantic(&self) -> bool {
+        matches!(self, DedupPhaseKind::Semantic { .. })
     }
     /// Reduced by label propagation (MinHash, phash): the near-duplicate phases.
     pub fn is_near(&self) -> bool {

@@ -77,8 +77,13 @@ pub(super) trait PhaseExecutor: Send + Sync {
 /// The executor of a phase's tasks, from its plan.
 pub(super) fn for_phase(plan: &PhasePlan) -> Box<dyn PhaseExecutor> {
     let near = plan.dedup.as_ref().is_some_and(|d| d.params.kind.is_near());
+    let semantic = plan
+        .dedup
+        .as_ref()
+        .is_some_and(|d| d.params.kind.is_semantic());
     match plan.kind {
         PhaseKind::Map => Box::new(RecordsPhase),
+        PhaseKind::Reduce | PhaseKind::Propagate if semantic => Box::new(SemanticStep),
         PhaseKind::Reduce if !near => Box::new(ExactReduce),
         PhaseKind::Reduce | PhaseKind::Propagate => Box::new(NearStep),
         PhaseKind::Apply => Box::new(ApplyPhase),
@@ -254,6 +259,28 @@ impl PhaseExecutor for NearStep {
     }
 }
 
+/// Semantic dedup: the centroids, an assignment or a reduce task.
+struct SemanticStep;
+
+#[async_trait::async_trait]
+impl PhaseExecutor for SemanticStep {
+    fn name(&self) -> &'static str {
+        "semantic dedup step"
+    }
+    async fn execute(&self, run: &TaskRun<'_>) -> Attempt {
+        let done = dedup::semantic::semantic_step(
+            &run.shuffle(),
+            run.phase,
+            run.task,
+            &run.out_dir(),
+            &run.cancel,
+        )
+        .await
+        .map(|(f, s)| (Some(f), s, None));
+        shuffled(run, done)
+    }
+}
+
 /// A shuffle task's result as an attempt: its object (none: skipped) and stats.
 fn shuffled(
     run: &TaskRun<'_>,
@@ -423,9 +450,13 @@ async fn records(
         max_record_bytes: spec.input.max_record_bytes as usize,
         keep_rejected_records: spec.rejects.include_record,
         cancel: run.cancel.clone(),
-        keys: keys_of.as_ref().map(|d| pipeline::KeysSpec {
-            params: dedup::DedupParams::from(&d.params),
-            partitions: d.partitions,
+        keys: keys_of.as_ref().map(|d| {
+            let params = dedup::DedupParams::from(&d.params);
+            pipeline::KeysSpec {
+                entry: dedup::keys::entry_size(&params, &plan.output_schema),
+                params,
+                partitions: d.partitions,
+            }
         }),
         // Per-source totals name input files, which only the tasks reading them know.
         record_sources: phase == 0

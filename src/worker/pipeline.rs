@@ -80,6 +80,8 @@ pub struct PipelineSpec {
 pub struct KeysSpec {
     pub params: crate::dedup::DedupParams,
     pub partitions: u32,
+    /// Bytes of one key entry (`dedup::keys::entry_size`).
+    pub entry: usize,
 }
 
 #[derive(Debug)]
@@ -212,7 +214,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
                     .collect();
                 let mut keys = spec.keys.as_ref().map(|k| {
                     KeySpill::new(
-                        crate::dedup::keys::entry_size(&k.params),
+                        k.entry,
                         k.partitions,
                         k.params.memory_bytes / 2,
                         crate::dedup::spill_dir(),

@@ -402,7 +402,10 @@ impl Drop for AbortOnDrop {
 /// Whether `phase` is a near-dedup label step (which skips once the labels converged).
 pub(super) fn is_label_step(ctx: &WorkerCtx, phase: usize) -> bool {
     ctx.job.manifest.phases.get(phase).is_some_and(|p| {
-        p.kind == PhaseKind::Propagate && p.dedup.as_ref().is_some_and(|d| d.step > 0)
+        p.kind == PhaseKind::Propagate
+            && p.dedup
+                .as_ref()
+                .is_some_and(|d| d.step > 0 && d.params.kind.is_near())
     })
 }
 
