@@ -448,6 +448,17 @@ fn a_replaced_earlier_job_is_a_new_index() {
     };
     let b_texts = texts("out-b");
     assert!(!b_texts.is_empty());
+    // A job submitted against the corpus but not yet run when it is replaced.
+    let pending_spec = d.path().join("pending.yaml");
+    std::fs::write(
+        &pending_spec,
+        std::fs::read_to_string(&b)
+            .unwrap()
+            .replace("name: b\n", "name: pending\n")
+            .replace("out-b\"", "out-pending\""),
+    )
+    .unwrap();
+    let pending = submit_job(&pending_spec, &d.path().join("jobs"));
     // The corpus is replaced: same job id, now B's own file.
     std::fs::remove_dir_all(Path::new(job_a.strip_prefix("file://").unwrap_or(&job_a))).unwrap();
     std::fs::remove_file(d.path().join("a/part-0.jsonl")).unwrap();
@@ -463,6 +474,19 @@ fn a_replaced_earlier_job_is_a_new_index() {
         texts("out-b").is_empty(),
         "every text of B is in the new corpus: {:?}",
         texts("out-b")
+    );
+    // The pending job names the old corpus: its reduce refuses the new one rather
+    // than decide against it under the old one's name.
+    let o = mdf()
+        .args(["worker", "--job", &pending, "--worker-id", "w"])
+        .output()
+        .unwrap();
+    let st = status_json(&pending);
+    assert_ne!(st["succeeded"], true, "{}", stderr(&o));
+    let all = format!("{st}{}", stderr(&o));
+    assert!(
+        all.contains("was replaced since this job was planned"),
+        "{all}"
     );
 }
 

@@ -1078,7 +1078,13 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
             .flatten()
             .map(|(i, d)| {
                 let partitions = dedup_plan::dedup_partitions(&d, files.bytes());
-                dedup_plan::dedup_phase(&spec.stages[i].name, &d, partitions, phases.len() - 1)
+                let mut dd =
+                    dedup_plan::dedup_phase(&spec.stages[i].name, &d, partitions, phases.len() - 1);
+                dd.against_identity = against
+                    .iter()
+                    .find(|(s, _)| *s == i)
+                    .map(|(_, e)| e.clone());
+                dd
             });
         if let Some(dd) = &dedup {
             let map_out = bound[pi - 1].1.as_ref();
@@ -1087,13 +1093,8 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
                 .clone()
                 .expect("planned phases have a digest");
             let first = phases.len();
-            let stage = ops::dedup_ending(spec, &phases_idx[pi - 1]).map(|(i, _)| i);
-            let earlier = against
-                .iter()
-                .find(|(i, _)| Some(*i) == stage)
-                .map(|(_, e)| e.as_str());
             for (phase, list) in
-                dedup_plan::shuffle_phases(dd, &fps[pi - 1], &map_digest, map_out, first, earlier)
+                dedup_plan::shuffle_phases(dd, &fps[pi - 1], &map_digest, map_out, first)
             {
                 phases.push(phase);
                 tasks.push(PhaseTasks::Listed(list));

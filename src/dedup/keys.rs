@@ -324,7 +324,8 @@ pub fn append_vectors(
         let id = parse_id(ids.value(i)).ok_or_else(|| KeyError::BadId(ids.value(i).to_string()))?;
         out.extend_from_slice(&sample_key(id, seed).to_le_bytes());
         out.extend_from_slice(&id.to_le_bytes());
-        out.extend_from_slice(&ranks.map_or(0.0, |r| r[i]).to_le_bytes());
+        // + 0.0: −0.0 ranks as 0.0 (the order compares bits of equal values).
+        out.extend_from_slice(&(ranks.map_or(0.0, |r| r[i]) + 0.0).to_le_bytes());
         for x in &v {
             out.extend_from_slice(&x.to_le_bytes());
         }

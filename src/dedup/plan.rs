@@ -37,6 +37,7 @@ pub fn dedup_phase(
         partitions,
         map_phase,
         step: 0,
+        against_identity: None,
     }
 }
 
@@ -62,7 +63,6 @@ pub fn shuffle_phases(
     map_digest: &str,
     map_out: &Schema,
     first: usize,
-    earlier: Option<&str>,
 ) -> Vec<(PhasePlan, Vec<TaskManifest>)> {
     let semantic = dd.params.kind.is_semantic();
     let steps = if semantic {
@@ -79,7 +79,7 @@ pub fn shuffle_phases(
         // earlier job's own files, is never reused.
         shuffle = hash16(&[&shuffle, "earlier-marked"]);
     }
-    if let Some(e) = earlier {
+    if let Some(e) = &dd.against_identity {
         // The earlier job as it is now ([`check_against`]): a job replaced under the
         // same URI since is another index, so nothing decided against the old one is
         // reused.
@@ -335,17 +335,7 @@ pub async fn check_against(
     }
 }
 
-/// What names an earlier job as an index: where it is, its id, what it computed and
-/// when it was submitted.
-pub fn against_identity(old: &crate::protocol::job::LoadedJob) -> String {
-    hash16(&[
-        "against",
-        &old.uri.to_uri_string(),
-        &old.manifest.job_id,
-        &old.manifest.spec_hash,
-        &old.manifest.created_ms.to_string(),
-    ])
-}
+pub use super::shuffle::against_identity;
 
 /// A dedup kind as the refusal names it.
 fn describe(k: &DedupPhaseKind) -> String {
@@ -414,7 +404,7 @@ mod tests {
         };
         let maps = digest(&["a", "b"]);
         let exact = dedup_phase("dd", &params(super::super::DedupKind::Exact), 3, 1);
-        let got = shuffle_phases(&exact, "fp", &maps, &Schema::empty(), 2, None);
+        let got = shuffle_phases(&exact, "fp", &maps, &Schema::empty(), 2);
         assert_eq!(got.len(), 1);
         let (p, tasks) = &got[0];
         assert_eq!(
@@ -433,7 +423,7 @@ mod tests {
             3,
             1,
         );
-        let got = shuffle_phases(&near, "fp", &maps, &Schema::empty(), 2, None);
+        let got = shuffle_phases(&near, "fp", &maps, &Schema::empty(), 2);
         let kinds: Vec<(PhaseKind, u32)> = got
             .iter()
             .map(|(p, _)| (p.kind, p.dedup.as_ref().unwrap().step))

@@ -14,8 +14,8 @@ use super::error::DedupError;
 use super::exact::{Decision, ReduceStats, encode_decisions};
 use super::format::{ASSIGN_MAGIC, CENTROIDS_MAGIC, Sections};
 use super::shuffle::{
-    ShuffleCtx, earlier_piece, partition_of_task, read_sections, section_pieces, shuffle_file,
-    spill_dir, upload_file,
+    ShuffleCtx, earlier_piece, partition_of_task, read_sections, section_pieces, sections_pieces,
+    shuffle_file, spill_dir, upload_file,
 };
 use super::sort::{ExternalSort, Fixed};
 use crate::kernels::semantic as k;
@@ -26,6 +26,7 @@ use crate::store::Uri;
 use std::cmp::Ordering;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// A map entry's layout is [`super::keys::append_vectors`]'s.
@@ -108,7 +109,7 @@ pub async fn semantic_step(
     phase: usize,
     task: &str,
     out_dir: &Uri,
-    cancel: &AtomicBool,
+    cancel: &Arc<AtomicBool>,
 ) -> Result<(OutputFile, TaskStats), DedupError> {
     let s = step(sc, phase, task)?;
     match s.d.step {
@@ -173,7 +174,7 @@ async fn centroids(
     sc: &ShuffleCtx<'_>,
     s: &Step<'_>,
     out_dir: &Uri,
-    cancel: &AtomicBool,
+    cancel: &Arc<AtomicBool>,
 ) -> Result<(OutputFile, TaskStats), DedupError> {
     let entry = k::entry_bytes(s.dim);
     let piece = earlier_piece(s.d.params.memory_bytes);
@@ -223,21 +224,23 @@ async fn centroids(
     let n = sample.len();
     let k_want = match s.clusters {
         Some(c) => c as usize,
-        None => records.div_ceil(RECORDS_PER_CLUSTER).clamp(1, 65_536) as usize,
+        None => auto_clusters(records, n, s.dim, s.d.params.memory_bytes),
     };
     let (dim, iterations, eps) = (s.dim, s.iterations as usize, s.eps);
+    let stop = cancel.clone();
     let (cents, ran) = tokio::task::spawn_blocking(move || {
+        // The sample's vectors moved into one matrix, each freed as it is copied.
         let mut rows = Vec::with_capacity(n * dim);
-        for x in &sample {
+        for x in sample {
             rows.extend_from_slice(&x.v);
         }
-        drop(sample);
         // Initial centroids at least 4·eps apart (in cosine distance), as the design says.
         let spread = (1.0 - 4.0 * eps).max(-1.0) as f32;
-        k::spherical_kmeans(&rows, dim, k_want, iterations, spread)
+        k::spherical_kmeans(&rows, dim, k_want, iterations, spread, &stop)
     })
     .await
     .map_err(DedupError::joined)?;
+    check_cancel(cancel)?;
     let kk = cents.len() / s.dim;
     tracing::info!(
         sample = n,
@@ -281,6 +284,20 @@ async fn centroids(
             ..Default::default()
         },
     ))
+}
+
+/// `clusters: auto`: one per [`RECORDS_PER_CLUSTER`] records, at most a tenth of the
+/// sample (so each centroid trains on ten vectors or more) and at most what half of
+/// `memory` holds ([`k::centroid_bytes`]); at least 1.
+pub fn auto_clusters(records: u64, sample: usize, d: usize, memory: u64) -> usize {
+    let by_memory = (1..=65_536usize)
+        .rev()
+        .find(|&c| k::centroid_bytes(c, d) <= memory / 2)
+        .unwrap_or(1);
+    (records.div_ceil(RECORDS_PER_CLUSTER) as usize)
+        .min(sample / 10)
+        .min(by_memory)
+        .clamp(1, 65_536)
 }
 
 /// The centroids the step-0 task committed (`k × d`).
@@ -329,7 +346,7 @@ async fn assign(
     sc: &ShuffleCtx<'_>,
     s: &Step<'_>,
     out_dir: &Uri,
-    cancel: &AtomicBool,
+    cancel: &Arc<AtomicBool>,
 ) -> Result<(OutputFile, TaskStats), DedupError> {
     let cents = read_centroids(sc, s, cancel).await?;
     let kk = cents.len() / s.dim;
@@ -349,37 +366,42 @@ async fn assign(
     let mut rows = Vec::new();
     for (ti, file) in &files {
         let Some(file) = file else { continue };
-        for section in 0..s.d.partitions as u64 {
-            check_cancel(cancel)?;
-            input_bytes += section_pieces(sc, file, section, entry, piece, |b| {
-                if kk == 0 {
-                    return Ok(());
-                }
-                rows.clear();
-                for e in b.chunks_exact(entry) {
-                    floats(&e[40..], &mut rows);
-                }
-                let near = k::nearest_checked(&rows, &cents, s.dim);
-                for (e, &(c, sim)) in b.chunks_exact(entry).zip(&near) {
-                    let (_, id, rank, v) = map_entry(e);
-                    parts.push(partition_of_cluster(c, kk, s.d.partitions));
-                    let mut w = || -> std::io::Result<()> {
-                        tmp.write_all(&c.to_le_bytes())?;
-                        tmp.write_all(&(*ti as u32).to_le_bytes())?;
-                        tmp.write_all(&sim.to_le_bytes())?;
-                        tmp.write_all(&id.to_le_bytes())?;
-                        tmp.write_all(&rank.to_le_bytes())?;
-                        tmp.write_all(v)
-                    };
-                    w().map_err(local)?;
-                }
-                Ok(())
-            })
-            .await?;
+        if kk == 0 {
+            break; // no vector anywhere had a direction: nothing to assign
         }
+        check_cancel(cancel)?;
+        // Every section of the object, one contiguous byte range.
+        input_bytes += sections_pieces(sc, file, 0..s.d.partitions as u64, entry, piece, |b| {
+            check_cancel(cancel)?;
+            rows.clear();
+            for e in b.chunks_exact(entry) {
+                floats(&e[40..], &mut rows);
+            }
+            let near = k::nearest_checked(&rows, &cents, s.dim);
+            for (e, &(c, sim)) in b.chunks_exact(entry).zip(&near) {
+                let (_, id, rank, v) = map_entry(e);
+                parts.push(partition_of_cluster(c, kk, s.d.partitions));
+                let mut w = || -> std::io::Result<()> {
+                    tmp.write_all(&c.to_le_bytes())?;
+                    tmp.write_all(&(*ti as u32).to_le_bytes())?;
+                    tmp.write_all(&sim.to_le_bytes())?;
+                    tmp.write_all(&id.to_le_bytes())?;
+                    tmp.write_all(&rank.to_le_bytes())?;
+                    tmp.write_all(v)
+                };
+                w().map_err(local)?;
+            }
+            Ok(())
+        })
+        .await?;
     }
     let tmp = tmp.into_inner().map_err(|e| local(e.into_error()))?;
     let n = parts.len();
+    if n > u32::MAX as usize {
+        return Err(DedupError::Plan(format!(
+            "assign task {j} holds {n} vectors, more than 2^32: raise params.partitions"
+        )));
+    }
     let (file, len) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
         // Entries by partition (stable: each keeps its read order), read back in that
         // order from the local file.
@@ -472,6 +494,8 @@ pub struct Deciding<'a> {
     pub cap: usize,
     pub iterations: usize,
     pub representatives: bool,
+    /// Set when the attempt is to stop (a lost lease, a drain): the rest is skipped.
+    pub cancel: &'a AtomicBool,
 }
 
 /// Sub-clustering depth after which a group still too large is cut into chunks.
@@ -491,25 +515,34 @@ impl Deciding<'_> {
     /// The decisions of one group of members (in keep order): compared whole when it
     /// fits in `cap` vectors, else split by a k-means of a bottom-hash sample of it
     /// into about twice as many sub-groups as it is larger than `cap` (pairs across
-    /// them are missed, like pairs across clusters), recursively. Returns the
-    /// component sizes of this job's records.
+    /// them are missed, like pairs across clusters), recursively. Counts components
+    /// and their sizes into `stats` (`distinct`, `cluster_sizes`). Nothing more once
+    /// `cancel` is set (the attempt is abandoned).
     pub fn decide(
         &self,
         members: &[Member],
         depth: u32,
         out: &mut dyn FnMut(Decision) -> std::io::Result<()>,
-        sizes: &mut Vec<u64>,
+        stats: &mut ReduceStats,
     ) -> std::io::Result<()> {
+        if self.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
         if members.len() < 2 {
-            sizes.extend(std::iter::repeat_n(1, members.len()));
+            for _ in members {
+                stats.distinct += 1;
+                stats.cluster_sizes.record(1.0);
+            }
             return Ok(());
         }
         if members.len() <= self.cap {
             let mut v = Vec::with_capacity(members.len() * self.dim);
             self.load(members, &mut v)?;
-            let pairs = k::pairs_at_least(&v, self.dim, self.threshold);
+            let Some(comp) = k::components_at_least(&v, self.dim, self.threshold, self.cancel)
+            else {
+                return Ok(());
+            };
             drop(v);
-            let comp = k::components(members.len(), &pairs);
             let mut size = vec![0u64; members.len()];
             for &c in &comp {
                 size[c as usize] += 1;
@@ -517,7 +550,8 @@ impl Deciding<'_> {
             for (i, &c) in comp.iter().enumerate() {
                 let rep = &members[c as usize];
                 if c as usize == i {
-                    sizes.push(size[i]);
+                    stats.distinct += 1;
+                    stats.cluster_sizes.record(size[i] as f64);
                     if self.representatives && size[i] > 1 {
                         out(Decision {
                             task: rep.task,
@@ -550,12 +584,12 @@ impl Deciding<'_> {
                 "semantic dedup: a cluster sub-clustering cannot split is compared in chunks"
             );
             for c in members.chunks(self.cap) {
-                self.decide(c, MAX_DEPTH, out, sizes)?;
+                self.decide(c, MAX_DEPTH, out, stats)?;
             }
             return Ok(());
         }
         for g in groups {
-            self.decide(&g, depth + 1, out, sizes)?;
+            self.decide(&g, depth + 1, out, stats)?;
         }
         Ok(())
     }
@@ -584,7 +618,7 @@ impl Deciding<'_> {
         let mut v = Vec::new();
         self.load(&sample, &mut v)?;
         let kk = (members.len().div_ceil(self.cap) * 2).min(sample.len());
-        let (cents, _) = k::spherical_kmeans(&v, self.dim, kk, self.iterations, 1.0);
+        let (cents, _) = k::spherical_kmeans(&v, self.dim, kk, self.iterations, 1.0, self.cancel);
         let kk = cents.len() / self.dim;
         let mut groups: Vec<Vec<Member>> = vec![Vec::new(); kk];
         for chunk in members.chunks(want) {
@@ -605,7 +639,7 @@ async fn reduce(
     sc: &ShuffleCtx<'_>,
     s: &Step<'_>,
     out_dir: &Uri,
-    cancel: &AtomicBool,
+    cancel: &Arc<AtomicBool>,
 ) -> Result<(OutputFile, TaskStats), DedupError> {
     let dir = spill_dir();
     std::fs::create_dir_all(&dir).map_err(|e| DedupError::local("spill dir", e))?;
@@ -658,6 +692,7 @@ async fn reduce(
     let cap = ((memory / 2) / (4 * dim as u64)).max(2) as usize;
     let representatives = s.d.params.cluster_column;
     let map_tasks = sc.task_ids(s.d.map_phase).len() as u32;
+    let stop = cancel.clone();
     let (file, len, stats) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
         let spilled = sorter.spilled_bytes;
         let deciding = Deciding {
@@ -667,13 +702,13 @@ async fn reduce(
             cap,
             iterations,
             representatives,
+            cancel: &stop,
         };
         let mut decisions = ExternalSort::<Decision>::new(memory / 4, dir.clone());
-        let mut sizes = Vec::new();
         let mut stats = ReduceStats::default();
         let mut group: Vec<Member> = Vec::new();
         let mut flush = |group: &mut Vec<Member>, stats: &mut ReduceStats| {
-            let r = deciding.decide(&group[..], 0, &mut |x| decisions.push(x), &mut sizes);
+            let r = deciding.decide(&group[..], 0, &mut |x| decisions.push(x), stats);
             stats.keys += group.len() as u64;
             group.clear();
             r
@@ -686,10 +721,6 @@ async fn reduce(
             group.push(m);
         }
         flush(&mut group, &mut stats)?;
-        for &s in &sizes {
-            stats.cluster_sizes.record(s as f64);
-        }
-        stats.distinct = sizes.len() as u64;
         stats.duplicates = stats.keys - stats.distinct;
         stats.spilled_bytes = spilled + decisions.spilled_bytes;
         let (file, len) = encode_decisions(decisions.finish()?, map_tasks, &dir)?;
@@ -698,6 +729,7 @@ async fn reduce(
     .await
     .map_err(DedupError::joined)?
     .map_err(|e| DedupError::local("semantic reduce", e))?;
+    check_cancel(cancel)?;
     let uri = out_dir.child("decisions.bin");
     let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
     if written != len {

@@ -156,6 +156,13 @@ pub fn partition_of_task(fp: &str, task: &str, partitions: u32) -> Option<u32> {
     (0..partitions).find(|r| hash16(&[fp, "partition", &r.to_string()]) == task)
 }
 
+/// The part size of a shuffle object's multipart upload.
+const UPLOAD_PART: usize = 8 << 20;
+/// Parts of one upload in flight: with [`UPLOAD_PART`], at most 40 MiB buffered
+/// whatever the object's size (object_store's default, 8 parts of 10 MiB, held 90 MiB
+/// while a 100 MB keys or assignment object went up).
+const UPLOAD_PARTS_IN_FLIGHT: usize = 4;
+
 /// Streams local bytes (a file, spilled runs) to the store, hashing them: one PUT when
 /// small, a multipart upload past the writer's buffer. Returns the blake3 and length.
 pub async fn upload_file(
@@ -164,7 +171,9 @@ pub async fn upload_file(
     mut file: impl Read,
 ) -> Result<(String, u64), DedupError> {
     let store = reg.open(uri)?;
-    let mut w = object_store::buffered::BufWriter::new(store, uri.path.clone());
+    let mut w =
+        object_store::buffered::BufWriter::with_capacity(store, uri.path.clone(), UPLOAD_PART)
+            .with_max_concurrency(UPLOAD_PARTS_IN_FLIGHT);
     let mut hasher = blake3::Hasher::new();
     let mut n = 0u64;
     let mut buf = vec![0u8; 1 << 20];
@@ -307,12 +316,78 @@ pub async fn section_pieces(
     i: u64,
     entry: usize,
     piece: u64,
-    mut each: impl FnMut(Bytes) -> Result<(), DedupError>,
+    each: impl FnMut(Bytes) -> Result<(), DedupError>,
 ) -> Result<u64, DedupError> {
     let head = get_range(sc, &file.uri, format::offsets_range(i)).await?;
     let (a, z) = parse_offsets(&head).map_err(|e| DedupError::format(&file.uri, e))?;
     if z > file.bytes {
         return Err(DedupError::format(&file.uri, super::FormatError::PastEnd));
+    }
+    pieces(sc, file, a..z, entry, piece, each).await
+}
+
+/// Sections `range` of `file` (contiguous in the object), read as one byte range in
+/// pieces like [`section_pieces`]: one header read and the pieces, however many
+/// sections. Returns the bytes.
+pub async fn sections_pieces(
+    sc: &ShuffleCtx<'_>,
+    file: &OutputFile,
+    range: std::ops::Range<u64>,
+    entry: usize,
+    piece: u64,
+    each: impl FnMut(Bytes) -> Result<(), DedupError>,
+) -> Result<u64, DedupError> {
+    if range.is_empty() {
+        return Ok(0);
+    }
+    let head = get_range(
+        sc,
+        &file.uri,
+        format::offsets_range(range.start).start..format::offsets_range(range.end - 1).end,
+    )
+    .await?;
+    let at = |i: usize| {
+        head.get(8 * i..8 * i + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+    };
+    let n = (range.end - range.start) as usize;
+    let (Some(a), Some(z)) = (at(0), at(n)) else {
+        return Err(DedupError::format(
+            &file.uri,
+            super::FormatError::ShortHeader,
+        ));
+    };
+    if z < a {
+        return Err(DedupError::format(
+            &file.uri,
+            super::FormatError::OffsetsOrder(a, z),
+        ));
+    }
+    if z > file.bytes {
+        return Err(DedupError::format(&file.uri, super::FormatError::PastEnd));
+    }
+    pieces(sc, file, a..z, entry, piece, each).await
+}
+
+/// Bytes `a..z` of `file` in pieces of whole `entry`-byte entries, at most `piece`
+/// bytes each (at least one entry): an error when the range is not whole entries
+/// (never a partial entry dropped).
+async fn pieces(
+    sc: &ShuffleCtx<'_>,
+    file: &OutputFile,
+    std::ops::Range { start: a, end: z }: std::ops::Range<u64>,
+    entry: usize,
+    piece: u64,
+    mut each: impl FnMut(Bytes) -> Result<(), DedupError>,
+) -> Result<u64, DedupError> {
+    if !(z - a).is_multiple_of(entry as u64) {
+        return Err(DedupError::format(
+            &file.uri,
+            super::FormatError::PartialEntry {
+                len: (z - a) as usize,
+                size: entry,
+            },
+        ));
     }
     let step = (piece / entry as u64).max(1) * entry as u64;
     let mut at = a;
@@ -322,6 +397,18 @@ pub async fn section_pieces(
         at = end;
     }
     Ok(z - a)
+}
+
+/// What names an earlier job as an index: where it is, its id, what it computed and
+/// when it was submitted.
+pub fn against_identity(old: &crate::protocol::job::LoadedJob) -> String {
+    hash16(&[
+        "against",
+        &old.uri.to_uri_string(),
+        &old.manifest.job_id,
+        &old.manifest.spec_hash,
+        &old.manifest.created_ms.to_string(),
+    ])
 }
 
 /// Calls `each` with every entry of partition `r` (of this job's partitions) in an
@@ -343,6 +430,15 @@ pub async fn earlier_entries<T: Fixed>(
     let old = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
         .await
         .map_err(|e| DedupError::Against(format!("params.against: {e}")))?;
+    // The job planned against another earlier job than the one there now (deleted
+    // and submitted again): its decisions would mix two corpora.
+    if let Some(want) = &d.against_identity
+        && against_identity(&old) != *want
+    {
+        return Err(DedupError::Against(format!(
+            "params.against: job {uri} was replaced since this job was planned; submit this job again to deduplicate against the new one"
+        )));
+    }
     let od = old
         .manifest
         .phases

@@ -95,13 +95,17 @@ pub fn nearest(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f32)> {
 /// centroid to the normalised mean of its rows; a centroid left without rows takes the
 /// row least similar to its own centroid (ties: the first). Stops after `iterations`,
 /// or when no row changes centroid. Returns `k × d` centroids (fewer when the sample
-/// has fewer rows) and the iterations run.
+/// has fewer rows) and the iterations run. Every decision (initial centroids,
+/// assignments) is taken in f64 where the sgemm is within [`recheck`] of it, so the
+/// centroids are the same on every machine. Stops early (returning what it has) once
+/// `cancel` is set.
 pub fn spherical_kmeans(
     sample: &[f32],
     d: usize,
     k: usize,
     iterations: usize,
     max_initial_similarity: f32,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> (Vec<f32>, usize) {
     let s = sample.len() / d;
     let k = k.min(s);
@@ -118,7 +122,14 @@ pub fn spherical_kmeans(
         }
         sims.resize(chosen.len(), 0.0);
         dots(row(i), &centroids, d, &mut sims);
-        if sims.iter().all(|&x| x < max_initial_similarity) {
+        let band = recheck(d);
+        let below = sims.iter().enumerate().all(|(j, &x)| {
+            x < max_initial_similarity - band
+                || (x < max_initial_similarity + band
+                    && dot64(row(i), &centroids[j * d..(j + 1) * d])
+                        < f64::from(max_initial_similarity))
+        });
+        if below {
             chosen.push(i);
             centroids.extend_from_slice(row(i));
         }
@@ -135,8 +146,11 @@ pub fn spherical_kmeans(
     let mut assigned: Vec<u32> = vec![u32::MAX; s];
     let mut ran = 0;
     for _ in 0..iterations {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         ran += 1;
-        let near = nearest(sample, &centroids, d);
+        let near = nearest_checked(sample, &centroids, d);
         let mut changed = false;
         for (a, &(c, _)) in assigned.iter_mut().zip(&near) {
             changed |= *a != c;
@@ -200,12 +214,17 @@ pub fn pairs_within(v: &[f32], d: usize, threshold: f32) -> Vec<(u32, u32)> {
     out
 }
 
-/// How close (in f32) a similarity must be to a decision it feeds (the best centroid,
-/// the threshold) to be recomputed in f64: sgemm kernels round differently in the
-/// last bits, the f64 dot of the same f32 inputs is the same on every machine.
-pub const RECHECK: f32 = 1e-5;
+/// How close (in f32) a similarity of two `d`-dimensional unit vectors must be to a
+/// decision it feeds (the best centroid, the threshold) to be recomputed in f64: sgemm
+/// kernels (AVX-512, AVX2/FMA, scalar) sum in different orders, and the error of an
+/// f32 dot product of unit vectors is at most d·2⁻²⁴ (Cauchy–Schwarz bounds Σ|aᵢbᵢ| by
+/// 1); twice that, plus 1e-6 for the threshold's own rounding to f32. The f64 dot of
+/// the same f32 inputs, summed in one order, is the same on every machine.
+pub fn recheck(d: usize) -> f32 {
+    (2.0 * d as f64 * 2f64.powi(-24) + 1e-6) as f32
+}
 
-/// The dot product of two rows in f64 (the decisions' arbiter, see [`RECHECK`]).
+/// The dot product of two rows in f64 (the decisions' arbiter, see [`recheck`]).
 pub fn dot64(a: &[f32], b: &[f32]) -> f64 {
     a.iter()
         .zip(b)
@@ -214,8 +233,9 @@ pub fn dot64(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// For every row of `v`, its most similar centroid and that similarity in f64, the
-/// same on every machine: the sgemm's best, and every centroid within [`RECHECK`] of
-/// it, recomputed in f64 (ties: the lowest centroid).
+/// same on every machine: the sgemm's best, and every centroid within [`recheck`] of
+/// it (twice the bound: either may be off), recomputed in f64 (ties: the lowest
+/// centroid).
 pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)> {
     let k = centroids.len() / d;
     let mut out = Vec::with_capacity(v.len() / d);
@@ -223,6 +243,7 @@ pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)
         return out;
     }
     let c = |j: usize| &centroids[j * d..(j + 1) * d];
+    let band = 2.0 * recheck(d);
     let mut sims = Vec::new();
     for (bi, block) in v.chunks(BLOCK * d).enumerate() {
         let m = block.len() / d;
@@ -233,7 +254,7 @@ pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)
             let x = &v[(bi * BLOCK + i) * d..(bi * BLOCK + i + 1) * d];
             let mut pick = (u32::MAX, f64::NEG_INFINITY);
             for (j, &s) in row.iter().enumerate() {
-                if s >= best - RECHECK {
+                if s >= best - band {
                     let exact = dot64(x, c(j));
                     if exact > pick.1 {
                         pick = (j as u32, exact);
@@ -246,15 +267,54 @@ pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)
     out
 }
 
-/// [`pairs_within`] at a threshold decided in f64: the sgemm finds the candidates
-/// within [`RECHECK`] below it, and those within [`RECHECK`] of it are recomputed in
-/// f64, so the pairs are the same on every machine.
-pub fn pairs_at_least(v: &[f32], d: usize, threshold: f64) -> Vec<(u32, u32)> {
-    let t = threshold as f32;
-    let row = |i: u32| &v[i as usize * d..(i as usize + 1) * d];
-    let mut out = pairs_within(v, d, t - RECHECK);
-    out.retain(|&(a, b)| dot64(row(a), row(b)) >= threshold);
-    out
+/// The connected components of the rows of `v` (unit vectors) joined by every pair at
+/// similarity ≥ `threshold`, each row's component named by its lowest row; found
+/// block by block ([`BLOCK`] × [`BLOCK`], one sgemm each) straight into a union-find,
+/// so memory is the blocks and one label per row however many pairs there are (a
+/// cluster of n copies has n²/2). A pair is decided by the sgemm when it is more than
+/// [`recheck`] from the threshold, else by its f64 dot product: the same components on
+/// every machine. Returns `None` once `cancel` is set.
+pub fn components_at_least(
+    v: &[f32],
+    d: usize,
+    threshold: f64,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Option<Vec<u32>> {
+    let n = v.len() / d;
+    let (t, band) = (threshold as f32, recheck(d));
+    let row = |i: usize| &v[i * d..(i + 1) * d];
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    let mut sims = Vec::new();
+    for bi in (0..n).step_by(BLOCK) {
+        let a = &v[bi * d..(bi + BLOCK).min(n) * d];
+        for bj in (bi..n).step_by(BLOCK) {
+            if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            let b = &v[bj * d..(bj + BLOCK).min(n) * d];
+            let (m, w) = (a.len() / d, b.len() / d);
+            sims.resize(m * w, 0.0);
+            dots(a, b, d, &mut sims);
+            for i in 0..m {
+                let start = if bi == bj { i + 1 } else { 0 };
+                for j in start..w {
+                    let s = sims[i * w + j];
+                    if s < t - band {
+                        continue;
+                    }
+                    let (x, y) = (bi + i, bj + j);
+                    if s >= t + band || dot64(row(x), row(y)) >= threshold {
+                        super::uf_union(&mut parent, x as u32, y as u32);
+                    }
+                }
+            }
+        }
+    }
+    Some(
+        (0..n as u32)
+            .map(|x| super::uf_find(&mut parent, x))
+            .collect(),
+    )
 }
 
 /// The dimension of an embedding column's type: FixedSizeList<Float32> of 1 to 4096.
@@ -267,6 +327,13 @@ pub fn dim_of(t: &arrow_schema::DataType) -> Option<usize> {
         }
         _ => None,
     }
+}
+
+/// Bytes that `k` centroids of `d` dimensions take in the tasks that hold them: the
+/// centroids read (and their bytes), the k-means sums in f64, and a block of
+/// similarities to all of them.
+pub fn centroid_bytes(k: usize, d: usize) -> u64 {
+    (k as u64) * (d as u64) * 16 + (BLOCK as u64) * (k as u64) * 4
 }
 
 /// Bytes of one semantic dedup entry of a `d`-dimensional vector: the sample key
@@ -290,6 +357,8 @@ pub fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
     fn random_unit(rnd: &mut impl FnMut() -> u64, n: usize, d: usize) -> Vec<f32> {
         let mut v: Vec<f32> = (0..n * d)
@@ -364,6 +433,43 @@ mod tests {
         }
     }
 
+    /// The streamed components equal those of every pair a double loop finds in f64,
+    /// and a dense cluster (a thousand copies: half a million pairs) needs no pair
+    /// list: one component, named by its first row.
+    #[test]
+    fn components_at_least_equal_the_pairs_components() {
+        let mut rnd = crate::kernels::xorshift(19);
+        let d = 16;
+        let n = BLOCK + 200;
+        let mut v = random_unit(&mut rnd, n, d);
+        for c in 0..120 {
+            let (src, dst) = (c * 17 % n, (c * 613 + BLOCK - 9) % n);
+            let mut copy: Vec<f32> = v[src * d..(src + 1) * d].to_vec();
+            copy[c % d] += 0.04;
+            normalize(&mut copy);
+            v[dst * d..(dst + 1) * d].copy_from_slice(&copy);
+        }
+        let t = 0.97;
+        let mut pairs = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                if dot64(&v[i * d..(i + 1) * d], &v[j * d..(j + 1) * d]) >= t {
+                    pairs.push((i as u32, j as u32));
+                }
+            }
+        }
+        assert!(pairs.len() >= 100, "{} pairs", pairs.len());
+        let got = components_at_least(&v, d, t, &NEVER).unwrap();
+        assert_eq!(got, components(n, &pairs));
+        let same: Vec<f32> = v[..d].repeat(1000);
+        let one = components_at_least(&same, d, 0.999, &NEVER).unwrap();
+        assert!(one.iter().all(|&c| c == 0));
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        assert!(components_at_least(&same, d, 0.999, &stop).is_none());
+        // The band grows with the dimension: the f32 error bound of a unit dot.
+        assert!(recheck(4096) > 4.8e-4 && recheck(16) < 3e-6);
+    }
+
     #[test]
     fn nearest_is_the_most_similar_centroid() {
         let mut rnd = crate::kernels::xorshift(3);
@@ -398,8 +504,8 @@ mod tests {
             sample.extend(x);
             truth.push(c);
         }
-        let (c1, ran) = spherical_kmeans(&sample, d, 6, 30, 0.5);
-        let (c2, _) = spherical_kmeans(&sample, d, 6, 30, 0.5);
+        let (c1, ran) = spherical_kmeans(&sample, d, 6, 30, 0.5, &NEVER);
+        let (c2, _) = spherical_kmeans(&sample, d, 6, 30, 0.5, &NEVER);
         assert_eq!(c1, c2, "deterministic");
         assert!(ran < 30, "converged in {ran}");
         let near = nearest(&sample, &c1, d);
@@ -415,7 +521,7 @@ mod tests {
                 .map(|x| x.1 as f64)
                 .sum::<f64>()
         };
-        let (init, _) = spherical_kmeans(&sample, d, 6, 0, 0.5);
+        let (init, _) = spherical_kmeans(&sample, d, 6, 0, 0.5, &NEVER);
         assert!(objective(&c1) >= objective(&init) - 1e-3);
         // Identical rows: a centroid is left empty and reseeded, and nothing
         // becomes NaN.
@@ -424,12 +530,12 @@ mod tests {
             same.extend_from_slice(&centres[..d]);
         }
         same.extend_from_slice(&centres[d..3 * d]);
-        let (cs, _) = spherical_kmeans(&same, d, 4, 10, 0.5);
+        let (cs, _) = spherical_kmeans(&same, d, 4, 10, 0.5, &NEVER);
         assert_eq!(cs.len(), 4 * d);
         assert!(cs.iter().all(|x| x.is_finite()));
-        assert_eq!(cs, spherical_kmeans(&same, d, 4, 10, 0.5).0);
+        assert_eq!(cs, spherical_kmeans(&same, d, 4, 10, 0.5, &NEVER).0);
         // More centroids than rows: one per row.
-        let (few, _) = spherical_kmeans(&sample[..3 * d], d, 10, 5, 0.5);
+        let (few, _) = spherical_kmeans(&sample[..3 * d], d, 10, 5, 0.5, &NEVER);
         assert_eq!(few.len(), 3 * d);
     }
 }

@@ -624,6 +624,15 @@ pub enum ParamsError {
         need: u64,
         memory: u64,
     },
+    #[error(
+        "params.clusters: {clusters} centroids of {dim} dimensions take {need} bytes to train and assign with, more than half of params.memory ({memory} bytes): lower clusters or raise memory"
+    )]
+    Clusters {
+        clusters: u32,
+        dim: usize,
+        need: u64,
+        memory: u64,
+    },
     #[error("params.keep: nearest_centroid is for semantic dedup only")]
     KeepNearest,
     #[error("params.{param}: column {column:?} {message}")]
@@ -688,7 +697,9 @@ impl DedupParams {
                 vec![DataType::Utf8],
                 "the text column repeated paragraphs are cut from (a string)".to_string(),
             )),
-            DedupKind::Semantic { sample, .. } => {
+            DedupKind::Semantic {
+                sample, clusters, ..
+            } => {
                 let what = "an embedding (fixed_size_list<float32> of 1 to 4096)".to_string();
                 let d = match input.field_with_name(&self.key) {
                     Ok(f) => crate::kernels::semantic::dim_of(f.data_type()).ok_or_else(|| {
@@ -713,6 +724,17 @@ impl DedupParams {
                         need,
                         memory: self.memory_bytes,
                     });
+                }
+                if let Some(k) = clusters {
+                    let need = crate::kernels::semantic::centroid_bytes(*k as usize, d);
+                    if need > self.memory_bytes / 2 {
+                        return Err(ParamsError::Clusters {
+                            clusters: *k,
+                            dim: d,
+                            need,
+                            memory: self.memory_bytes,
+                        });
+                    }
                 }
                 return self.check_keep(input);
             }

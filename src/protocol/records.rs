@@ -124,6 +124,12 @@ pub struct DedupPhase {
     /// of label propagation in a `Propagate` phase (odd: by record, even: by bucket).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub step: u32,
+    /// With `params.against`: the earlier job's identity when this job was planned
+    /// (`dedup::plan::against_identity`: its URI, id, spec hash, creation time). A task
+    /// reading the earlier job's index checks it, so a job replaced under the same URI
+    /// since is refused rather than mixed in. Absent in older jobs (not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against_identity: Option<String>,
 }
 
 fn is_zero(x: &u32) -> bool {

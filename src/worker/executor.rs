@@ -537,6 +537,7 @@ mod tests {
                 partitions: 2,
                 map_phase: 0,
                 step: 0,
+                against_identity: None,
             }),
             task_digest: None,
             shard_digits: 0,
