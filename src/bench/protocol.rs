@@ -154,6 +154,8 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             writer: &crate::io::write::parquet::Parquet,
             task: "bench".into(),
             tokens: None,
+            jsonl: None,
+            created_ms: 0,
             batch_rows: spec.job.batch_rows,
             batch_bytes: spec.job.batch_bytes,
             channel_batches: spec.job.channel_batches,

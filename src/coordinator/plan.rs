@@ -877,6 +877,21 @@ fn bind_dropping(
                     }),
                 }
             }
+            // Dolma's text and created columns must be in the output.
+            if let Some(j) = &spec.output.jsonl
+                && j.layout == crate::spec::JsonlLayout::Dolma
+            {
+                for (param, col) in [("text", Some(&j.text)), ("created", j.created.as_ref())] {
+                    if let Some(c) = col
+                        && phase_out.field_with_name(c).is_err()
+                    {
+                        errors.push(FieldError {
+                            path: format!("output.jsonl.{param}"),
+                            message: format!("no column {c:?} in the output"),
+                        });
+                    }
+                }
+            }
         }
         out.push((phase_in, phase_out));
     }
@@ -946,6 +961,9 @@ pub fn fingerprints(
             }
             if let Some(t) = &o.tokens {
                 what["output"]["tokens"] = json!(t);
+            }
+            if let Some(j) = &o.jsonl {
+                what["output"]["jsonl"] = json!(j);
             }
         } else {
             what["include_record"] = json!(spec.rejects.include_record);

@@ -196,6 +196,8 @@ pub enum OutputFormat {
     /// Plain token shards: raw little-endian ids (`.tokens`) and document offsets
     /// (`.offsets`).
     Tokens,
+    /// JSON Lines (`.jsonl.zst`, `.jsonl.gz`, `.jsonl`), plain records or Dolma's layout.
+    Jsonl,
 }
 
 impl OutputFormat {
@@ -206,6 +208,7 @@ impl OutputFormat {
             OutputFormat::Lance => "lance",
             OutputFormat::Megatron => "megatron",
             OutputFormat::Tokens => "tokens",
+            OutputFormat::Jsonl => "jsonl",
         }
     }
 }
@@ -222,6 +225,41 @@ pub struct OutputSpec {
     pub overwrite: bool,
     /// `output.tokens`: the token shard settings (formats `megatron` and `tokens`).
     pub tokens: Option<TokenShards>,
+    /// `output.jsonl`: the JSON Lines settings (format `jsonl`).
+    pub jsonl: Option<JsonlSpec>,
+}
+
+/// `output.jsonl`: how JSON Lines output is compressed and laid out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JsonlSpec {
+    pub compression: JsonlCompression,
+    pub layout: JsonlLayout,
+    /// Dolma: the text column (default `text`).
+    pub text: String,
+    /// Dolma: the `source` field (default: the job's name).
+    pub source: Option<String>,
+    /// Dolma: the column `created` comes from (default: the first of `created`,
+    /// `warc_date`, `date` the output has).
+    pub created: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JsonlCompression {
+    #[default]
+    Zstd,
+    Gzip,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JsonlLayout {
+    /// Every output column by name.
+    #[default]
+    Records,
+    /// Dolma's documents: id, text, source, added, created, metadata.
+    Dolma,
 }
 
 /// The element type of written token ids.
@@ -869,6 +907,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         None | Some("parquet") => OutputFormat::Parquet,
         Some("megatron") => OutputFormat::Megatron,
         Some("tokens") => OutputFormat::Tokens,
+        Some("jsonl") => OutputFormat::Jsonl,
         Some("lance") if cfg!(feature = "lance") => OutputFormat::Lance,
         Some("lance") => {
             sink.error(
@@ -880,7 +919,9 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         Some(f) => {
             sink.error(
                 &o.field_path("format"),
-                format!("unknown output format {f:?}, expected: parquet, lance, megatron, tokens"),
+                format!(
+                    "unknown output format {f:?}, expected: parquet, lance, megatron, tokens, jsonl"
+                ),
             );
             OutputFormat::Parquet
         }
@@ -906,6 +947,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let drop_columns = o.opt_str_list("drop_columns").unwrap_or_default();
     let overwrite = o.opt_bool("overwrite").unwrap_or(false);
     let tokens = build_tokens(o, format, sink);
+    let jsonl = build_jsonl(o, format);
     if tokens.is_some() && target_file_bytes > 4 << 30 {
         // A shard is put as one object (S3: at most 5 GiB) and held in memory.
         sink.error(
@@ -924,7 +966,52 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         drop_columns,
         overwrite,
         tokens,
+        jsonl,
     })
+}
+
+/// `output.jsonl`, for the JSON Lines format only. Its `text` and `created` columns
+/// are checked against the output schema when the job is planned.
+fn build_jsonl(o: &Obj, format: OutputFormat) -> Option<JsonlSpec> {
+    if format != OutputFormat::Jsonl {
+        if o.has("jsonl") {
+            o.error("jsonl", "only with output.format jsonl");
+        }
+        return None;
+    }
+    let j = o.obj("jsonl");
+    let compression = match j.opt_str("compression").as_deref() {
+        None | Some("zstd") => JsonlCompression::Zstd,
+        Some("gzip") => JsonlCompression::Gzip,
+        Some("none") => JsonlCompression::None,
+        Some(c) => {
+            j.error(
+                "compression",
+                format!("unknown compression {c:?}, expected one of: zstd, gzip, none"),
+            );
+            JsonlCompression::Zstd
+        }
+    };
+    let layout = match j.opt_str("layout").as_deref() {
+        None | Some("records") => JsonlLayout::Records,
+        Some("dolma") => JsonlLayout::Dolma,
+        Some(l) => {
+            j.error(
+                "layout",
+                format!("unknown layout {l:?}, expected records or dolma"),
+            );
+            JsonlLayout::Records
+        }
+    };
+    let spec = JsonlSpec {
+        compression,
+        layout,
+        text: j.opt_str("text").unwrap_or_else(|| "text".into()),
+        source: j.opt_str("source"),
+        created: j.opt_str("created"),
+    };
+    j.finish();
+    Some(spec)
 }
 
 /// `output.tokens`, for the token shard formats only.

@@ -444,6 +444,21 @@ async fn records(
         } else {
             None
         },
+        jsonl: match &spec.output.jsonl {
+            Some(j) if last => {
+                let mut j = j.clone();
+                j.source.get_or_insert_with(|| spec.name.clone());
+                if j.created.is_none() {
+                    j.created = ["created", "warc_date", "date"]
+                        .into_iter()
+                        .find(|c| plan.output_schema.field_with_name(c).is_ok())
+                        .map(str::to_string);
+                }
+                Some(j)
+            }
+            _ => None,
+        },
+        created_ms: run.ctx.job.manifest.created_ms,
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,

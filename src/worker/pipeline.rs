@@ -59,6 +59,10 @@ pub struct PipelineSpec {
     pub task: String,
     /// `output.tokens` (token shard writers).
     pub tokens: Option<crate::spec::TokenShards>,
+    /// `output.jsonl` with its defaults resolved (last phase, format `jsonl`).
+    pub jsonl: Option<crate::spec::JsonlSpec>,
+    /// When the job was submitted (ms since the epoch).
+    pub created_ms: u64,
     pub batch_rows: usize,
     pub batch_bytes: usize,
     pub channel_batches: usize,
@@ -175,6 +179,8 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         target_bytes: spec.target_file_bytes,
         task: spec.task.clone(),
         tokens: spec.tokens.clone(),
+        jsonl: spec.jsonl.clone(),
+        created_ms: spec.created_ms,
     })?;
     let mut rejects = PartWriter::new(
         spec.registry.clone(),

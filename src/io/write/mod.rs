@@ -8,6 +8,7 @@
 //! One [`Writer`] per `output.format`, registered by name in [`WRITERS`]; the rejects
 //! and intermediate phases are always Parquet. Adding an output format is one file
 //! here, one line in [`WRITERS`] (and its name in `spec::OutputFormat`).
+pub mod jsonl;
 #[cfg(feature = "lance")]
 pub mod lance;
 pub mod parquet;
@@ -68,6 +69,11 @@ pub struct WriteCtx {
     pub task: String,
     /// `output.tokens` (the token shard writers).
     pub tokens: Option<crate::spec::TokenShards>,
+    /// `output.jsonl` (the JSON Lines writer).
+    pub jsonl: Option<crate::spec::JsonlSpec>,
+    /// When the job was submitted (ms since the epoch): what a writer stamps on
+    /// records (Dolma's `added`), the same for every attempt.
+    pub created_ms: u64,
 }
 
 /// One attempt's writer; runs on a blocking thread.
@@ -133,6 +139,7 @@ pub trait Writer: Send + Sync {
 /// Every writer, by name.
 pub static WRITERS: &[&dyn Writer] = &[
     &parquet::Parquet,
+    &jsonl::Jsonl,
     &tokens::MEGATRON,
     &tokens::TOKENS,
     #[cfg(feature = "lance")]

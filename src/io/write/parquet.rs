@@ -19,10 +19,10 @@ use tokio_util::io::SyncIoBridge;
 pub use super::WriteError;
 
 /// Counts and hashes the bytes passing through.
-struct Hashing<W> {
-    inner: W,
-    hasher: blake3::Hasher,
-    bytes: u64,
+pub(super) struct Hashing<W> {
+    pub(super) inner: W,
+    pub(super) hasher: blake3::Hasher,
+    pub(super) bytes: u64,
 }
 
 impl<W: Write> Write for Hashing<W> {

@@ -398,6 +398,8 @@ mod tests {
                 eod,
                 shuffle_seed: seed,
             }),
+            jsonl: None,
+            created_ms: 0,
         };
         let files = std::thread::scope(|s| {
             s.spawn(|| {
