@@ -335,6 +335,28 @@ fn read_back(format: &str, out: &Path) -> Vec<RecordBatch> {
                     .unwrap()
             })
         }
+        "jsonl" => {
+            // Every published file, decompressed, through arrow's JSON reader with the
+            // written schema.
+            let mut files: Vec<_> = std::fs::read_dir(out)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.to_string_lossy().ends_with(".jsonl.zst"))
+                .collect();
+            files.sort();
+            files
+                .into_iter()
+                .flat_map(|p| {
+                    let raw = std::fs::read(p).unwrap();
+                    let text = zstd::decode_all(&raw[..]).unwrap();
+                    arrow_json::ReaderBuilder::new(sample().schema())
+                        .build(std::io::Cursor::new(text))
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        }
         other => panic!("add a read-back for the new writer {other:?} here"),
     }
 }
@@ -369,6 +391,8 @@ fn every_writer_round_trips_a_small_batch() {
                 eod: Some(0),
                 shuffle_seed: None,
             }),
+            jsonl: None,
+            created_ms: 0,
         };
         let staged = rt.block_on(async {
             let b = batch.clone();
@@ -451,6 +475,8 @@ fn a_batch_of_another_schema_is_refused_for_good() {
         target_bytes: 1 << 20,
         task: "t1".into(),
         tokens: None,
+        jsonl: None,
+        created_ms: 0,
     };
     let err = rt.block_on(async {
         tokio::task::spawn_blocking(move || {

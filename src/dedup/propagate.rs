@@ -145,7 +145,7 @@ pub async fn near_step(
         .map_err(DedupError::joined)?
         .map_err(|e| DedupError::local("near-duplicate object", e))?;
     let uri = out_dir.child("near.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
+    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
     if written != len {
         return Err(DedupError::ShortWrite {
             what: "near-duplicate object",

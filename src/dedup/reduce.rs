@@ -127,7 +127,7 @@ async fn upload_result(
             "partition exceeded the reduce memory budget and spilled to disk"
         );
     }
-    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
+    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
     if written != len {
         return Err(DedupError::ShortWrite { what, written, len });
     }

@@ -120,11 +120,12 @@ pub async fn semantic_step(
     }
 }
 
-/// A sample vector: ordered by (key, id), the heap's largest first out.
+/// A sample vector's place: ordered by (key, id), the heap's largest first out; its
+/// vector is row `slot` of the sample's one slab.
 struct Sampled {
     key: u128,
     id: u128,
-    v: Box<[f32]>,
+    slot: u32,
 }
 impl PartialEq for Sampled {
     fn eq(&self, o: &Self) -> bool {
@@ -186,6 +187,10 @@ async fn centroids(
         .sum();
     let want = s.sample as usize;
     let mut heap = std::collections::BinaryHeap::<Sampled>::with_capacity(want.min(1 << 20));
+    // The vectors, one row per slot: an evicted entry's row takes the next one, so the
+    // sample is held once (`sample × 4d` bytes), never as one allocation per vector.
+    let mut slab: Vec<f32> = Vec::new();
+    let mut row = Vec::with_capacity(s.dim);
     let mut input_bytes = 0;
     for section in 0..s.d.partitions as u64 {
         for (_, file) in &files {
@@ -201,16 +206,17 @@ async fn centroids(
                     {
                         continue;
                     }
-                    let mut x = Vec::with_capacity(s.dim);
-                    floats(v, &mut x);
-                    heap.push(Sampled {
-                        key,
-                        id,
-                        v: x.into_boxed_slice(),
-                    });
-                    if heap.len() > want {
-                        heap.pop();
-                    }
+                    row.clear();
+                    floats(v, &mut row);
+                    let slot = if heap.len() == want {
+                        heap.pop().expect("full").slot
+                    } else {
+                        slab.extend_from_slice(&row);
+                        heap.len() as u32
+                    };
+                    let at = slot as usize * s.dim;
+                    slab[at..at + s.dim].copy_from_slice(&row);
+                    heap.push(Sampled { key, id, slot });
                 }
                 Ok(())
             })
@@ -220,8 +226,8 @@ async fn centroids(
             break;
         }
     }
-    let sample = heap.into_sorted_vec();
-    let n = sample.len();
+    let order: Vec<u32> = heap.into_sorted_vec().iter().map(|x| x.slot).collect();
+    let n = order.len();
     let k_want = match s.clusters {
         Some(c) => c as usize,
         None => auto_clusters(records, n, s.dim, s.d.params.memory_bytes),
@@ -229,11 +235,8 @@ async fn centroids(
     let (dim, iterations, eps) = (s.dim, s.iterations as usize, s.eps);
     let stop = cancel.clone();
     let (cents, ran) = tokio::task::spawn_blocking(move || {
-        // The sample's vectors moved into one matrix, each freed as it is copied.
-        let mut rows = Vec::with_capacity(n * dim);
-        for x in sample {
-            rows.extend_from_slice(&x.v);
-        }
+        // The slab's rows in (key, id) order, permuted in place.
+        let rows = permute_rows(slab, &order, dim);
         // Initial centroids at least 4·eps apart (in cosine distance), as the design says.
         let spread = (1.0 - 4.0 * eps).max(-1.0) as f32;
         k::spherical_kmeans(&rows, dim, k_want, iterations, spread, &stop)
@@ -261,7 +264,7 @@ async fn centroids(
     }
     let uri = out_dir.child("centroids.bin");
     let len = obj.len() as u64;
-    let (blake3, written) = upload_file(sc.reg, &uri, std::io::Cursor::new(obj)).await?;
+    let (blake3, written) = upload_file(sc.reg, &uri, std::io::Cursor::new(obj), len).await?;
     if written != len {
         return Err(DedupError::ShortWrite {
             what: "centroids object",
@@ -286,6 +289,33 @@ async fn centroids(
     ))
 }
 
+/// `rows` reordered so that row `i` is the old row `order[i]` (`order` a
+/// permutation), in place: each cycle of the permutation walked once with one row of
+/// scratch.
+fn permute_rows(mut rows: Vec<f32>, order: &[u32], d: usize) -> Vec<f32> {
+    let mut done = vec![false; order.len()];
+    let mut tmp = vec![0f32; d];
+    for start in 0..order.len() {
+        if done[start] {
+            continue;
+        }
+        // Row `start` will hold old row order[start]; walk the cycle.
+        tmp.copy_from_slice(&rows[start * d..(start + 1) * d]);
+        let mut i = start;
+        loop {
+            done[i] = true;
+            let src = order[i] as usize;
+            if src == start {
+                rows[i * d..(i + 1) * d].copy_from_slice(&tmp);
+                break;
+            }
+            rows.copy_within(src * d..(src + 1) * d, i * d);
+            i = src;
+        }
+    }
+    rows
+}
+
 /// `clusters: auto`: one per [`RECORDS_PER_CLUSTER`] records, at most a tenth of the
 /// sample (so each centroid trains on ten vectors or more) and at most what half of
 /// `memory` holds ([`k::centroid_bytes`]); at least 1.
@@ -294,10 +324,18 @@ pub fn auto_clusters(records: u64, sample: usize, d: usize, memory: u64) -> usiz
         .rev()
         .find(|&c| k::centroid_bytes(c, d) <= memory / 2)
         .unwrap_or(1);
-    (records.div_ceil(RECORDS_PER_CLUSTER) as usize)
-        .min(sample / 10)
-        .min(by_memory)
-        .clamp(1, 65_536)
+    let want = records.div_ceil(RECORDS_PER_CLUSTER) as usize;
+    let k = want.min(sample / 10).min(by_memory).clamp(1, 65_536);
+    if k < want.min(65_536) {
+        // Larger clusters: the pairs step costs n² per cluster.
+        tracing::warn!(
+            records,
+            clusters = k,
+            wanted = want,
+            "semantic dedup: clusters: auto is capped by the sample (a tenth of it) or by memory; raise params.sample or params.memory, or set params.clusters"
+        );
+    }
+    k
 }
 
 /// The centroids the step-0 task committed (`k × d`).
@@ -354,6 +392,16 @@ async fn assign(
     let p = s.d.partitions as usize;
     let j = s.r as usize;
     let files = map_files(sc, s.d, j * m / p..(j + 1) * m / p).await?;
+    let vectors: u64 = files
+        .iter()
+        .filter_map(|(_, f)| f.as_ref())
+        .map(|f| f.rows)
+        .sum();
+    if vectors > u32::MAX as u64 {
+        return Err(DedupError::Plan(format!(
+            "assign task {j} would hold {vectors} vectors, more than 2^32: raise params.partitions"
+        )));
+    }
     let entry = k::entry_bytes(s.dim);
     let out_entry = assigned_bytes(s.dim);
     let piece = earlier_piece(s.d.params.memory_bytes);
@@ -397,11 +445,6 @@ async fn assign(
     }
     let tmp = tmp.into_inner().map_err(|e| local(e.into_error()))?;
     let n = parts.len();
-    if n > u32::MAX as usize {
-        return Err(DedupError::Plan(format!(
-            "assign task {j} holds {n} vectors, more than 2^32: raise params.partitions"
-        )));
-    }
     let (file, len) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
         // Entries by partition (stable: each keeps its read order), read back in that
         // order from the local file.
@@ -419,7 +462,7 @@ async fn assign(
     .map_err(DedupError::joined)?
     .map_err(|e| DedupError::local("assignment object", e))?;
     let uri = out_dir.child("assigned.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
+    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
     if written != len {
         return Err(DedupError::ShortWrite {
             what: "assignment object",
@@ -526,7 +569,7 @@ impl Deciding<'_> {
         stats: &mut ReduceStats,
     ) -> std::io::Result<()> {
         if self.cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(());
+            return Err(std::io::ErrorKind::Interrupted.into());
         }
         if members.len() < 2 {
             for _ in members {
@@ -540,7 +583,7 @@ impl Deciding<'_> {
             self.load(members, &mut v)?;
             let Some(comp) = k::components_at_least(&v, self.dim, self.threshold, self.cancel)
             else {
-                return Ok(());
+                return Err(std::io::ErrorKind::Interrupted.into());
             };
             drop(v);
             let mut size = vec![0u64; members.len()];
@@ -623,7 +666,9 @@ impl Deciding<'_> {
         let mut groups: Vec<Vec<Member>> = vec![Vec::new(); kk];
         for chunk in members.chunks(want) {
             self.load(chunk, &mut v)?;
-            for (m, (c, _)) in chunk.iter().zip(k::nearest_checked(&v, &cents, self.dim)) {
+            let near = k::nearest_until(&v, &cents, self.dim, self.cancel)
+                .ok_or(std::io::ErrorKind::Interrupted)?;
+            for (m, (c, _)) in chunk.iter().zip(near) {
                 groups[c as usize].push(*m);
             }
         }
@@ -728,10 +773,13 @@ async fn reduce(
     })
     .await
     .map_err(DedupError::joined)?
-    .map_err(|e| DedupError::local("semantic reduce", e))?;
+    .map_err(|e| match check_cancel(cancel) {
+        Err(c) => c,
+        Ok(()) => DedupError::local("semantic reduce", e),
+    })?;
     check_cancel(cancel)?;
     let uri = out_dir.child("decisions.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file).await?;
+    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
     if written != len {
         return Err(DedupError::ShortWrite {
             what: "decisions object",
@@ -755,4 +803,35 @@ async fn reduce(
             ..Default::default()
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permute_rows_puts_row_order_i_at_i() {
+        let d = 3;
+        let rows: Vec<f32> = (0..7 * d).map(|x| x as f32).collect();
+        let order = [4u32, 0, 6, 5, 1, 2, 3];
+        let got = permute_rows(rows.clone(), &order, d);
+        for (i, &o) in order.iter().enumerate() {
+            assert_eq!(
+                &got[i * d..(i + 1) * d],
+                &rows[o as usize * d..(o as usize + 1) * d]
+            );
+        }
+        assert_eq!(permute_rows(rows.clone(), &[0, 1, 2, 3, 4, 5, 6], d), rows);
+    }
+
+    #[test]
+    fn auto_clusters_follow_records_within_sample_and_memory() {
+        assert_eq!(auto_clusters(1_000_000, 100_000, 512, 1 << 30), 200);
+        assert_eq!(auto_clusters(10, 100_000, 512, 1 << 30), 1);
+        // A tenth of the sample at most.
+        assert_eq!(auto_clusters(1_000_000_000, 100_000, 512, 1 << 30), 10_000);
+        // What half of memory holds: 64 MiB / (512 × 16 + 4,096) bytes a centroid.
+        let k = auto_clusters(1_000_000_000, 1_000_000, 512, 64 << 20);
+        assert!(k::centroid_bytes(k, 512) <= 32 << 20 && k::centroid_bytes(k + 1, 512) > 32 << 20);
+    }
 }

@@ -135,7 +135,7 @@ pub async fn write_keys(
         .map_err(DedupError::joined)?
         .map_err(|e| DedupError::local("merging spilled keys", e))?;
     let uri = dir.child("keys.bin");
-    let (blake3, written) = upload_file(reg, &uri, reader).await?;
+    let (blake3, written) = upload_file(reg, &uri, reader, len).await?;
     if written != len {
         return Err(DedupError::ShortWrite {
             what: "keys object",
@@ -156,23 +156,31 @@ pub fn partition_of_task(fp: &str, task: &str, partitions: u32) -> Option<u32> {
     (0..partitions).find(|r| hash16(&[fp, "partition", &r.to_string()]) == task)
 }
 
-/// The part size of a shuffle object's multipart upload.
-const UPLOAD_PART: usize = 8 << 20;
-/// Parts of one upload in flight: with [`UPLOAD_PART`], at most 40 MiB buffered
-/// whatever the object's size (object_store's default, 8 parts of 10 MiB, held 90 MiB
-/// while a 100 MB keys or assignment object went up).
+/// The smallest part of a shuffle object's multipart upload.
+const UPLOAD_PART: u64 = 8 << 20;
+/// Parts of one upload in flight: with 8 MiB parts, at most 40 MiB buffered whatever
+/// the object's size (object_store's default, 8 parts of 10 MiB, held 90 MiB while a
+/// 100 MB keys or assignment object went up).
 const UPLOAD_PARTS_IN_FLIGHT: usize = 4;
 
-/// Streams local bytes (a file, spilled runs) to the store, hashing them: one PUT when
-/// small, a multipart upload past the writer's buffer. Returns the blake3 and length.
+/// The part size for an object of `len` bytes: 8 MiB, or larger so that it takes at
+/// most 9,000 parts (S3 allows 10,000: 8 MiB parts alone would stop at 78 GiB).
+fn upload_part(len: u64) -> usize {
+    UPLOAD_PART.max(len.div_ceil(9_000)) as usize
+}
+
+/// Streams local bytes (a file, spilled runs) of `len` bytes to the store, hashing
+/// them: one PUT when small, a multipart upload past the writer's buffer. Returns the
+/// blake3 and the bytes written.
 pub async fn upload_file(
     reg: &Registry,
     uri: &Uri,
     mut file: impl Read,
+    len: u64,
 ) -> Result<(String, u64), DedupError> {
     let store = reg.open(uri)?;
     let mut w =
-        object_store::buffered::BufWriter::with_capacity(store, uri.path.clone(), UPLOAD_PART)
+        object_store::buffered::BufWriter::with_capacity(store, uri.path.clone(), upload_part(len))
             .with_max_concurrency(UPLOAD_PARTS_IN_FLIGHT);
     let mut hasher = blake3::Hasher::new();
     let mut n = 0u64;
@@ -500,6 +508,18 @@ pub async fn earlier_entries<T: Fixed>(
             .await?;
         }
     }
+    // Replaced while it was read (same paths, another corpus): the entries may mix
+    // both, so the task fails rather than decide with them.
+    if let Some(want) = &d.against_identity {
+        let again = crate::protocol::job::load_job(sc.reg, uri, sc.retry)
+            .await
+            .map_err(|e| DedupError::Against(format!("params.against: {e}")))?;
+        if against_identity(&again) != *want {
+            return Err(DedupError::Against(format!(
+                "params.against: job {uri} was replaced since this job was planned; submit this job again to deduplicate against the new one"
+            )));
+        }
+    }
     Ok(bytes)
 }
 
@@ -537,7 +557,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_large_keys_object_goes_up_in_parts_with_the_bytes_of_one_encoding() {
-        // 12 MiB of keys: past the writer's 10 MiB buffer, so a multipart upload.
+        // 12 MiB of keys: past the writer's 8 MiB parts, so a multipart upload.
         let n = (12 << 20) / 40;
         let (got, f, puts) = upload("keys-large", n).await;
         assert_eq!(got, format::encode_keys(&entries(n), 40, 7));

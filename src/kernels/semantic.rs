@@ -117,7 +117,7 @@ pub fn spherical_kmeans(
     let mut centroids: Vec<f32> = Vec::with_capacity(k * d);
     let mut sims = vec![0f32; 1];
     for i in 0..s {
-        if chosen.len() == k {
+        if chosen.len() == k || cancel.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
         sims.resize(chosen.len(), 0.0);
@@ -134,14 +134,16 @@ pub fn spherical_kmeans(
             centroids.extend_from_slice(row(i));
         }
     }
-    for i in 0..s {
+    let mut taken = vec![false; s];
+    for &i in &chosen {
+        taken[i] = true;
+    }
+    for (i, _) in taken.iter().enumerate().filter(|(_, t)| !**t) {
         if chosen.len() == k {
             break;
         }
-        if !chosen.contains(&i) {
-            chosen.push(i);
-            centroids.extend_from_slice(row(i));
-        }
+        chosen.push(i);
+        centroids.extend_from_slice(row(i));
     }
     let mut assigned: Vec<u32> = vec![u32::MAX; s];
     let mut ran = 0;
@@ -150,7 +152,9 @@ pub fn spherical_kmeans(
             break;
         }
         ran += 1;
-        let near = nearest_checked(sample, &centroids, d);
+        let Some(near) = nearest_until(sample, &centroids, d, cancel) else {
+            break;
+        };
         let mut changed = false;
         for (a, &(c, _)) in assigned.iter_mut().zip(&near) {
             changed |= *a != c;
@@ -237,15 +241,29 @@ pub fn dot64(a: &[f32], b: &[f32]) -> f64 {
 /// it (twice the bound: either may be off), recomputed in f64 (ties: the lowest
 /// centroid).
 pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)> {
+    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    nearest_until(v, centroids, d, &NEVER).expect("never cancelled")
+}
+
+/// [`nearest_checked`], giving up (`None`) at the first block after `cancel` is set.
+pub fn nearest_until(
+    v: &[f32],
+    centroids: &[f32],
+    d: usize,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Option<Vec<(u32, f64)>> {
     let k = centroids.len() / d;
     let mut out = Vec::with_capacity(v.len() / d);
     if k == 0 {
-        return out;
+        return Some(out);
     }
     let c = |j: usize| &centroids[j * d..(j + 1) * d];
     let band = 2.0 * recheck(d);
     let mut sims = Vec::new();
     for (bi, block) in v.chunks(BLOCK * d).enumerate() {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let m = block.len() / d;
         sims.resize(m * k, 0.0);
         dots(block, centroids, d, &mut sims);
@@ -264,7 +282,7 @@ pub fn nearest_checked(v: &[f32], centroids: &[f32], d: usize) -> Vec<(u32, f64)
             out.push(pick);
         }
     }
-    out
+    Some(out)
 }
 
 /// The connected components of the rows of `v` (unit vectors) joined by every pair at
@@ -450,6 +468,21 @@ mod tests {
             v[dst * d..(dst + 1) * d].copy_from_slice(&copy);
         }
         let t = 0.97;
+        // Pairs within the band: their f32 similarity is too close to the threshold
+        // to trust, so the f64 dot decides (and a plain `s >= t` would decide some
+        // of them the other way).
+        for c in 0..60 {
+            let (a, b) = (2 * c + 7, 2 * c + 8);
+            let off = (c as f64 - 30.0) * 1e-8;
+            let cos = t + off;
+            let mut x = vec![0f32; d];
+            x[c % d] = 1.0;
+            let mut y = vec![0f32; d];
+            y[c % d] = cos as f32;
+            y[(c + 1) % d] = (1.0 - cos * cos).sqrt() as f32;
+            v[a * d..(a + 1) * d].copy_from_slice(&x);
+            v[b * d..(b + 1) * d].copy_from_slice(&y);
+        }
         let mut pairs = Vec::new();
         for i in 0..n {
             for j in i + 1..n {
@@ -504,6 +537,12 @@ mod tests {
             sample.extend(x);
             truth.push(c);
         }
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        assert_eq!(
+            spherical_kmeans(&sample, d, 6, 30, 0.5, &stop).1,
+            0,
+            "cancelled"
+        );
         let (c1, ran) = spherical_kmeans(&sample, d, 6, 30, 0.5, &NEVER);
         let (c2, _) = spherical_kmeans(&sample, d, 6, 30, 0.5, &NEVER);
         assert_eq!(c1, c2, "deterministic");

@@ -334,10 +334,12 @@ pub fn parse(p: &Obj) -> Option<DedupParams> {
         }
         Some("semantic") => {
             let eps = p.opt_f64("eps").unwrap_or(0.05);
-            if !(eps > 0.0 && eps < 1.0) {
+            // Below 1e-5 the f32 rounding of the vectors themselves decides: a
+            // normalised f32 vector's dot with itself may be 1 − 1e-7.
+            if !(1e-5..1.0).contains(&eps) {
                 p.sink.error(
                     &p.field_path("eps"),
-                    format!("must be in (0, 1), found {eps}"),
+                    format!("must be in [0.00001, 1), found {eps}"),
                 );
             }
             let clusters = match p.raw("clusters") {
@@ -558,7 +560,7 @@ fn params_doc() -> Vec<ParamDoc> {
             "eps",
             "number",
             Some("0.05"),
-            "semantic: records whose embeddings have cosine similarity at least 1 − eps are duplicates, 0 < eps < 1.",
+            "semantic: records whose embeddings have cosine similarity at least 1 − eps are duplicates, 0.00001 ≤ eps < 1.",
         ),
         p(
             "clusters",
