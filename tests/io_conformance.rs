@@ -298,6 +298,29 @@ fn sample() -> RecordBatch {
     RecordBatch::try_new(schema, cols).unwrap()
 }
 
+/// Records with image bytes (a JPEG's and a PNG's signature, one null) and captions.
+fn image_sample() -> RecordBatch {
+    let schema: SchemaRef = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("image", DataType::Binary, true),
+        Field::new("caption", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["a", "b", "c"])),
+        Arc::new(arrow_array::BinaryArray::from(vec![
+            Some(&b"\xff\xd8\xffjpeg"[..]),
+            None,
+            Some(&b"\x89PNG\r\n\x1a\n"[..]),
+        ])),
+        Arc::new(StringArray::from(vec![
+            Some("a cat"),
+            Some("no image"),
+            None,
+        ])),
+    ];
+    RecordBatch::try_new(schema, cols).unwrap()
+}
+
 /// The published output's rows, by the format's own reader.
 fn read_back(format: &str, out: &Path) -> Vec<RecordBatch> {
     match format {
@@ -335,6 +358,54 @@ fn read_back(format: &str, out: &Path) -> Vec<RecordBatch> {
                     .unwrap()
             })
         }
+        "webdataset" => {
+            // Tar members grouped by key in order: `{key}.json` (the id), the image
+            // (any extension but json and txt), `{key}.txt` (the caption).
+            let mut files: Vec<_> = std::fs::read_dir(out)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "tar"))
+                .collect();
+            files.sort();
+            let mut keys: Vec<String> = Vec::new();
+            let mut by_key: std::collections::HashMap<String, (Option<Vec<u8>>, Option<String>)> =
+                Default::default();
+            for p in files {
+                let mut ar = tar::Archive::new(std::fs::File::open(p).unwrap());
+                for e in ar.entries().unwrap() {
+                    let mut e = e.unwrap();
+                    let name = e.path().unwrap().to_string_lossy().to_string();
+                    let (key, ext) = name.split_once('.').unwrap();
+                    let mut data = Vec::new();
+                    std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+                    if !by_key.contains_key(key) {
+                        keys.push(key.to_string());
+                    }
+                    let slot = by_key.entry(key.to_string()).or_default();
+                    match ext {
+                        "json" => {
+                            let v: serde_json::Value = serde_json::from_slice(&data).unwrap();
+                            assert_eq!(v["id"], key, "the json names its key");
+                        }
+                        "txt" => slot.1 = Some(String::from_utf8(data).unwrap()),
+                        _ => slot.0 = Some(data),
+                    }
+                }
+            }
+            let images: Vec<Option<&[u8]>> = keys.iter().map(|k| by_key[k].0.as_deref()).collect();
+            let captions: Vec<Option<&str>> = keys.iter().map(|k| by_key[k].1.as_deref()).collect();
+            vec![
+                RecordBatch::try_new(
+                    image_sample().schema(),
+                    vec![
+                        Arc::new(StringArray::from(keys.clone())),
+                        Arc::new(arrow_array::BinaryArray::from(images)),
+                        Arc::new(StringArray::from(captions)),
+                    ],
+                )
+                .unwrap(),
+            ]
+        }
         "jsonl" => {
             // Every published file, decompressed, through arrow's JSON reader with the
             // written schema.
@@ -371,7 +442,9 @@ fn every_writer_round_trips_a_small_batch() {
         std::fs::create_dir_all(&attempt).unwrap();
         std::fs::create_dir_all(&out).unwrap();
         // A token shard writer takes a token-id column instead of records.
-        let batch = if w.writes_records() {
+        let batch = if w.name() == "webdataset" {
+            image_sample()
+        } else if w.writes_records() {
             sample()
         } else {
             token_sample()
@@ -392,6 +465,10 @@ fn every_writer_round_trips_a_small_batch() {
                 shuffle_seed: None,
             }),
             jsonl: None,
+            webdataset: (w.name() == "webdataset").then(|| mdf::spec::WebDatasetSpec {
+                image: "image".into(),
+                caption: Some("caption".into()),
+            }),
             created_ms: 0,
         };
         let staged = rt.block_on(async {
@@ -476,6 +553,7 @@ fn a_batch_of_another_schema_is_refused_for_good() {
         task: "t1".into(),
         tokens: None,
         jsonl: None,
+        webdataset: None,
         created_ms: 0,
     };
     let err = rt.block_on(async {

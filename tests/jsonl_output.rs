@@ -248,6 +248,27 @@ fn the_dolma_layout_has_id_text_source_added_created_and_metadata() {
     )));
 }
 
+/// The bundled Dolma example runs: every document in Dolma's layout.
+#[test]
+fn the_bundled_dolma_example_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    run_ok(
+        mdf()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "examples/dolma.yaml", "-o"])
+            .arg(&out)
+            .arg("--job-root")
+            .arg(d.path().join("jobs")),
+    );
+    let docs = lines(&out);
+    assert!(!docs.is_empty());
+    for v in docs {
+        assert_eq!(v["source"], "quickstart");
+        assert!(v["metadata"]["text_words"].as_u64().is_some(), "{v}");
+    }
+}
+
 #[test]
 fn bad_jsonl_settings_are_refused_naming_the_field() {
     let d = tempfile::tempdir().unwrap();

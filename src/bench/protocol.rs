@@ -155,6 +155,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             task: "bench".into(),
             tokens: None,
             jsonl: None,
+            webdataset: None,
             created_ms: 0,
             batch_rows: spec.job.batch_rows,
             batch_bytes: spec.job.batch_bytes,

@@ -877,6 +877,38 @@ fn bind_dropping(
                     }),
                 }
             }
+            // WebDataset's image column: bytes; its caption column: a string.
+            if let Some(w) = &spec.output.webdataset {
+                use arrow_schema::DataType;
+                match phase_out.field_with_name(&w.image) {
+                    Ok(f) if matches!(f.data_type(), DataType::Binary | DataType::LargeBinary) => {}
+                    Ok(f) => errors.push(FieldError {
+                        path: "output.webdataset.image".into(),
+                        message: format!(
+                            "column {:?} is {}, not image bytes",
+                            w.image,
+                            f.data_type()
+                        ),
+                    }),
+                    Err(_) => errors.push(FieldError {
+                        path: "output.webdataset.image".into(),
+                        message: format!(
+                            "no column {:?} in the output (is it in output.drop_columns?)",
+                            w.image
+                        ),
+                    }),
+                }
+                if let Some(c) = &w.caption
+                    && !phase_out
+                        .field_with_name(c)
+                        .is_ok_and(|f| f.data_type() == &DataType::Utf8)
+                {
+                    errors.push(FieldError {
+                        path: "output.webdataset.caption".into(),
+                        message: format!("no string column {c:?} in the output"),
+                    });
+                }
+            }
             // Dolma's text and created columns must be in the output.
             if let Some(j) = &spec.output.jsonl
                 && j.layout == crate::spec::JsonlLayout::Dolma
@@ -964,6 +996,9 @@ pub fn fingerprints(
             }
             if let Some(j) = &o.jsonl {
                 what["output"]["jsonl"] = json!(j);
+            }
+            if let Some(w) = &o.webdataset {
+                what["output"]["webdataset"] = json!(w);
             }
         } else {
             what["include_record"] = json!(spec.rejects.include_record);

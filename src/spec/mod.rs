@@ -198,6 +198,8 @@ pub enum OutputFormat {
     Tokens,
     /// JSON Lines (`.jsonl.zst`, `.jsonl.gz`, `.jsonl`), plain records or Dolma's layout.
     Jsonl,
+    /// WebDataset tar shards of images: `{key}.jpg`, `{key}.txt`, `{key}.json`.
+    WebDataset,
 }
 
 impl OutputFormat {
@@ -209,6 +211,7 @@ impl OutputFormat {
             OutputFormat::Megatron => "megatron",
             OutputFormat::Tokens => "tokens",
             OutputFormat::Jsonl => "jsonl",
+            OutputFormat::WebDataset => "webdataset",
         }
     }
 }
@@ -227,6 +230,27 @@ pub struct OutputSpec {
     pub tokens: Option<TokenShards>,
     /// `output.jsonl`: the JSON Lines settings (format `jsonl`).
     pub jsonl: Option<JsonlSpec>,
+    /// `output.webdataset`: the WebDataset settings (format `webdataset`).
+    pub webdataset: Option<WebDatasetSpec>,
+}
+
+/// `output.webdataset`: which columns become the image and caption members.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WebDatasetSpec {
+    /// The image bytes column (`{key}.jpg` etc.), default `image`.
+    pub image: String,
+    /// The caption column (`{key}.txt`); default: `caption`, else `text`, when the
+    /// output has it as a string.
+    pub caption: Option<String>,
+}
+
+impl Default for WebDatasetSpec {
+    fn default() -> Self {
+        WebDatasetSpec {
+            image: "image".into(),
+            caption: None,
+        }
+    }
 }
 
 /// `output.jsonl`: how JSON Lines output is compressed and laid out.
@@ -908,6 +932,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         Some("megatron") => OutputFormat::Megatron,
         Some("tokens") => OutputFormat::Tokens,
         Some("jsonl") => OutputFormat::Jsonl,
+        Some("webdataset") => OutputFormat::WebDataset,
         Some("lance") if cfg!(feature = "lance") => OutputFormat::Lance,
         Some("lance") => {
             sink.error(
@@ -920,7 +945,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
             sink.error(
                 &o.field_path("format"),
                 format!(
-                    "unknown output format {f:?}, expected: parquet, lance, megatron, tokens, jsonl"
+                    "unknown output format {f:?}, expected: parquet, lance, megatron, tokens, jsonl, webdataset"
                 ),
             );
             OutputFormat::Parquet
@@ -948,6 +973,20 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let overwrite = o.opt_bool("overwrite").unwrap_or(false);
     let tokens = build_tokens(o, format, sink);
     let jsonl = build_jsonl(o, format);
+    let webdataset = if format == OutputFormat::WebDataset {
+        let w = o.obj("webdataset");
+        let spec = WebDatasetSpec {
+            image: w.opt_str("image").unwrap_or_else(|| "image".into()),
+            caption: w.opt_str("caption"),
+        };
+        w.finish();
+        Some(spec)
+    } else {
+        if o.has("webdataset") {
+            o.error("webdataset", "only with output.format webdataset");
+        }
+        None
+    };
     if tokens.is_some() && target_file_bytes > 4 << 30 {
         // A shard is put as one object (S3: at most 5 GiB) and held in memory.
         sink.error(
@@ -967,6 +1006,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         overwrite,
         tokens,
         jsonl,
+        webdataset,
     })
 }
 

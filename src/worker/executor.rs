@@ -458,6 +458,23 @@ async fn records(
             }
             _ => None,
         },
+        webdataset: match &spec.output.webdataset {
+            Some(w) if last => {
+                let mut w = w.clone();
+                if w.caption.is_none() {
+                    w.caption = ["caption", "text"]
+                        .into_iter()
+                        .find(|c| {
+                            plan.output_schema
+                                .field_with_name(c)
+                                .is_ok_and(|f| f.data_type() == &arrow_schema::DataType::Utf8)
+                        })
+                        .map(str::to_string);
+                }
+                Some(w)
+            }
+            _ => None,
+        },
         created_ms: run.ctx.job.manifest.created_ms,
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,

@@ -61,6 +61,8 @@ pub struct PipelineSpec {
     pub tokens: Option<crate::spec::TokenShards>,
     /// `output.jsonl` with its defaults resolved (last phase, format `jsonl`).
     pub jsonl: Option<crate::spec::JsonlSpec>,
+    /// `output.webdataset` with its defaults resolved (last phase).
+    pub webdataset: Option<crate::spec::WebDatasetSpec>,
     /// When the job was submitted (ms since the epoch).
     pub created_ms: u64,
     pub batch_rows: usize,
@@ -180,6 +182,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         task: spec.task.clone(),
         tokens: spec.tokens.clone(),
         jsonl: spec.jsonl.clone(),
+        webdataset: spec.webdataset.clone(),
         created_ms: spec.created_ms,
     })?;
     let mut rejects = PartWriter::new(

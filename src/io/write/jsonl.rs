@@ -386,6 +386,7 @@ mod tests {
                 compression: JsonlCompression::None,
                 ..Default::default()
             }),
+            webdataset: None,
             created_ms: 0,
         };
         let files = std::thread::scope(|s| {

@@ -13,6 +13,7 @@ pub mod jsonl;
 pub mod lance;
 pub mod parquet;
 pub mod tokens;
+pub mod webdataset;
 
 use crate::protocol::io::Retry;
 use crate::protocol::records::OutputFile;
@@ -71,6 +72,8 @@ pub struct WriteCtx {
     pub tokens: Option<crate::spec::TokenShards>,
     /// `output.jsonl` (the JSON Lines writer).
     pub jsonl: Option<crate::spec::JsonlSpec>,
+    /// `output.webdataset` (the WebDataset writer).
+    pub webdataset: Option<crate::spec::WebDatasetSpec>,
     /// When the job was submitted (ms since the epoch): what a writer stamps on
     /// records (Dolma's `added`), the same for every attempt.
     pub created_ms: u64,
@@ -140,6 +143,7 @@ pub trait Writer: Send + Sync {
 pub static WRITERS: &[&dyn Writer] = &[
     &parquet::Parquet,
     &jsonl::Jsonl,
+    &webdataset::WebDataset,
     &tokens::MEGATRON,
     &tokens::TOKENS,
     #[cfg(feature = "lance")]

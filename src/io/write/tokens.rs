@@ -399,6 +399,7 @@ mod tests {
                 shuffle_seed: seed,
             }),
             jsonl: None,
+            webdataset: None,
             created_ms: 0,
         };
         let files = std::thread::scope(|s| {
