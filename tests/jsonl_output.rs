@@ -292,6 +292,15 @@ fn bad_jsonl_settings_are_refused_naming_the_field() {
         ),
         ("format: parquet, jsonl: {layout: dolma}", "output.jsonl"),
         ("format: jsonl, jsonl: {colour: red}", "output.jsonl.colour"),
+        ("format: jsonl, compression: gzip", "output.compression"),
+        (
+            "format: jsonl, jsonl: {layout: dolma, text: n}",
+            "output.jsonl.text",
+        ),
+        (
+            "format: jsonl, jsonl: {layout: dolma, text: id}",
+            "output.jsonl.text",
+        ),
     ] {
         let s = spec(d.path(), "bad", output);
         let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();

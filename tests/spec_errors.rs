@@ -37,7 +37,7 @@ job: {lease_ttl_secs: soon, heartbeat_secs: 1}
             "input.uris: missing input: give input.uris in the spec or --input on the command line",
             "stages[0].params.feild: unknown field, expected one of: field, prefix",
             unknown.as_str(),
-            "output.compresion: unknown field, expected one of: compression, drop_columns, format, overwrite, row_group_rows, target_file_bytes, tokens, uri, zstd_level",
+            "output.compresion: unknown field, expected one of: compression, drop_columns, format, jsonl, overwrite, row_group_rows, target_file_bytes, tokens, uri, webdataset, zstd_level",
             "job.lease_ttl_secs: expected a non-negative integer, found a string",
             "inptu: unknown field, expected one of: input, job, name, output, rejects, stages, storage, version",
         ]
@@ -332,7 +332,7 @@ fn token_shard_settings_are_checked_before_anything_runs() {
     assert_eq!(
         e("format: parquet3"),
         vec![
-            "output.format: unknown output format \"parquet3\", expected: parquet, lance, megatron, tokens"
+            "output.format: unknown output format \"parquet3\", expected: parquet, lance, megatron, tokens, jsonl, webdataset"
         ]
     );
     // Defaults: the token_ids column, the 32-bit type of each format, no eod.

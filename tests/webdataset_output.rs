@@ -147,6 +147,10 @@ fn bad_webdataset_settings_are_refused_naming_the_field() {
             "format: parquet, webdataset: {image: image}",
             "output.webdataset",
         ),
+        (
+            "format: webdataset, row_group_rows: 10",
+            "output.row_group_rows",
+        ),
     ] {
         let s = spec(d.path(), "bad", output);
         let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();

@@ -156,6 +156,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             tokens: None,
             jsonl: None,
             webdataset: None,
+            limit: None,
             created_ms: 0,
             batch_rows: spec.job.batch_rows,
             batch_bytes: spec.job.batch_bytes,

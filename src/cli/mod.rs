@@ -56,6 +56,10 @@ struct SpecArgs {
     /// Override a spec value: --set job.lease_ttl_secs=30 (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     set: Vec<String>,
+    /// Only the first N records of the input (input.limit): one task over the first
+    /// files, for trying a spec on a huge input.
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
 }
 
 impl SpecArgs {
@@ -63,7 +67,12 @@ impl SpecArgs {
         Overrides {
             input: self.input.clone(),
             output: self.output.clone(),
-            set: self.set.clone(),
+            set: self
+                .set
+                .iter()
+                .cloned()
+                .chain(self.limit.map(|n| format!("input.limit={n}")))
+                .collect(),
         }
     }
 }

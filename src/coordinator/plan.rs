@@ -923,6 +923,18 @@ fn bind_dropping(
                         });
                     }
                 }
+                if let Ok(f) = phase_out.field_with_name(&j.text)
+                    && (f.data_type() != &arrow_schema::DataType::Utf8
+                        || j.text == crate::records::ID)
+                {
+                    errors.push(FieldError {
+                        path: "output.jsonl.text".into(),
+                        message: format!(
+                            "column {:?} is not a text column (a string other than id)",
+                            j.text
+                        ),
+                    });
+                }
             }
         }
         out.push((phase_in, phase_out));
@@ -960,6 +972,10 @@ pub fn fingerprints(
         "mdf": env!("CARGO_PKG_VERSION"),
     }))
     .expect("json");
+    // Jobs without a limit keep the fingerprints they always had.
+    if let Some(n) = spec.input.limit {
+        prev = hash16(&[&prev, "limit", &n.to_string()]);
+    }
     let mut out = Vec::new();
     for (pi, idxs) in phases.iter().enumerate() {
         let stages: Vec<_> = idxs
@@ -996,6 +1012,10 @@ pub fn fingerprints(
             }
             if let Some(j) = &o.jsonl {
                 what["output"]["jsonl"] = json!(j);
+                // Dolma's default source is the job's name: part of what is written.
+                if j.layout == crate::spec::JsonlLayout::Dolma && j.source.is_none() {
+                    what["output"]["jsonl"]["source"] = json!(spec.name);
+                }
             }
             if let Some(w) = &o.webdataset {
                 what["output"]["webdataset"] = json!(w);
@@ -1287,15 +1307,38 @@ fn first_phase(
             }
         }
     };
-    let mut splitter = Splitter::new(
-        spec.input.format,
-        spec.job.task_bytes,
-        spec.job.max_files_per_task,
-    );
-    for f in files.iter()? {
-        splitter.push(&f?, &mut add);
+    if spec.input.limit.is_some() {
+        // One task over the first files, whole, in listing order: its reader stops
+        // after `limit` records, so the job reads the input's first records only.
+        let mut group = Vec::new();
+        for f in files.iter()? {
+            if group.len() == spec.job.max_files_per_task {
+                break;
+            }
+            let f = f?;
+            group.push(InputSlice {
+                uri: f.uri.clone(),
+                size: f.size,
+                etag: f.etag.clone(),
+                format: spec.input.format,
+                start: 0,
+                end: f.size.max(1),
+            });
+        }
+        if !group.is_empty() {
+            add(group);
+        }
+    } else {
+        let mut splitter = Splitter::new(
+            spec.input.format,
+            spec.job.task_bytes,
+            spec.job.max_files_per_task,
+        );
+        for f in files.iter()? {
+            splitter.push(&f?, &mut add);
+        }
+        splitter.finish(&mut add);
     }
-    splitter.finish(&mut add);
     if let Some(e) = err {
         return Err(spill_err(e));
     }

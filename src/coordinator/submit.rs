@@ -368,6 +368,18 @@ async fn reuse_commits(
         if pi + 1 == plan.phases.len() && old.spec.output.format != format {
             continue;
         }
+        // Dolma output stamps each record with its job's submit time (`added`): the
+        // new job writes its own rather than take files stamped by another.
+        if pi + 1 == plan.phases.len()
+            && old
+                .spec
+                .output
+                .jsonl
+                .as_ref()
+                .is_some_and(|j| j.layout == crate::spec::JsonlLayout::Dolma)
+        {
+            continue;
+        }
         let ids = plan.task_ids(pi)?;
         let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
         // Tasks of this phase whose commit is in the new job: reused now, or by an

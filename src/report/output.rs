@@ -20,6 +20,12 @@ pub enum OutputError {
         "{uri} holds token shards (output.format megatron or tokens), not records: read them with Megatron's IndexedDataset or numpy.fromfile (docs/OPERATIONS.md); `mdf inspect --rejects` shows its rejects"
     )]
     TokenShards { uri: String },
+    #[error(
+        "{uri} holds WebDataset tar shards: read them with the webdataset package (webdataset.WebDataset(...)) or tar; `mdf inspect --rejects` shows its rejects"
+    )]
+    WebDataset { uri: String },
+    #[error("{path}: {message}")]
+    Jsonl { path: String, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -165,6 +171,11 @@ pub async fn walk(
             uri: uri.to_string(),
         });
     }
+    if !rejects && files.iter().any(|f| f.path.ends_with(".tar")) {
+        return Err(OutputError::WebDataset {
+            uri: uri.to_string(),
+        });
+    }
     for f in files {
         let u = dir.child(&f.path);
         let st = reg.open(&u)?;
@@ -180,6 +191,40 @@ pub async fn walk(
             .bytes()
             .await
             .map_err(read)?;
+        if [".jsonl", ".jsonl.zst", ".jsonl.gz"]
+            .iter()
+            .any(|e| f.path.ends_with(e))
+        {
+            // JSON Lines output: each line one record.
+            let bad = |message: String| OutputError::Jsonl {
+                path: path(),
+                message,
+            };
+            let text = if f.path.ends_with(".zst") {
+                zstd::decode_all(&bytes[..]).map_err(|e| bad(e.to_string()))?
+            } else if f.path.ends_with(".gz") {
+                let mut out = Vec::new();
+                std::io::Read::read_to_end(
+                    &mut flate2::read::MultiGzDecoder::new(&bytes[..]),
+                    &mut out,
+                )
+                .map_err(|e| bad(e.to_string()))?;
+                out
+            } else {
+                bytes.to_vec()
+            };
+            for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let serde_json::Value::Object(m) =
+                    serde_json::from_slice(line).map_err(|e| bad(e.to_string()))?
+                else {
+                    return Err(bad("a line is not a JSON object".into()));
+                };
+                if !visit(m) {
+                    return Ok(());
+                }
+            }
+            continue;
+        }
         let parquet = |error| OutputError::Parquet {
             path: path(),
             error,

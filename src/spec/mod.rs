@@ -117,6 +117,9 @@ pub struct InputSpec {
     pub commoncrawl: Option<CommonCrawl>,
     /// `format: laion`: how images are fetched.
     pub download: DownloadSpec,
+    /// `input.limit`: only the first N records (in file listing order, then within
+    /// each file), read by one task over the first `job.max_files_per_task` files.
+    pub limit: Option<u64>,
 }
 
 /// `input.commoncrawl`: the files of one crawl.
@@ -265,6 +268,9 @@ pub struct JsonlSpec {
     /// Dolma: the column `created` comes from (default: the first of `created`,
     /// `warc_date`, `date` the output has).
     pub created: Option<String>,
+    /// `output.zstd_level` (already in the fingerprint as such).
+    #[serde(skip)]
+    pub zstd_level: i32,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -808,6 +814,9 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         cols
     });
     let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
+    let limit = o
+        .has("limit")
+        .then(|| o.u64_in("limit", 1, 1, u64::MAX / 2));
     let download = {
         let d = o.obj("download");
         let def = DownloadSpec::default();
@@ -849,6 +858,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         schema,
         max_record_bytes,
         download,
+        limit,
     })
 }
 
@@ -972,7 +982,22 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let drop_columns = o.opt_str_list("drop_columns").unwrap_or_default();
     let overwrite = o.opt_bool("overwrite").unwrap_or(false);
     let tokens = build_tokens(o, format, sink);
-    let jsonl = build_jsonl(o, format);
+    let jsonl = build_jsonl(o, format).map(|j| JsonlSpec { zstd_level, ..j });
+    // Parquet's settings mean nothing to the other formats: refused, not ignored.
+    if !matches!(format, OutputFormat::Parquet | OutputFormat::Lance) {
+        for k in ["compression", "row_group_rows"] {
+            if o.has(k) {
+                o.error(
+                    k,
+                    format!(
+                        "Parquet's setting, not {}'s (see output.{})",
+                        format.name(),
+                        format.name()
+                    ),
+                );
+            }
+        }
+    }
     let webdataset = if format == OutputFormat::WebDataset {
         let w = o.obj("webdataset");
         let spec = WebDatasetSpec {
@@ -1049,6 +1074,7 @@ fn build_jsonl(o: &Obj, format: OutputFormat) -> Option<JsonlSpec> {
         text: j.opt_str("text").unwrap_or_else(|| "text".into()),
         source: j.opt_str("source"),
         created: j.opt_str("created"),
+        zstd_level: 3,
     };
     j.finish();
     Some(spec)

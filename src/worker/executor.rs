@@ -476,6 +476,7 @@ async fn records(
             _ => None,
         },
         created_ms: run.ctx.job.manifest.created_ms,
+        limit: if phase == 0 { spec.input.limit } else { None },
         batch_rows: spec.job.batch_rows,
         batch_bytes: spec.job.batch_bytes,
         channel_batches: spec.job.channel_batches,

@@ -63,6 +63,8 @@ pub struct PipelineSpec {
     pub jsonl: Option<crate::spec::JsonlSpec>,
     /// `output.webdataset` with its defaults resolved (last phase).
     pub webdataset: Option<crate::spec::WebDatasetSpec>,
+    /// `input.limit` (first phase): the reader stops after this many records.
+    pub limit: Option<u64>,
     /// When the job was submitted (ms since the epoch).
     pub created_ms: u64,
     pub batch_rows: usize,
@@ -205,9 +207,27 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         let reader = named("mdf-read")
             .spawn_scoped(s, || {
                 let tx = tx_read;
-                read::read_task(&ctx, &spec.inputs, &spec.input_schema, &mut |item| {
-                    tx.send(item).is_ok()
-                })
+                let mut left = spec.limit;
+                let read = read::read_task(&ctx, &spec.inputs, &spec.input_schema, &mut |item| {
+                    match (item, left.as_mut()) {
+                        (Item::Batch(b), Some(n)) => {
+                            // The first `limit` records, then the reader stops.
+                            let take = (b.num_rows() as u64).min(*n);
+                            *n -= take;
+                            let sent = take == 0
+                                || tx.send(Item::Batch(b.slice(0, take as usize))).is_ok();
+                            sent && *n > 0
+                        }
+                        (item, _) => tx.send(item).is_ok(),
+                    }
+                });
+                match read {
+                    // Stopped at the limit, not by a cancelled task.
+                    Err(read::ReadError::Cancelled) if left == Some(0) && !ctx.cancelled() => {
+                        Ok(Default::default())
+                    }
+                    r => r,
+                }
             })
             .expect("starting the reader thread");
         let stages = named("mdf-stages")

@@ -77,11 +77,22 @@ pub trait Reader: Send + Sync {
         out: &mut dyn FnMut(Item) -> bool,
     ) -> Result<SliceStats, ReadError> {
         let mut total = SliceStats::default();
+        // Once `out` says stop (the pipeline ended, or `input.limit` was reached),
+        // the remaining slices are not opened.
+        let stopped = std::cell::Cell::new(false);
+        let mut send = |item: Item| {
+            let go = out(item);
+            stopped.set(stopped.get() || !go);
+            go
+        };
         for slice in slices {
-            let st = self.read_slice(ctx, slice, schema, out)?;
+            let st = self.read_slice(ctx, slice, schema, &mut send)?;
             total.records += st.records;
             total.rejected += st.rejected;
             total.bytes += st.bytes;
+            if stopped.get() {
+                break;
+            }
         }
         Ok(total)
     }

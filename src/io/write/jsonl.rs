@@ -26,11 +26,15 @@ use tokio_util::io::SyncIoBridge;
 
 type Bridge = Hashing<SyncIoBridge<BufWriter>>;
 
+/// How many bytes a line-by-line writer gathers before handing them to the store's
+/// bridge (each hand-over blocks on the runtime).
+const WRITE_BUFFER: usize = 1 << 20;
+
 /// The compressor over one staged file.
 enum Encoder {
     Zstd(zstd::stream::write::Encoder<'static, Bridge>),
     Gzip(flate2::write::GzEncoder<Bridge>),
-    Plain(Bridge),
+    Plain(std::io::BufWriter<Bridge>),
 }
 
 impl Encoder {
@@ -38,14 +42,21 @@ impl Encoder {
         match self {
             Encoder::Zstd(e) => e.get_ref(),
             Encoder::Gzip(e) => e.get_ref(),
-            Encoder::Plain(b) => b,
+            Encoder::Plain(b) => b.get_ref(),
+        }
+    }
+    /// Bytes written so far, buffered ones included (compressed for zstd and gzip).
+    fn written(&self) -> u64 {
+        match self {
+            Encoder::Plain(b) => b.get_ref().bytes + b.buffer().len() as u64,
+            other => other.inner().bytes,
         }
     }
     fn finish(self) -> std::io::Result<Bridge> {
         match self {
             Encoder::Zstd(e) => e.finish(),
             Encoder::Gzip(e) => e.finish(),
-            Encoder::Plain(b) => Ok(b),
+            Encoder::Plain(b) => b.into_inner().map_err(|e| e.into_error()),
         }
     }
 }
@@ -83,6 +94,8 @@ pub struct JsonlWriter {
     spec: JsonlSpec,
     /// `added` (Dolma): the job's submit time.
     added: String,
+    /// `output.zstd_level`.
+    zstd_level: i32,
     current: Option<Open>,
     files: Vec<OutputFile>,
     line: Vec<u8>,
@@ -145,13 +158,16 @@ impl JsonlWriter {
         };
         let enc = match self.spec.compression {
             JsonlCompression::Zstd => Encoder::Zstd(
-                zstd::stream::write::Encoder::new(bridge, 3).map_err(|e| self.err(&uri, e))?,
+                zstd::stream::write::Encoder::new(bridge, self.zstd_level)
+                    .map_err(|e| self.err(&uri, e))?,
             ),
             JsonlCompression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(
                 bridge,
                 flate2::Compression::new(6),
             )),
-            JsonlCompression::None => Encoder::Plain(bridge),
+            JsonlCompression::None => {
+                Encoder::Plain(std::io::BufWriter::with_capacity(WRITE_BUFFER, bridge))
+            }
         };
         self.current = Some(Open { enc, uri, rows: 0 });
         Ok(())
@@ -187,17 +203,20 @@ impl JsonlWriter {
                 message: "a record is not a JSON object".into(),
             });
         };
+        // shift_remove: the other columns keep their order under `metadata`.
         let id = rec
-            .remove(crate::records::ID)
+            .shift_remove(crate::records::ID)
             .unwrap_or(serde_json::Value::Null);
-        let text = rec
-            .remove(&self.spec.text)
-            .unwrap_or(serde_json::Value::Null);
+        // A null text is an empty document (Dolma's text is a string).
+        let text = match rec.shift_remove(&self.spec.text) {
+            Some(t @ serde_json::Value::String(_)) => t,
+            _ => serde_json::Value::String(String::new()),
+        };
         let created = self
             .spec
             .created
             .as_ref()
-            .and_then(|c| rec.remove(c))
+            .and_then(|c| rec.shift_remove(c))
             .filter(|v| !v.is_null());
         let mut doc = serde_json::Map::new();
         doc.insert("id".into(), id);
@@ -259,7 +278,7 @@ impl JsonlWriter {
             let cur = self.current.as_mut().expect("opened");
             cur.rows += 1;
             // Compressed bytes so far (the encoder holds at most its window more).
-            if cur.enc.inner().bytes >= self.target_bytes {
+            if cur.enc.written() >= self.target_bytes {
                 self.close_current()?;
                 self.open()?;
             }
@@ -326,6 +345,7 @@ impl super::Writer for Jsonl {
             schema: ctx.schema,
             target_bytes: ctx.target_bytes,
             added: rfc3339(ctx.created_ms),
+            zstd_level: spec.zstd_level,
             spec,
             current: None,
             files: vec![],

@@ -6,8 +6,11 @@
 //! `{key}.json` (every other output column, nulls written). A shard closes past
 //! `output.target_file_bytes`; staged as `shard-NNNNN.tar`, published as
 //! `shard-<task>-NNNNN.tar` (deterministic: the task id and the shard's index).
-//! Members carry fixed metadata (mode 0644, uid/gid 0, mtime the job's submit time),
-//! so every attempt writes the same bytes.
+//! Members carry fixed metadata (mode 0644, uid/gid 0, mtime 0), so every attempt,
+//! and every job of the same plan, writes the same bytes. A record with a null
+//! caption gets an empty `.txt` (as img2dataset writes it), so every sample has the
+//! same members; a record with a null image has none (filter such records out before,
+//! e.g. with `image_metadata`, which rejects what does not decode).
 use super::WriteError;
 use super::parquet::Hashing;
 use crate::protocol::records::OutputFile;
@@ -18,7 +21,7 @@ use arrow_schema::SchemaRef;
 use object_store::buffered::BufWriter;
 use tokio_util::io::SyncIoBridge;
 
-type Bridge = Hashing<SyncIoBridge<BufWriter>>;
+type Bridge = std::io::BufWriter<Hashing<SyncIoBridge<BufWriter>>>;
 
 struct Open {
     tar: tar::Builder<Bridge>,
@@ -49,6 +52,37 @@ pub fn image_extension(b: &[u8]) -> &'static str {
         [b'G', b'I', b'F', b'8', ..] => "gif",
         [b'B', b'M', ..] => "bmp",
         [b'I', b'I', 0x2A, 0x00, ..] | [b'M', b'M', 0x00, 0x2A, ..] => "tiff",
+        [
+            _,
+            _,
+            _,
+            _,
+            b'f',
+            b't',
+            b'y',
+            b'p',
+            b'a',
+            b'v',
+            b'i',
+            b'f',
+            ..,
+        ] => "avif",
+        [
+            _,
+            _,
+            _,
+            _,
+            b'f',
+            b't',
+            b'y',
+            b'p',
+            b'h',
+            b'e',
+            b'i',
+            b'c',
+            ..,
+        ] => "heic",
+        [0xFF, 0x0A, ..] | [0, 0, 0, 0x0C, b'J', b'X', b'L', b' ', ..] => "jxl",
         _ => "bin",
     }
 }
@@ -61,7 +95,6 @@ pub struct WebDatasetWriter {
     schema: SchemaRef,
     target_bytes: u64,
     spec: WebDatasetSpec,
-    mtime: u64,
     current: Option<Open>,
     files: Vec<OutputFile>,
 }
@@ -86,16 +119,18 @@ impl WebDatasetWriter {
             .dir
             .child(&format!("shard-{:05}.tar", self.files.len()));
         let store = self.registry.open(&uri).map_err(|e| self.err(&uri, e))?;
-        let bridge = Hashing {
-            inner: SyncIoBridge::new_with_handle(
-                BufWriter::new(store, uri.path.clone()),
-                self.handle.clone(),
-            ),
-            hasher: blake3::Hasher::new(),
-            bytes: 0,
-        };
-        let mut tar = tar::Builder::new(bridge);
-        tar.mode(tar::HeaderMode::Deterministic);
+        let bridge = std::io::BufWriter::with_capacity(
+            1 << 20,
+            Hashing {
+                inner: SyncIoBridge::new_with_handle(
+                    BufWriter::new(store, uri.path.clone()),
+                    self.handle.clone(),
+                ),
+                hasher: blake3::Hasher::new(),
+                bytes: 0,
+            },
+        );
+        let tar = tar::Builder::new(bridge);
         self.current = Some(Open { tar, uri, rows: 0 });
         Ok(())
     }
@@ -130,7 +165,7 @@ impl WebDatasetWriter {
         let mut h = tar::Header::new_ustar();
         h.set_size(data.len() as u64);
         h.set_mode(0o644);
-        h.set_mtime(self.mtime);
+        h.set_mtime(0);
         h.set_uid(0);
         h.set_gid(0);
         h.set_entry_type(tar::EntryType::Regular);
@@ -189,15 +224,16 @@ impl WebDatasetWriter {
                 let ext = image_extension(b);
                 self.append(&format!("{key}.{ext}"), b)?;
             }
-            if let Some(c) = &caption
-                && !c.is_null(i)
-            {
-                self.append(&format!("{key}.txt"), c.value(i).as_bytes())?;
+            if let Some(c) = &caption {
+                let text = if c.is_null(i) { "" } else { c.value(i) };
+                self.append(&format!("{key}.txt"), text.as_bytes())?;
             }
             self.append(&format!("{key}.json"), json)?;
             let cur = self.current.as_mut().expect("opened");
             cur.rows += 1;
-            if cur.tar.get_ref().bytes >= self.target_bytes {
+            let written =
+                cur.tar.get_ref().get_ref().bytes + cur.tar.get_ref().buffer().len() as u64;
+            if written >= self.target_bytes {
                 self.close_current()?;
             }
         }
@@ -209,7 +245,10 @@ impl WebDatasetWriter {
             return Ok(());
         };
         let uri = cur.uri.clone();
-        let mut sink = cur.tar.into_inner().map_err(|e| self.err(&uri, e))?;
+        let buffered = cur.tar.into_inner().map_err(|e| self.err(&uri, e))?;
+        let mut sink = buffered
+            .into_inner()
+            .map_err(|e| self.err(&uri, e.into_error()))?;
         sink.inner.shutdown().map_err(|e| self.err(&uri, e))?;
         self.files.push(OutputFile {
             uri: uri.to_uri_string(),
@@ -233,7 +272,8 @@ impl super::Sink for WebDatasetWriter {
         if let Some(cur) = self.current.take()
             && let Ok(b) = cur.tar.into_inner()
         {
-            let mut bw = b.inner.into_inner();
+            let (hashing, _) = b.into_parts();
+            let mut bw = hashing.inner.into_inner();
             let _ = self.handle.block_on(bw.abort());
         }
     }
@@ -255,7 +295,6 @@ impl super::Writer for WebDataset {
             schema: ctx.schema,
             target_bytes: ctx.target_bytes,
             spec,
-            mtime: ctx.created_ms / 1000,
             current: None,
             files: vec![],
         }))
