@@ -14,17 +14,15 @@
 //! file's blake3 and length are known when it closes; files are staged, committed and
 //! published like Parquet parts (`part-<task>-NNNNN.jsonl.zst`).
 use super::WriteError;
-use super::parquet::Hashing;
+use super::parquet::{Staging, check_schema, storage};
 use crate::protocol::records::OutputFile;
 use crate::spec::{JsonlCompression, JsonlLayout, JsonlSpec};
 use crate::store::{Registry, Uri};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use object_store::buffered::BufWriter;
 use std::io::Write;
-use tokio_util::io::SyncIoBridge;
 
-type Bridge = Hashing<SyncIoBridge<BufWriter>>;
+type Bridge = Staging;
 
 /// How many bytes a line-by-line writer gathers before handing them to the store's
 /// bridge (each hand-over blocks on the runtime).
@@ -135,10 +133,7 @@ pub fn rfc3339(ms: u64) -> String {
 
 impl JsonlWriter {
     fn err(&self, uri: &Uri, e: impl std::fmt::Display) -> WriteError {
-        WriteError::Storage {
-            uri: uri.to_uri_string(),
-            message: e.to_string(),
-        }
+        storage(uri, e)
     }
 
     fn open(&mut self) -> Result<(), WriteError> {
@@ -147,15 +142,7 @@ impl JsonlWriter {
             self.files.len(),
             extension(self.spec.compression)
         ));
-        let store = self.registry.open(&uri).map_err(|e| self.err(&uri, e))?;
-        let bridge = Hashing {
-            inner: SyncIoBridge::new_with_handle(
-                BufWriter::new(store, uri.path.clone()),
-                self.handle.clone(),
-            ),
-            hasher: blake3::Hasher::new(),
-            bytes: 0,
-        };
+        let bridge = Staging::open(&self.registry, &self.handle, &uri)?;
         let enc = match self.spec.compression {
             JsonlCompression::Zstd => Encoder::Zstd(
                 zstd::stream::write::Encoder::new(bridge, self.zstd_level)
@@ -248,15 +235,7 @@ impl JsonlWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        if batch.schema().fields() != self.schema.fields() {
-            return Err(WriteError::Invalid {
-                uri: self.dir.to_uri_string(),
-                message: format!(
-                    "batch schema {:?} differs from the planned schema",
-                    batch.schema()
-                ),
-            });
-        }
+        check_schema(&self.dir, &self.schema, batch)?;
         let lines = self.rows(batch)?;
         if self.current.is_none() {
             self.open()?;
@@ -294,19 +273,12 @@ impl JsonlWriter {
         if cur.rows == 0 {
             // Opened for a file that got no record: abandon its upload.
             if let Ok(b) = cur.enc.finish() {
-                let mut bw = b.inner.into_inner();
-                let _ = self.handle.block_on(bw.abort());
+                b.abort(&self.handle);
             }
             return Ok(());
         }
-        let mut sink = cur.enc.finish().map_err(|e| self.err(&uri, e))?;
-        sink.inner.shutdown().map_err(|e| self.err(&uri, e))?;
-        self.files.push(OutputFile {
-            uri: uri.to_uri_string(),
-            rows: cur.rows,
-            bytes: sink.bytes,
-            blake3: sink.hasher.finalize().to_hex().to_string(),
-        });
+        let sink = cur.enc.finish().map_err(|e| self.err(&uri, e))?;
+        self.files.push(sink.close(&uri, cur.rows)?);
         Ok(())
     }
 }
@@ -323,8 +295,7 @@ impl super::Sink for JsonlWriter {
         if let Some(cur) = self.current.take()
             && let Ok(b) = cur.enc.finish()
         {
-            let mut bw = b.inner.into_inner();
-            let _ = self.handle.block_on(bw.abort());
+            b.abort(&self.handle);
         }
     }
 }

@@ -25,6 +25,72 @@ pub(super) struct Hashing<W> {
     pub(super) bytes: u64,
 }
 
+/// One staged file on its way to the store, its bytes counted and hashed as they
+/// stream (multipart past the upload buffer). Every writer stages through it.
+pub(super) type Staging = Hashing<SyncIoBridge<BufWriter>>;
+
+impl Staging {
+    /// Starts streaming to `uri`.
+    pub(super) fn open(
+        registry: &Registry,
+        handle: &tokio::runtime::Handle,
+        uri: &Uri,
+    ) -> Result<Self, WriteError> {
+        let store = registry.open(uri).map_err(|e| storage(uri, e))?;
+        Ok(Hashing {
+            inner: SyncIoBridge::new_with_handle(
+                BufWriter::new(store, uri.path.clone()),
+                handle.clone(),
+            ),
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
+        })
+    }
+
+    /// Completes the upload: the commit record's entry for `rows` records.
+    pub(super) fn close(mut self, uri: &Uri, rows: u64) -> Result<OutputFile, WriteError> {
+        self.inner.shutdown().map_err(|e| storage(uri, e))?;
+        Ok(OutputFile {
+            uri: uri.to_uri_string(),
+            rows,
+            bytes: self.bytes,
+            blake3: self.hasher.finalize().to_hex().to_string(),
+        })
+    }
+
+    /// Abandons the upload (a multipart upload is aborted).
+    pub(super) fn abort(self, handle: &tokio::runtime::Handle) {
+        let mut bw = self.inner.into_inner();
+        let _ = handle.block_on(bw.abort());
+    }
+}
+
+/// A store failure under a writer: another attempt writes afresh.
+pub(super) fn storage(uri: &Uri, e: impl std::fmt::Display) -> WriteError {
+    WriteError::Storage {
+        uri: uri.to_uri_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Every batch a writer takes has the planned schema.
+pub(super) fn check_schema(
+    dir: &Uri,
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> Result<(), WriteError> {
+    if batch.schema().fields() != schema.fields() {
+        return Err(WriteError::Invalid {
+            uri: dir.to_uri_string(),
+            message: format!(
+                "batch schema {:?} differs from the planned schema",
+                batch.schema()
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl<W: Write> Write for Hashing<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
@@ -38,7 +104,7 @@ impl<W: Write> Write for Hashing<W> {
 }
 
 struct Open {
-    writer: ArrowWriter<Hashing<SyncIoBridge<BufWriter>>>,
+    writer: ArrowWriter<Staging>,
     uri: Uri,
     rows: u64,
 }
@@ -96,23 +162,14 @@ impl PartWriter {
     }
 
     fn err(&self, uri: &Uri, e: impl std::fmt::Display) -> WriteError {
-        WriteError::Storage {
-            uri: uri.to_uri_string(),
-            message: e.to_string(),
-        }
+        storage(uri, e)
     }
 
     fn open(&mut self) -> Result<(), WriteError> {
         let uri = self
             .dir
             .child(&format!("{}-{:05}.parquet", self.prefix, self.files.len()));
-        let store = self.registry.open(&uri).map_err(|e| self.err(&uri, e))?;
-        let bw = BufWriter::new(store, uri.path.clone());
-        let sink = Hashing {
-            inner: SyncIoBridge::new_with_handle(bw, self.handle.clone()),
-            hasher: blake3::Hasher::new(),
-            bytes: 0,
-        };
+        let sink = Staging::open(&self.registry, &self.handle, &uri)?;
         let writer = ArrowWriter::try_new(sink, self.schema.clone(), Some(self.props.clone()))
             .map_err(|e| self.err(&uri, e))?;
         self.current = Some(Open {
@@ -128,15 +185,7 @@ impl PartWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        if batch.schema().fields() != self.schema.fields() {
-            return Err(WriteError::Invalid {
-                uri: self.dir.to_uri_string(),
-                message: format!(
-                    "batch schema {:?} differs from the planned schema",
-                    batch.schema()
-                ),
-            });
-        }
+        check_schema(&self.dir, &self.schema, batch)?;
         if self.current.is_none() {
             self.open()?;
         }
@@ -159,14 +208,8 @@ impl PartWriter {
         };
         let uri = cur.uri.clone();
         // into_inner writes the footer (finish() first would write it twice).
-        let mut sink = cur.writer.into_inner().map_err(|e| self.err(&uri, e))?;
-        sink.inner.shutdown().map_err(|e| self.err(&uri, e))?;
-        self.files.push(OutputFile {
-            uri: uri.to_uri_string(),
-            rows: cur.rows,
-            bytes: sink.bytes,
-            blake3: sink.hasher.finalize().to_hex().to_string(),
-        });
+        let sink = cur.writer.into_inner().map_err(|e| self.err(&uri, e))?;
+        self.files.push(sink.close(&uri, cur.rows)?);
         Ok(())
     }
 
@@ -181,8 +224,7 @@ impl PartWriter {
         if let Some(cur) = self.current.take()
             && let Ok(sink) = cur.writer.into_inner()
         {
-            let mut bw = sink.inner.into_inner();
-            let _ = self.handle.block_on(bw.abort());
+            sink.abort(&self.handle);
         }
     }
 }

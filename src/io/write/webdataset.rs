@@ -12,16 +12,14 @@
 //! same members; a record with a null image has none (filter such records out before,
 //! e.g. with `image_metadata`, which rejects what does not decode).
 use super::WriteError;
-use super::parquet::Hashing;
+use super::parquet::{Staging, check_schema, storage};
 use crate::protocol::records::OutputFile;
 use crate::spec::WebDatasetSpec;
 use crate::store::{Registry, Uri};
 use arrow_array::{Array, BinaryArray, LargeBinaryArray, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
-use object_store::buffered::BufWriter;
-use tokio_util::io::SyncIoBridge;
 
-type Bridge = std::io::BufWriter<Hashing<SyncIoBridge<BufWriter>>>;
+type Bridge = std::io::BufWriter<Staging>;
 
 struct Open {
     tar: tar::Builder<Bridge>,
@@ -101,10 +99,7 @@ pub struct WebDatasetWriter {
 
 impl WebDatasetWriter {
     fn err(&self, uri: &Uri, e: impl std::fmt::Display) -> WriteError {
-        WriteError::Storage {
-            uri: uri.to_uri_string(),
-            message: e.to_string(),
-        }
+        storage(uri, e)
     }
 
     fn invalid(&self, message: String) -> WriteError {
@@ -118,17 +113,9 @@ impl WebDatasetWriter {
         let uri = self
             .dir
             .child(&format!("shard-{:05}.tar", self.files.len()));
-        let store = self.registry.open(&uri).map_err(|e| self.err(&uri, e))?;
         let bridge = std::io::BufWriter::with_capacity(
             1 << 20,
-            Hashing {
-                inner: SyncIoBridge::new_with_handle(
-                    BufWriter::new(store, uri.path.clone()),
-                    self.handle.clone(),
-                ),
-                hasher: blake3::Hasher::new(),
-                bytes: 0,
-            },
+            Staging::open(&self.registry, &self.handle, &uri)?,
         );
         let tar = tar::Builder::new(bridge);
         self.current = Some(Open { tar, uri, rows: 0 });
@@ -179,12 +166,7 @@ impl WebDatasetWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        if batch.schema().fields() != self.schema.fields() {
-            return Err(self.invalid(format!(
-                "batch schema {:?} differs from the planned schema",
-                batch.schema()
-            )));
-        }
+        check_schema(&self.dir, &self.schema, batch)?;
         let ids = batch
             .column_by_name(crate::records::ID)
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
@@ -246,16 +228,10 @@ impl WebDatasetWriter {
         };
         let uri = cur.uri.clone();
         let buffered = cur.tar.into_inner().map_err(|e| self.err(&uri, e))?;
-        let mut sink = buffered
+        let sink = buffered
             .into_inner()
             .map_err(|e| self.err(&uri, e.into_error()))?;
-        sink.inner.shutdown().map_err(|e| self.err(&uri, e))?;
-        self.files.push(OutputFile {
-            uri: uri.to_uri_string(),
-            rows: cur.rows,
-            bytes: sink.bytes,
-            blake3: sink.hasher.finalize().to_hex().to_string(),
-        });
+        self.files.push(sink.close(&uri, cur.rows)?);
         Ok(())
     }
 }
@@ -272,9 +248,7 @@ impl super::Sink for WebDatasetWriter {
         if let Some(cur) = self.current.take()
             && let Ok(b) = cur.tar.into_inner()
         {
-            let (hashing, _) = b.into_parts();
-            let mut bw = hashing.inner.into_inner();
-            let _ = self.handle.block_on(bw.abort());
+            b.into_parts().0.abort(&self.handle);
         }
     }
 }
