@@ -253,14 +253,7 @@ fn the_dolma_layout_has_id_text_source_added_created_and_metadata() {
 fn the_bundled_dolma_example_runs() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
-    run_ok(
-        mdf()
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["run", "examples/dolma.yaml", "-o"])
-            .arg(&out)
-            .arg("--job-root")
-            .arg(d.path().join("jobs")),
-    );
+    run_example("dolma", &out, &d.path().join("jobs"), None);
     let docs = lines(&out);
     assert!(!docs.is_empty());
     for v in docs {

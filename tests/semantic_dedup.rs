@@ -317,20 +317,7 @@ fn the_same_survivors_whatever_the_workers_kills_and_memory() {
 fn the_bundled_example_runs() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
-    run_ok(
-        mdf()
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args([
-                "run",
-                "examples/semantic-dedup.yaml",
-                "--workers",
-                "2",
-                "-o",
-            ])
-            .arg(&out)
-            .args(["--job-root"])
-            .arg(d.path().join("jobs")),
-    );
+    run_example("semantic-dedup", &out, &d.path().join("jobs"), Some("2"));
     let kept = output_ids(&out);
     let m = manifest(&out);
     let rejected: u64 = m["rejects"]

@@ -109,14 +109,7 @@ fn webdataset_shards_read_back_by_the_webdataset_package() {
 fn the_bundled_example_runs() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
-    run_ok(
-        mdf()
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["run", "examples/webdataset.yaml", "-o"])
-            .arg(&out)
-            .arg("--job-root")
-            .arg(d.path().join("jobs")),
-    );
+    run_example("webdataset", &out, &d.path().join("jobs"), None);
     let m = manifest(&out);
     let rows: u64 = m["files"]
         .as_array()

@@ -3,6 +3,7 @@
 //! from the same chain as the S3 store (environment, web identity, ECS task role,
 //! instance profile). Why not the AWS SDK crates: docs/DECISIONS.md.
 use super::LaunchError;
+use crate::clock::civil_from_days;
 use ring::{digest, hmac};
 
 /// One AWS API: its SigV4 signing name, the service-specific endpoint variable of the
@@ -72,19 +73,6 @@ pub fn utc_string(ms: u64) -> String {
         &t[11..13],
         &t[13..15]
     )
-}
-
-/// The civil date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Days since 1970-01-01 of a civil date (the inverse of [`civil_from_days`]).

@@ -414,3 +414,18 @@ pub fn assert_dedup_params_refused(dir: &Path, stage: &str, cases: &[(&str, &str
         assert!(!dir.join("out").exists());
     }
 }
+
+/// Runs a bundled example (`examples/<name>.yaml`) from the repository root with its
+/// output at `out` and its job under `jobs`, with `--workers` when given.
+pub fn run_example(name: &str, out: &Path, jobs: &Path, workers: Option<&str>) -> Output {
+    let mut cmd = mdf();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["run", &format!("examples/{name}.yaml"), "-o"])
+        .arg(out)
+        .arg("--job-root")
+        .arg(jobs);
+    if let Some(w) = workers {
+        cmd.args(["--workers", w]);
+    }
+    run_ok(&mut cmd)
+}
