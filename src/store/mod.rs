@@ -44,7 +44,7 @@ pub enum StoreError {
 /// A parsed URI: which store, and which path inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uri {
-    /// `file`, `memory://NAME` or `s3://BUCKET`.
+    /// `file`, `memory://NAME`, `s3://BUCKET` or `https://HOST[:PORT]` (`http://`).
     pub store: String,
     pub path: Path,
 }
@@ -64,9 +64,22 @@ impl Uri {
         } else if let Some(rest) = s.strip_prefix("memory://") {
             let (name, p) = rest.split_once('/').unwrap_or((rest, ""));
             (format!("memory://{name}"), p.to_string())
+        } else if let Some((scheme, rest)) = ["https://", "http://"]
+            .iter()
+            .find_map(|sc| s.strip_prefix(sc).map(|r| (*sc, r)))
+        {
+            // A file server: the host (and port) is the store, the path its key.
+            let (host, p) = rest.split_once('/').unwrap_or((rest, ""));
+            if host.is_empty() || host.contains(['@', '?', '#']) {
+                return Err(bad("expected http(s)://HOST[:PORT]/PATH"));
+            }
+            if p.contains(['?', '#']) {
+                return Err(bad("query strings and fragments are not supported"));
+            }
+            (format!("{scheme}{host}"), p.to_string())
         } else if s.contains("://") && !s.starts_with("file://") {
             return Err(bad(
-                "unsupported scheme, expected a path, file://, s3:// or memory://",
+                "unsupported scheme, expected a path, file://, s3://, https:// or memory://",
             ));
         } else {
             let local = s.strip_prefix("file://").unwrap_or(s);
@@ -229,6 +242,22 @@ impl Registry {
                 .or_insert_with(|| Arc::new(InMemory::new()))
                 .clone());
         }
+        if uri.store.starts_with("https://") || uri.store.starts_with("http://") {
+            // Any file server with range requests: GET, ranged GET and HEAD.
+            let opts = object_store::ClientOptions::new()
+                .with_timeout(std::time::Duration::from_secs(60))
+                .with_connect_timeout(std::time::Duration::from_secs(10))
+                .with_allow_http(uri.store.starts_with("http://"));
+            return object_store::http::HttpBuilder::new()
+                .with_url(uri.store.clone())
+                .with_client_options(opts)
+                .build()
+                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+                .map_err(|source| StoreError::Open {
+                    uri: uri.to_uri_string(),
+                    source,
+                });
+        }
         let bucket = uri.store.trim_start_matches("s3://");
         self.build_s3(bucket).map_err(|source| StoreError::Open {
             uri: uri.to_uri_string(),
@@ -320,10 +349,20 @@ pub async fn for_each_matching(
         uri: pattern.to_string(),
         reason,
     };
+    let http = pattern.starts_with("https://") || pattern.starts_with("http://");
+    if http && is_glob(pattern) {
+        return Err(bad(
+            "a file server has no listing to expand a glob against: name each file (https://host/path/file.jsonl.gz)".into(),
+        ));
+    }
     if !is_glob(pattern) {
         let (store, uri) = reg.resolve(pattern)?;
         match store.head(&uri.path).await {
             Ok(meta) => return f(uri, meta),
+            // A file server names files, not folders: nothing to list under it.
+            Err(object_store::Error::NotFound { .. }) if http => {
+                return Err(bad("the server has no such file (404)".into()));
+            }
             Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
@@ -434,6 +473,20 @@ mod tests {
                 || Uri::parse("/tmp/../etc/passwd").unwrap().path.as_ref() == "etc/passwd"
         );
         assert!(Uri::parse("gs://b/x").is_err());
+        // A file server: host and port the store, the path its key.
+        let h = Uri::parse("https://data.example.org:8443/c/d.jsonl.gz").unwrap();
+        assert_eq!(
+            (h.store.as_str(), h.path.as_ref()),
+            ("https://data.example.org:8443", "c/d.jsonl.gz")
+        );
+        assert_eq!(
+            h.to_uri_string(),
+            "https://data.example.org:8443/c/d.jsonl.gz"
+        );
+        assert!(Uri::parse("https://h/a/../b").is_err());
+        assert!(Uri::parse("https://h/a?x=1").is_err());
+        assert!(Uri::parse("https://user@h/a").is_err());
+        assert!(Uri::parse("https:///a").is_err());
         assert_eq!(
             Uri::parse("memory://t1/p").unwrap().to_uri_string(),
             "memory://t1/p"
