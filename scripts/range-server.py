@@ -3,7 +3,9 @@
 folder given as the first argument on 127.0.0.1, a free port (printed on the first
 line), with HEAD, GET, `Range: bytes=a-b` / `a-` / `-n` (206 + Content-Range),
 Content-Length, ETag (size and mtime) and Last-Modified. Every request is logged to
-stderr as "METHOD PATH RANGE"."""
+stderr as "METHOD PATH RANGE". A second argument names a file whose GET bodies stop
+halfway (the connection closed after half the announced bytes): a server or network
+that breaks mid-body."""
 import email.utils
 import http.server
 import os
@@ -70,10 +72,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._headers(path, size, start, end, partial)
         with open(path, "rb") as f:
             f.seek(start)
-            self.wfile.write(f.read(end - start))
+            body = f.read(end - start)
+        if BROKEN and os.path.basename(path) == BROKEN:
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
 
 
 ROOT = os.path.realpath(sys.argv[1])
+BROKEN = sys.argv[2] if len(sys.argv) > 2 else None
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()

@@ -20,10 +20,16 @@ impl Drop for Server {
 }
 
 fn serve(dir: &Path) -> Server {
+    serve_broken(dir, None)
+}
+
+/// The server, with `broken`'s bodies cut off halfway.
+fn serve_broken(dir: &Path, broken: Option<&str>) -> Server {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/range-server.py");
     let mut child = std::process::Command::new("python3")
         .arg(script)
         .arg(dir)
+        .args(broken)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -40,7 +46,7 @@ fn spec(dir: &Path, name: &str, uris: &str) -> std::path::PathBuf {
     write_spec(
         dir,
         &format!(
-            "version: 1\nname: {name}\ninput: {{uris: [{uris}]}}\nstages:\n  - op: text_length\noutput: {{uri: \"{d}/{name}\", overwrite: true}}\njob: {{task_bytes: 16KiB}}\n",
+            "version: 1\nname: {name}\ninput: {{uris: [{uris}], download: {{allow_private: true}}}}\nstages:\n  - op: text_length\noutput: {{uri: \"{d}/{name}\", overwrite: true}}\njob: {{task_bytes: 16KiB}}\n",
             d = dir.display()
         ),
     )
@@ -129,4 +135,86 @@ fn a_glob_or_a_missing_file_is_refused_before_any_task() {
         assert!(text.contains(needle), "{uris}: {text}");
         assert!(!d.path().join("bad").join("_manifest.json").exists());
     }
+}
+
+/// A private, loopback or link-local server (an instance's metadata service) is read
+/// only with `input.download.allow_private`; an output on a file server is refused.
+#[test]
+fn private_hosts_need_allow_private_and_file_servers_are_inputs_only() {
+    let d = tempfile::tempdir().unwrap();
+    for (uris, needle) in [
+        (
+            "\"http://169.254.169.254/latest/meta-data/\"",
+            "169.254.169.254 is in",
+        ),
+        ("\"http://127.0.0.1:9/a.jsonl\"", "127.0.0.1 is in"),
+        ("\"http://[::1]:9/a.jsonl\"", "::1 is in"),
+        (
+            "\"http://localhost:9/a.jsonl\"",
+            "localhost is not a public host",
+        ),
+    ] {
+        let s = write_spec(
+            d.path(),
+            &format!(
+                "version: 1\nname: p\ninput: {{uris: [{uris}], format: jsonl}}\noutput: {{uri: \"{}/out\"}}\n",
+                d.path().display()
+            ),
+        );
+        let o = mdf().args(["run", s.to_str().unwrap()]).output().unwrap();
+        let text = stderr(&o);
+        assert!(!o.status.success(), "{uris}: accepted");
+        assert!(
+            text.contains("input.uris[0]") && text.contains(needle),
+            "{uris}: {text}"
+        );
+        assert!(text.contains("allow_private"), "{text}");
+    }
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "version: 1\nname: w\ninput: {{uris: [\"{}/*.jsonl\"]}}\noutput: {{uri: \"https://example.org/out\"}}\n",
+            d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["validate", s.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!o.status.success() && text.contains("output.uri"), "{text}");
+}
+
+/// A body cut off mid-stream is a storage error that fails the attempt (and, when it
+/// keeps happening, the task): never a task committed without the rest of its slice.
+#[test]
+fn a_body_cut_off_midway_fails_the_task_rather_than_lose_records() {
+    let d = tempfile::tempdir().unwrap();
+    let files = d.path().join("files");
+    write_lines(&files.join("good.jsonl"), &docs(1, 200));
+    write_lines(&files.join("cut.jsonl"), &docs(2, 200));
+    let srv = serve_broken(&files, Some("cut.jsonl"));
+    let base = format!("http://127.0.0.1:{}", srv.port);
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "version: 1\nname: cut\ninput: {{uris: [\"{base}/good.jsonl\", \"{base}/cut.jsonl\"], download: {{allow_private: true}}, schema: {{url: string, text: string, n: int64}}}}\noutput: {{uri: \"{d}/cut\"}}\njob: {{max_files_per_task: 1, max_attempts: 2, lease_ttl_secs: 4, poll_millis: 50}}\n",
+            d = d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let st = status_json(&job_uri(&o));
+    let failed = st["failed_tasks"].to_string();
+    assert!(
+        failed.contains("cut.jsonl")
+            && (failed.contains("reading the response") || failed.contains("before its range did")),
+        "{failed}"
+    );
+    // The good file's task committed in full; nothing of the cut file was published.
+    assert_eq!(st["phases"][0]["tasks"]["committed"], 1, "{st}");
 }

@@ -138,6 +138,7 @@ fn read_files(rt: &tokio::runtime::Runtime, r: &'static dyn Reader, files: &[&Pa
         assign_ids: true,
         download: Default::default(),
         cut: Default::default(),
+        broken: Default::default(),
     };
     rt.block_on(async {
         tokio::task::spawn_blocking(move || {

@@ -54,6 +54,7 @@ fn read_as(
         assign_ids: true,
         download: Default::default(),
         cut: Default::default(),
+        broken: Default::default(),
     };
     let (mut batches, mut rejects) = (vec![], vec![]);
     let cols = if format == Format::Wet {

@@ -408,6 +408,21 @@ pub async fn list_inputs(
     let mut errors = Vec::new();
     let reader = read::reader(spec.input.format);
     for (i, pat) in spec.input.uris.iter().enumerate() {
+        // A file server on a private, loopback or link-local address (an instance's
+        // metadata service, an internal host) only when the spec says so.
+        if let Ok(u) = store::Uri::parse(pat)
+            && store::is_http(&u.store)
+            && !spec.input.download.allow_private
+            && let Some(why) = private_host(&u.store)
+        {
+            errors.push(FieldError {
+                path: format!("input.uris[{i}]"),
+                message: format!(
+                    "{pat}: {why}; set input.download.allow_private: true to read from it"
+                ),
+            });
+            continue;
+        }
         let mut matched = 0u64;
         let listed = store::for_each_matching(reg, pat, |u, m| {
             matched += 1;
@@ -1109,6 +1124,24 @@ impl Splitter {
             out(std::mem::take(&mut self.cur));
         }
     }
+}
+
+/// Why a file server's host (`https://HOST[:PORT]`) is not a public address: an IP
+/// literal in a private, loopback, link-local or other special range, or `localhost`.
+/// Names resolved by DNS are not checked here.
+fn private_host(store: &str) -> Option<String> {
+    let authority = store.split_once("://")?.1;
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split_once(']')?.0
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some("localhost is not a public host".into());
+    }
+    let ip: std::net::IpAddr = host.parse().ok()?;
+    crate::io::download::special::not_public_block(ip)
+        .map(|b| format!("{ip} is in {b}, not a public address"))
 }
 
 /// Plans a job: inputs, schemas, phases and tasks.

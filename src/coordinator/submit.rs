@@ -142,12 +142,21 @@ pub async fn submit(
         .clone()
         .unwrap_or_else(|| format!("{}-{}", spec.name, &hash[..12]));
     check_job_id(&job_id)?;
-    let root = Uri::parse(&opts.job_root).map_err(|e| {
-        SubmitError::from(SpecErrors(vec![FieldError {
-            path: "--job-root".into(),
-            message: e.to_string(),
-        }]))
-    })?;
+    let root = Uri::parse(&opts.job_root)
+        .map_err(|e| e.to_string())
+        .and_then(|r| {
+            if crate::store::is_http(&r.store) {
+                Err("a file server (https://) is for inputs only".to_string())
+            } else {
+                Ok(r)
+            }
+        })
+        .map_err(|message| {
+            SubmitError::from(SpecErrors(vec![FieldError {
+                path: "--job-root".into(),
+                message,
+            }]))
+        })?;
     let job = root.child(&format!("jobs/{job_id}"));
     let job_uri = job.to_uri_string();
     let store = reg.open(&job)?;

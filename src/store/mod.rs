@@ -64,19 +64,34 @@ impl Uri {
         } else if let Some(rest) = s.strip_prefix("memory://") {
             let (name, p) = rest.split_once('/').unwrap_or((rest, ""));
             (format!("memory://{name}"), p.to_string())
-        } else if let Some((scheme, rest)) = ["https://", "http://"]
-            .iter()
-            .find_map(|sc| s.strip_prefix(sc).map(|r| (*sc, r)))
-        {
-            // A file server: the host (and port) is the store, the path its key.
+        } else if let Some((scheme, rest)) = ["https://", "http://"].iter().find_map(|sc| {
+            (s.len() >= sc.len() && s[..sc.len()].eq_ignore_ascii_case(sc))
+                .then(|| (*sc, &s[sc.len()..]))
+        }) {
+            // A file server: the host (and port) is the store, the path its key. The
+            // host in lower case and without its scheme's default port, so one server
+            // is one store however it is spelled.
             let (host, p) = rest.split_once('/').unwrap_or((rest, ""));
             if host.is_empty() || host.contains(['@', '?', '#']) {
-                return Err(bad("expected http(s)://HOST[:PORT]/PATH"));
+                return Err(bad("expected http(s)://HOST[:PORT]/PATH (no user info)"));
             }
             if p.contains(['?', '#']) {
                 return Err(bad("query strings and fragments are not supported"));
             }
-            (format!("{scheme}{host}"), p.to_string())
+            let host = host.to_ascii_lowercase();
+            let default_port = if scheme == "https://" { ":443" } else { ":80" };
+            let host = host.strip_suffix(default_port).unwrap_or(&host).to_string();
+            // The path as the server names it: %XX decoded here (the client encodes
+            // it again), a decoded '/' refused (it would name another path).
+            let mut decoded = Vec::new();
+            for seg in p.split('/') {
+                let d = percent_decode(seg).ok_or_else(|| bad("bad %-escape in the path"))?;
+                if d.contains('/') {
+                    return Err(bad("an escaped '/' (%2F) in the path is not supported"));
+                }
+                decoded.push(d);
+            }
+            (format!("{scheme}{host}"), decoded.join("/"))
         } else if s.contains("://") && !s.starts_with("file://") {
             return Err(bad(
                 "unsupported scheme, expected a path, file://, s3://, https:// or memory://",
@@ -132,6 +147,29 @@ impl Uri {
             path,
         }
     }
+}
+
+/// `%XX` escapes decoded (UTF-8), `None` for a bad escape or bytes that are not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Whether `store` is a file server (`https://HOST`, `http://HOST`).
+pub fn is_http(store: &str) -> bool {
+    store.starts_with("https://") || store.starts_with("http://")
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
@@ -248,11 +286,14 @@ impl Registry {
                 .with_timeout(std::time::Duration::from_secs(60))
                 .with_connect_timeout(std::time::Duration::from_secs(10))
                 .with_allow_http(uri.store.starts_with("http://"));
+            // At most 64 requests in flight to one server, as S3's own limit.
             return object_store::http::HttpBuilder::new()
                 .with_url(uri.store.clone())
                 .with_client_options(opts)
                 .build()
-                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+                .map(|s| {
+                    Arc::new(object_store::limit::LimitStore::new(s, 64)) as Arc<dyn ObjectStore>
+                })
                 .map_err(|source| StoreError::Open {
                     uri: uri.to_uri_string(),
                     source,
@@ -349,13 +390,20 @@ pub async fn for_each_matching(
         uri: pattern.to_string(),
         reason,
     };
-    let http = pattern.starts_with("https://") || pattern.starts_with("http://");
-    if http && is_glob(pattern) {
-        return Err(bad(
-            "a file server has no listing to expand a glob against: name each file (https://host/path/file.jsonl.gz)".into(),
-        ));
+    let http = pattern.len() > 8
+        && (pattern[..8].eq_ignore_ascii_case("https://")
+            || pattern[..7].eq_ignore_ascii_case("http://"));
+    if http {
+        // Glob characters count in the path only (a `[` may be an IPv6 host).
+        let after = &pattern[pattern.find("://").expect("a scheme") + 3..];
+        let path = after.split_once('/').map_or("", |x| x.1);
+        if is_glob(path) {
+            return Err(bad(
+                "a file server has no listing to expand a glob against: name each file (https://host/path/file.jsonl.gz)".into(),
+            ));
+        }
     }
-    if !is_glob(pattern) {
+    if http || !is_glob(pattern) {
         let (store, uri) = reg.resolve(pattern)?;
         match store.head(&uri.path).await {
             Ok(meta) => return f(uri, meta),
@@ -487,6 +535,19 @@ mod tests {
         assert!(Uri::parse("https://h/a?x=1").is_err());
         assert!(Uri::parse("https://user@h/a").is_err());
         assert!(Uri::parse("https:///a").is_err());
+        // One server however spelled: scheme and host case, the default port; the
+        // path %-decoded (the client encodes it once), an escaped '/' refused.
+        let n = Uri::parse("HTTPS://Data.Example.org:443/dumps/a%20b.jsonl").unwrap();
+        assert_eq!(
+            (n.store.as_str(), n.path.as_ref()),
+            ("https://data.example.org", "dumps/a b.jsonl")
+        );
+        assert_eq!(
+            Uri::parse("http://h:80/x").unwrap().store,
+            Uri::parse("http://H/x").unwrap().store
+        );
+        assert!(Uri::parse("https://h/a%2Fb").is_err());
+        assert!(Uri::parse("https://h/a%zz").is_err());
         assert_eq!(
             Uri::parse("memory://t1/p").unwrap().to_uri_string(),
             "memory://t1/p"

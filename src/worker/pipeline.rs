@@ -158,6 +158,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         assign_ids: spec.assign_ids,
         download: spec.download.clone(),
         cut: Default::default(),
+        broken: Default::default(),
     };
     let projection: Vec<usize> = {
         let last = spec

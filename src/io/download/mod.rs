@@ -15,7 +15,7 @@ use std::time::Duration;
 /// `input.download` in the spec (defined with the spec, which is below the worker).
 pub use crate::spec::DownloadSpec;
 
-mod special;
+pub mod special;
 
 /// Whether an address is reachable on the public internet: the IANA special-purpose
 /// registries (`special.rs`), IPv6 blocks that carry an IPv4 address judged by it.

@@ -250,6 +250,7 @@ impl super::Reader for Jsonl {
             assign_ids: true,
             download: Default::default(),
             cut: Default::default(),
+            broken: Default::default(),
         };
         let mut last_err = String::new();
         for uri in uris.iter().take(16) {

@@ -185,6 +185,11 @@ pub struct ReadCtx {
     /// was read): whatever the reader made of the error, the task's read then fails
     /// with `input_changed` (see [`read_task`]).
     pub cut: CutFlag,
+    /// Set when a remote stream failed or ended before its range did (a connection
+    /// reset mid-body, a timeout): whatever the reader made of it (a `corrupt_input`
+    /// reject, the end of the slice), the task's read fails with a storage error, so
+    /// the attempt is retried rather than committed without the rest of the slice.
+    pub broken: CutFlag,
 }
 
 /// Set to (URI, message) when an input ended before its planned range ([`ReadCtx::cut`]).
@@ -267,8 +272,51 @@ pub fn read_slice(
 /// The read error of an input that ended early while it was read (readers turn read
 /// errors into rejects of the rest of a file; this one must fail the attempt).
 fn cut_short(ctx: &ReadCtx) -> Option<ReadError> {
-    let (uri, message) = ctx.cut.lock().expect("cut flag").take()?;
-    Some(ReadError::Changed { uri, message })
+    if let Some((uri, message)) = ctx.cut.lock().expect("cut flag").take() {
+        return Some(ReadError::Changed { uri, message });
+    }
+    let (uri, message) = ctx.broken.lock().expect("broken flag").take()?;
+    Some(ReadError::Storage { uri, message })
+}
+
+/// A remote object's body read to its range's end: a stream error or an early end
+/// sets the task's [`ReadCtx::broken`] flag (and is an error to the reader).
+struct Streamed<R> {
+    inner: R,
+    left: u64,
+    broken: (CutFlag, String),
+}
+
+impl<R: std::io::Read> std::io::Read for Streamed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let flag = |message: String| {
+            let (f, uri) = &self.broken;
+            f.lock()
+                .expect("broken flag")
+                .get_or_insert((uri.clone(), message));
+        };
+        match self.inner.read(buf) {
+            Ok(0) if self.left > 0 && !buf.is_empty() => {
+                let message = format!(
+                    "the response ended {} bytes before its range did",
+                    self.left
+                );
+                flag(message.clone());
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    message,
+                ))
+            }
+            Ok(n) => {
+                self.left = self.left.saturating_sub(n as u64);
+                Ok(n)
+            }
+            Err(e) => {
+                flag(format!("reading the response: {e}"));
+                Err(e)
+            }
+        }
+    }
 }
 
 /// Reads a task's slices with their format's reader (a task's slices share one).
@@ -332,7 +380,9 @@ pub fn open_range(
     })?;
     let opts = GetOptions {
         range: (from > 0).then_some(GetRange::Offset(from)),
-        if_match: etag.map(str::to_string),
+        // A weak ETag (`W/"…"`) never matches If-Match's strong comparison: a server
+        // would answer 412 for an unchanged file.
+        if_match: etag.filter(|e| !e.starts_with("W/")).map(str::to_string),
         ..Default::default()
     };
     let path = u.path.clone();
@@ -362,12 +412,14 @@ pub fn open_range(
             },
         )));
     }
+    let left = res.range.end - res.range.start;
     let stream = res.into_stream().map_err(std::io::Error::other);
     let reader = tokio_util::io::StreamReader::new(stream);
-    Ok(Box::new(tokio_util::io::SyncIoBridge::new_with_handle(
-        reader,
-        ctx.handle.clone(),
-    )))
+    Ok(Box::new(Streamed {
+        inner: tokio_util::io::SyncIoBridge::new_with_handle(reader, ctx.handle.clone()),
+        left,
+        broken: (ctx.broken.clone(), uri.to_string()),
+    }))
 }
 
 /// A reject for a whole file or the rest of it.
