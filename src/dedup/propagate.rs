@@ -15,7 +15,8 @@ use super::near::{
 use super::params::DedupParams;
 use super::rounds::{bucket_step, record_step_of};
 use super::shuffle::{
-    ShuffleCtx, commit_of, earlier_entries, gather, partition_of_task, spill_dir, upload_file,
+    ShuffleCtx, Upload, commit_of, earlier_entries, gather, partition_of_task, spill_dir,
+    upload_file,
 };
 use super::sort::ExternalSort;
 use crate::protocol::records::{
@@ -145,14 +146,17 @@ pub async fn near_step(
         .map_err(DedupError::joined)?
         .map_err(|e| DedupError::local("near-duplicate object", e))?;
     let uri = out_dir.child("near.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite {
+    let file = upload_file(
+        sc.reg,
+        &uri,
+        Upload {
             what: "near-duplicate object",
-            written,
+            file,
             len,
-        });
-    }
+            rows: st.edges,
+        },
+    )
+    .await?;
     let mut ts = TaskStats {
         records_in: st.entries,
         records_out: st.edges,
@@ -165,16 +169,7 @@ pub async fn near_step(
             .insert(NEAR_GROUP_SIZE.to_string(), st.group_sizes.clone());
     }
     let changed = (d.step % 2 == 1).then_some(st.changed);
-    Ok((
-        Some(OutputFile {
-            uri: uri.to_uri_string(),
-            rows: st.edges,
-            bytes: len,
-            blake3,
-        }),
-        ts,
-        changed,
-    ))
+    Ok((Some(file), ts, changed))
 }
 
 /// The candidates reduce of partition `r` with `P`-byte payloads: every map task's

@@ -6,7 +6,9 @@ use super::error::DedupError;
 use super::exact::{self, KeyEntry, Sourced};
 use super::format;
 use super::params::DedupParams;
-use super::shuffle::{ShuffleCtx, partition_of_task, read_sections, spill_dir, upload_file};
+use super::shuffle::{
+    ShuffleCtx, Upload, partition_of_task, read_sections, spill_dir, upload_file,
+};
 use super::sort::ExternalSort;
 use super::substring::{self, Marking, WindowEntry, WindowSourced};
 use crate::protocol::records::{CLUSTER_SIZE, DedupPhase, OutputFile, TaskStats};
@@ -127,10 +129,17 @@ async fn upload_result(
             "partition exceeded the reduce memory budget and spilled to disk"
         );
     }
-    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite { what, written, len });
-    }
+    let file = upload_file(
+        sc.reg,
+        &uri,
+        Upload {
+            what,
+            file,
+            len,
+            rows: stats.duplicates,
+        },
+    )
+    .await?;
     let ts = TaskStats {
         records_in: stats.keys,
         records_out: stats.distinct,
@@ -139,15 +148,7 @@ async fn upload_result(
         histograms: [(CLUSTER_SIZE.to_string(), stats.cluster_sizes)].into(),
         ..Default::default()
     };
-    Ok((
-        OutputFile {
-            uri: uri.to_uri_string(),
-            rows: stats.duplicates,
-            bytes: len,
-            blake3,
-        },
-        ts,
-    ))
+    Ok((file, ts))
 }
 
 /// An exact-substring reduce: the windows of hash range `r` from every committed map

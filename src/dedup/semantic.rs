@@ -14,8 +14,8 @@ use super::error::DedupError;
 use super::exact::{Decision, ReduceStats, encode_decisions};
 use super::format::{ASSIGN_MAGIC, CENTROIDS_MAGIC, Sections};
 use super::shuffle::{
-    ShuffleCtx, earlier_piece, partition_of_task, read_sections, section_pieces, sections_pieces,
-    shuffle_file, spill_dir, upload_file,
+    ShuffleCtx, Upload, earlier_piece, partition_of_task, read_sections, section_pieces,
+    sections_pieces, shuffle_file, spill_dir, upload_file,
 };
 use super::sort::{ExternalSort, Fixed};
 use crate::kernels::semantic as k;
@@ -264,21 +264,19 @@ async fn centroids(
     }
     let uri = out_dir.child("centroids.bin");
     let len = obj.len() as u64;
-    let (blake3, written) = upload_file(sc.reg, &uri, std::io::Cursor::new(obj), len).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite {
+    let file = upload_file(
+        sc.reg,
+        &uri,
+        Upload {
             what: "centroids object",
-            written,
+            file: std::io::Cursor::new(obj),
             len,
-        });
-    }
-    Ok((
-        OutputFile {
-            uri: uri.to_uri_string(),
             rows: kk as u64,
-            bytes: len,
-            blake3,
         },
+    )
+    .await?;
+    Ok((
+        file,
         TaskStats {
             records_in: n as u64,
             records_out: kk as u64,
@@ -462,21 +460,19 @@ async fn assign(
     .map_err(DedupError::joined)?
     .map_err(|e| DedupError::local("assignment object", e))?;
     let uri = out_dir.child("assigned.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite {
+    let file = upload_file(
+        sc.reg,
+        &uri,
+        Upload {
             what: "assignment object",
-            written,
+            file,
             len,
-        });
-    }
-    Ok((
-        OutputFile {
-            uri: uri.to_uri_string(),
             rows: n as u64,
-            bytes: len,
-            blake3,
         },
+    )
+    .await?;
+    Ok((
+        file,
         TaskStats {
             records_in: n as u64,
             records_out: n as u64,
@@ -779,21 +775,19 @@ async fn reduce(
     })?;
     check_cancel(cancel)?;
     let uri = out_dir.child("decisions.bin");
-    let (blake3, written) = upload_file(sc.reg, &uri, file, len).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite {
+    let file = upload_file(
+        sc.reg,
+        &uri,
+        Upload {
             what: "decisions object",
-            written,
+            file,
             len,
-        });
-    }
-    Ok((
-        OutputFile {
-            uri: uri.to_uri_string(),
             rows: stats.duplicates,
-            bytes: len,
-            blake3,
         },
+    )
+    .await?;
+    Ok((
+        file,
         TaskStats {
             records_in: stats.keys,
             records_out: stats.distinct,

@@ -135,20 +135,17 @@ pub async fn write_keys(
         .map_err(DedupError::joined)?
         .map_err(|e| DedupError::local("merging spilled keys", e))?;
     let uri = dir.child("keys.bin");
-    let (blake3, written) = upload_file(reg, &uri, reader, len).await?;
-    if written != len {
-        return Err(DedupError::ShortWrite {
+    upload_file(
+        reg,
+        &uri,
+        Upload {
             what: "keys object",
-            written,
+            file: reader,
             len,
-        });
-    }
-    Ok(OutputFile {
-        uri: uri.to_uri_string(),
-        rows,
-        bytes: len,
-        blake3,
-    })
+            rows,
+        },
+    )
+    .await
 }
 
 /// The partition a reduce or propagate task owns, from its id.
@@ -169,15 +166,29 @@ fn upload_part(len: u64) -> usize {
     UPLOAD_PART.max(len.div_ceil(9_000)) as usize
 }
 
-/// Streams local bytes (a file, spilled runs) of `len` bytes to the store, hashing
-/// them: one PUT when small, a multipart upload past the writer's buffer. Returns the
-/// blake3 and the bytes written.
+/// A local shuffle object (a file, spilled runs, bytes) of `len` bytes holding `rows`
+/// entries, and what it is (for the short-write error).
+pub struct Upload<R> {
+    pub what: &'static str,
+    pub file: R,
+    pub len: u64,
+    pub rows: u64,
+}
+
+/// Streams a local shuffle object to `uri`, hashing it: one PUT when small, a
+/// multipart upload past the writer's buffer. Fewer bytes than `len` is an error (a
+/// truncated local file). Returns the commit record's entry for it.
 pub async fn upload_file(
     reg: &Registry,
     uri: &Uri,
-    mut file: impl Read,
-    len: u64,
-) -> Result<(String, u64), DedupError> {
+    up: Upload<impl Read>,
+) -> Result<OutputFile, DedupError> {
+    let Upload {
+        what,
+        mut file,
+        len,
+        rows,
+    } = up;
     let store = reg.open(uri)?;
     let mut w =
         object_store::buffered::BufWriter::with_capacity(store, uri.path.clone(), upload_part(len))
@@ -199,7 +210,19 @@ pub async fn upload_file(
         w.write_all(&buf[..k]).await.map_err(write_err)?;
     }
     w.shutdown().await.map_err(write_err)?;
-    Ok((hasher.finalize().to_hex().to_string(), n))
+    if n != len {
+        return Err(DedupError::ShortWrite {
+            what,
+            written: n,
+            len,
+        });
+    }
+    Ok(OutputFile {
+        uri: uri.to_uri_string(),
+        rows,
+        bytes: len,
+        blake3: hasher.finalize().to_hex().to_string(),
+    })
 }
 
 /// Reads section `i` of the shuffle object of every committed task of `phase`, in
