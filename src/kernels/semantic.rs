@@ -190,34 +190,6 @@ pub fn spherical_kmeans(
     (centroids, ran)
 }
 
-/// Every pair `(i, j)`, `i < j`, of rows of `v` (unit vectors) with similarity at
-/// least `threshold`, in blocks of [`BLOCK`] × [`BLOCK`] rows (one `sgemm` each, the
-/// blocks on and above the diagonal). Pairs come out sorted.
-pub fn pairs_within(v: &[f32], d: usize, threshold: f32) -> Vec<(u32, u32)> {
-    let n = v.len() / d;
-    let mut out = Vec::new();
-    let mut sims = Vec::new();
-    for bi in (0..n).step_by(BLOCK) {
-        let a = &v[bi * d..(bi + BLOCK).min(n) * d];
-        for bj in (bi..n).step_by(BLOCK) {
-            let b = &v[bj * d..(bj + BLOCK).min(n) * d];
-            let (m, w) = (a.len() / d, b.len() / d);
-            sims.resize(m * w, 0.0);
-            dots(a, b, d, &mut sims);
-            for i in 0..m {
-                let start = if bi == bj { i + 1 } else { 0 };
-                for j in start..w {
-                    if sims[i * w + j] >= threshold {
-                        out.push(((bi + i) as u32, (bj + j) as u32));
-                    }
-                }
-            }
-        }
-    }
-    out.sort_unstable();
-    out
-}
-
 /// How close (in f32) a similarity of two `d`-dimensional unit vectors must be to a
 /// decision it feeds (the best centroid, the threshold) to be recomputed in f64: sgemm
 /// kernels (AVX-512, AVX2/FMA, scalar) sum in different orders, and the error of an
@@ -360,21 +332,21 @@ pub fn entry_bytes(d: usize) -> usize {
     40 + 4 * d
 }
 
-/// The connected components of `n` nodes joined by `pairs`: each node's component
-/// named by its lowest node.
-pub fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<u32> {
-    let mut parent: Vec<u32> = (0..n as u32).collect();
-    for &(a, b) in pairs {
-        super::uf_union(&mut parent, a, b);
-    }
-    (0..n as u32)
-        .map(|x| super::uf_find(&mut parent, x))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The connected components of `n` nodes joined by `pairs`: each node's component
+    /// named by its lowest node.
+    fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<u32> {
+        let mut parent: Vec<u32> = (0..n as u32).collect();
+        for &(a, b) in pairs {
+            crate::kernels::uf_union(&mut parent, a, b);
+        }
+        (0..n as u32)
+            .map(|x| crate::kernels::uf_find(&mut parent, x))
+            .collect()
+    }
 
     static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -415,45 +387,6 @@ mod tests {
         assert!(tiny.iter().all(|x| x.is_finite()), "{tiny:?}");
     }
 
-    /// Planted near duplicates (a base vector plus small noise) among random vectors,
-    /// across block boundaries: exactly the pairs a double loop finds.
-    #[test]
-    fn pairs_within_equal_a_double_loop() {
-        let mut rnd = crate::kernels::xorshift(11);
-        let d = 16;
-        let n = BLOCK + 300;
-        let mut v = random_unit(&mut rnd, n, d);
-        for c in 0..80 {
-            let (src, dst) = (c * 13 % n, (c * 977 + BLOCK - 5) % n);
-            let mut copy: Vec<f32> = v[src * d..(src + 1) * d].to_vec();
-            copy[c % d] += 0.05;
-            normalize(&mut copy);
-            v[dst * d..(dst + 1) * d].copy_from_slice(&copy);
-        }
-        let t = 0.97;
-        let got = pairs_within(&v, d, t);
-        let mut want = Vec::new();
-        for i in 0..n {
-            for j in i + 1..n {
-                if dot(&v[i * d..(i + 1) * d], &v[j * d..(j + 1) * d]) >= t {
-                    want.push((i as u32, j as u32));
-                }
-            }
-        }
-        // The sgemm and the naive sum may round a pair sitting on the threshold
-        // differently: none of the planted or random pairs does here.
-        assert!(want.len() >= 70, "{} pairs planted", want.len());
-        assert_eq!(got, want);
-        let comp = components(n, &got);
-        for &(a, b) in &got {
-            assert_eq!(comp[a as usize], comp[b as usize]);
-            assert!(comp[a as usize] <= a.min(b));
-        }
-    }
-
-    /// The streamed components equal those of every pair a double loop finds in f64,
-    /// and a dense cluster (a thousand copies: half a million pairs) needs no pair
-    /// list: one component, named by its first row.
     #[test]
     fn components_at_least_equal_the_pairs_components() {
         let mut rnd = crate::kernels::xorshift(19);
