@@ -68,6 +68,14 @@ pub async fn run(
     // A writer's own dataset under the output (Lance): only its data folder is listed.
     let dataset = writer.dataset_dir();
     let managed = dataset.is_some();
+    // Dolma output stamps records with the job's submit time (`added`): another job's
+    // file of the same name and size is not this job's, so every file is copied.
+    let stamped = job
+        .spec
+        .output
+        .jsonl
+        .as_ref()
+        .is_some_and(|j| j.layout == crate::spec::JsonlLayout::Dolma);
     let mut targets: Vec<Target> = Vec::new();
     let mut failed = Vec::new();
     let mut stats = TaskStats::default();
@@ -236,7 +244,7 @@ pub async fn run(
                     && rej_uri.path.prefix_matches(&out_uri.path)
                     && rej_uri.path != out_uri.path);
             if let Some(&bytes) = wanted.get(&u) {
-                if m.size == bytes {
+                if m.size == bytes && !stamped {
                     existing.insert(u);
                 }
             } else if sweep
