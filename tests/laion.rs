@@ -8,8 +8,21 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What the server saw: each request's headers (lower-cased names), and per Host
+/// header the most requests it served at once.
+#[derive(Default)]
+struct Seen {
+    headers: Vec<BTreeMap<String, String>>,
+    in_flight: BTreeMap<String, (usize, usize)>,
+}
+
+fn seen() -> &'static Mutex<Seen> {
+    static S: std::sync::OnceLock<Mutex<Seen>> = std::sync::OnceLock::new();
+    S.get_or_init(Default::default)
+}
 
 fn images_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/images")
@@ -30,12 +43,18 @@ fn serve() -> u16 {
                 if r.read_line(&mut line).is_err() {
                     return;
                 }
+                let mut headers = BTreeMap::new();
                 loop {
                     let mut h = String::new();
                     if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
                         break;
                     }
+                    if let Some((k, v)) = h.split_once(':') {
+                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                    }
                 }
+                let host = headers.get("host").cloned().unwrap_or_default();
+                seen().lock().unwrap().headers.push(headers);
                 let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let reply = |s: &mut std::net::TcpStream, status: &str, ct: &str, body: &[u8]| {
                     let _ = write!(
@@ -87,6 +106,34 @@ fn serve() -> u16 {
                         "text/html; charset=utf-8",
                         b"<html>hi</html>",
                     ),
+                    p if p.starts_with("/robots/") => {
+                        let tag = match &p[8..] {
+                            "noai" => "noai",
+                            "none" => "none",
+                            "ours" => "mdf: noimageai",
+                            "theirs" => "googlebot: noindex",
+                            _ => "all",
+                        };
+                        let b = std::fs::read(images_dir().join("scene03.jpg")).unwrap();
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nX-Robots-Tag: {tag}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            b.len()
+                        );
+                        let _ = s.write_all(&b);
+                    }
+                    p if p.starts_with("/held/") => {
+                        {
+                            let mut g = seen().lock().unwrap();
+                            let e = g.in_flight.entry(host.clone()).or_default();
+                            e.0 += 1;
+                            e.1 = e.1.max(e.0);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(150));
+                        seen().lock().unwrap().in_flight.get_mut(&host).unwrap().0 -= 1;
+                        let b = std::fs::read(images_dir().join("scene05.jpg")).unwrap();
+                        reply(&mut s, "200 OK", "image/jpeg", &b);
+                    }
                     "/redirect" => redirect(&mut s, "/img/scene02.jpg"),
                     "/loop" => redirect(&mut s, "/loop"),
                     "/flaky" => {
@@ -251,4 +298,88 @@ fn private_addresses_are_refused_unless_allowed() {
         "{r:?}"
     );
     assert_eq!(manifest(&out)["rows"], 0);
+}
+
+/// img2dataset's politeness: `X-Robots-Tag` opt-outs are rejects `opt_out` (for every
+/// agent or ours, not another's), the spec's User-Agent and From reach the server, and
+/// no host sees more than `per_host` requests at once while two hosts are served in
+/// parallel.
+#[test]
+fn opt_outs_headers_and_per_host_limits() {
+    let port = serve();
+    let d = tempfile::tempdir().unwrap();
+    let mut urls: Vec<String> = ["noai", "none", "ours", "theirs", "all"]
+        .iter()
+        .map(|t| format!("http://127.0.0.1:{port}/robots/{t}"))
+        .collect();
+    for i in 0..12 {
+        urls.push(format!("http://127.0.0.1:{port}/held/a{i}"));
+        urls.push(format!("http://localhost:{port}/held/b{i}"));
+    }
+    let lines: Vec<String> = urls
+        .iter()
+        .map(|u| serde_json::json!({"url": u}).to_string())
+        .collect();
+    write_lines(&d.path().join("urls.jsonl"), &lines);
+    let out = d.path().join("out");
+    // No stages: every downloaded image is a row (the held ones are one image).
+    let spec = d.path().join("polite.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nname: polite\ninput: {uris: [urls.jsonl], format: laion}\n\
+         output: {uri: out, drop_columns: [image]}\n",
+    )
+    .unwrap();
+    run_ok(
+        mdf()
+            .current_dir(d.path())
+            .args(["run", "polite.yaml", "-q"])
+            .args([
+                "--set",
+                "input.download.allow_private=true",
+                "--set",
+                "input.download.per_host=2",
+                "--set",
+                "input.download.user_agent=curator-test/1.0",
+                "--set",
+                "input.download.from=data-team@example.org",
+                "--job-root",
+            ])
+            .arg(d.path().join("jobs")),
+    );
+    let r = reasons(&out);
+    for k in ["noai", "none", "ours"] {
+        assert_eq!(
+            r.get(k).map(|x| x.0.as_str()),
+            Some("opt_out"),
+            "{k}: {r:?}"
+        );
+    }
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert_eq!(manifest(&out)["rows"], 2 + 24);
+    let g = seen().lock().unwrap();
+    let ours: Vec<_> = g
+        .headers
+        .iter()
+        .filter(|h| {
+            h.get("host")
+                .is_some_and(|h| h.ends_with(&format!(":{port}")))
+        })
+        .collect();
+    assert!(ours.len() >= 29, "{}", ours.len());
+    for h in &ours {
+        assert_eq!(
+            h.get("user-agent").map(String::as_str),
+            Some("curator-test/1.0")
+        );
+        assert_eq!(
+            h.get("from").map(String::as_str),
+            Some("data-team@example.org")
+        );
+    }
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let (now, max) = g.in_flight[&host];
+        assert_eq!(now, 0);
+        assert_eq!(max, 2, "{host}: at most per_host at once, and reached");
+    }
 }

@@ -431,6 +431,35 @@ pub struct DownloadSpec {
     /// link-local, NAT64 of those, ...), for tests and internal mirrors.
     pub allow_private: bool,
     pub user_agent: String,
+    /// The `From` header (an operator's contact address), sent when set.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Requests in flight to one host (the URL's host, before redirects), across
+    /// every task of the worker process.
+    #[serde(default = "default_per_host")]
+    pub per_host: usize,
+    /// `X-Robots-Tag` directives that opt an image out (empty: honour none).
+    #[serde(default = "default_opt_out")]
+    pub opt_out: Vec<String>,
+    /// The token a `X-Robots-Tag: TOKEN: directive` names this downloader by; a
+    /// directive for another token is not ours.
+    #[serde(default = "default_ua_token")]
+    pub user_agent_token: String,
+}
+
+fn default_per_host() -> usize {
+    16
+}
+
+/// img2dataset's defaults plus `none` (which implies `noindex`).
+fn default_opt_out() -> Vec<String> {
+    ["noai", "noimageai", "noindex", "noimageindex", "none"]
+        .map(String::from)
+        .to_vec()
+}
+
+fn default_ua_token() -> String {
+    "mdf".into()
 }
 
 impl Default for DownloadSpec {
@@ -445,6 +474,10 @@ impl Default for DownloadSpec {
             content_types: vec!["image/".into(), "application/octet-stream".into()],
             allow_private: false,
             user_agent: "mdf-downloader/0.1 (+https://github.com/mdf)".into(),
+            from: None,
+            per_host: default_per_host(),
+            opt_out: default_opt_out(),
+            user_agent_token: default_ua_token(),
         }
     }
 }
@@ -838,7 +871,42 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
             content_types: d.opt_str_list("content_types").unwrap_or(def.content_types),
             allow_private: d.opt_bool("allow_private").unwrap_or(false),
             user_agent: d.opt_str("user_agent").unwrap_or(def.user_agent),
+            from: d.opt_str("from"),
+            per_host: d.u64_in("per_host", def.per_host as u64, 1, 4096) as usize,
+            opt_out: match d.raw_or_null("opt_out") {
+                Some(serde_json::Value::Bool(false) | serde_json::Value::Null) => vec![],
+                Some(serde_json::Value::Bool(true)) | None => def.opt_out,
+                Some(_) => d
+                    .opt_str_list("opt_out")
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|s| s.trim().to_ascii_lowercase())
+                    .collect(),
+            },
+            user_agent_token: d
+                .opt_str("user_agent_token")
+                .map(|s| s.trim().to_ascii_lowercase())
+                .unwrap_or(def.user_agent_token),
         };
+        for (k, v) in [
+            ("user_agent", &out.user_agent),
+            ("user_agent_token", &out.user_agent_token),
+        ] {
+            if v.is_empty() || v.chars().any(|c| c.is_control()) {
+                sink.error(
+                    &d.field_path(k),
+                    "must be non-empty, without control characters",
+                );
+            }
+        }
+        if let Some(f) = &out.from
+            && (f.is_empty() || f.chars().any(|c| c.is_control()))
+        {
+            sink.error(
+                &d.field_path("from"),
+                "must be non-empty, without control characters",
+            );
+        }
         for (k, v) in [
             ("connect_timeout_secs", out.connect_timeout_ms),
             ("timeout_secs", out.timeout_ms),

@@ -7,9 +7,14 @@
 //! addresses, so a redirect or a rebinding DNS answer cannot reach them either, and
 //! IP-literal URLs (first and redirected) are checked before any connection.
 //! Every URL gets an outcome; a failure is a reject with its reason, never an error.
+//! As img2dataset does: an image whose `X-Robots-Tag` opts out of AI use (`noai`,
+//! `noimageai`, `noindex`, `noimageindex`, `none` by default, for every agent or for
+//! `user_agent_token`) is a reject `opt_out`; `User-Agent` and `From` are the spec's;
+//! and at most `per_host` requests go to one host at once across the whole process.
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// `input.download` in the spec (defined with the spec, which is below the worker).
@@ -49,6 +54,101 @@ fn literal_block(url: &reqwest::Url) -> Option<&'static str> {
         .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
         .and_then(|h| h.parse::<IpAddr>().ok())
         .and_then(not_public_block)
+}
+
+/// Whether the `X-Robots-Tag` header values opt out for an agent named `token`:
+/// comma-separated directives, each for every agent, or for one agent when it
+/// follows `AGENT:` (which scopes the directives after it, as in
+/// `googlebot: noindex, otherbot: noai`). Directives with a value of their own
+/// (`unavailable_after: DATE`, `max-image-preview: none`) are not agent names.
+pub fn opted_out<'a>(
+    values: impl IntoIterator<Item = &'a str>,
+    token: &str,
+    directives: &[String],
+) -> Option<String> {
+    const VALUED: [&str; 4] = [
+        "unavailable_after",
+        "max-snippet",
+        "max-image-preview",
+        "max-video-preview",
+    ];
+    if directives.is_empty() {
+        return None;
+    }
+    for v in values {
+        let mut scope: Option<String> = None;
+        for item in v.split(',') {
+            let mut item = item.trim().to_ascii_lowercase();
+            if let Some((head, rest)) = item.split_once(':') {
+                let head = head.trim();
+                let is_agent = !head.is_empty()
+                    && !VALUED.contains(&head)
+                    && head
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+                if is_agent {
+                    scope = Some(head.to_string());
+                    item = rest.trim().to_string();
+                } else {
+                    continue;
+                }
+            }
+            let ours = scope.as_deref().is_none_or(|s| s == token);
+            if ours && directives.iter().any(|d| *d == item) {
+                return Some(match &scope {
+                    Some(s) => format!("X-Robots-Tag: {s}: {item}"),
+                    None => format!("X-Robots-Tag: {item}"),
+                });
+            }
+        }
+    }
+    None
+}
+
+type HostTable = Mutex<HashMap<(usize, String), Arc<tokio::sync::Semaphore>>>;
+
+/// The process-wide count of requests in flight per host: a semaphore per (limit,
+/// host), removed when its last user is done, so millions of hosts leave nothing.
+fn hosts() -> &'static HostTable {
+    static HOSTS: OnceLock<HostTable> = OnceLock::new();
+    HOSTS.get_or_init(Default::default)
+}
+
+/// One user of a host's semaphore (waiting or holding a permit).
+struct HostUser {
+    key: (usize, String),
+    sem: Arc<tokio::sync::Semaphore>,
+}
+
+impl HostUser {
+    fn new(limit: usize, host: &str) -> HostUser {
+        let key = (limit, host.to_string());
+        let sem = hosts()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(limit)))
+            .clone();
+        HostUser { key, sem }
+    }
+}
+
+impl Drop for HostUser {
+    fn drop(&mut self) {
+        let mut m = hosts().lock().unwrap_or_else(|e| e.into_inner());
+        // The table's reference and this one: nobody else waits or holds.
+        if Arc::strong_count(&self.sem) == 2 {
+            m.remove(&self.key);
+        }
+    }
+}
+
+#[cfg(test)]
+fn host_tracked(limit: usize, host: &str) -> bool {
+    hosts()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(&(limit, host.to_string()))
 }
 
 /// What one URL gave.
@@ -100,6 +200,14 @@ impl Downloader {
             .redirect(policy)
             .user_agent(spec.user_agent.clone())
             .no_proxy();
+        if let Some(from) = &spec.from {
+            let v = reqwest::header::HeaderValue::from_str(from)
+                .map_err(|e| DownloadError(format!("download.from: {e}")))?;
+            b = b.default_headers(reqwest::header::HeaderMap::from_iter([(
+                reqwest::header::FROM,
+                v,
+            )]));
+        }
         if !allow {
             b = b.dns_resolver(PublicOnly);
         }
@@ -151,9 +259,14 @@ impl Downloader {
                 detail: format!("{url}: not a public address ({block})"),
             };
         }
+        let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
+        let user = HostUser::new(self.spec.per_host.max(1), &host);
         let mut attempt = 0;
         loop {
-            let (out, transient) = self.once(parsed.clone()).await;
+            let (out, transient) = {
+                let _permit = user.sem.acquire().await;
+                self.once(parsed.clone()).await
+            };
             if !transient || attempt >= self.spec.retries {
                 return out;
             }
@@ -196,6 +309,16 @@ impl Downloader {
                 format!("{url}: HTTP {status}"),
                 transient,
             );
+        }
+        if let Some(d) = opted_out(
+            resp.headers()
+                .get_all("x-robots-tag")
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+            &self.spec.user_agent_token,
+            &self.spec.opt_out,
+        ) {
+            return fail("opt_out", format!("{url}: {d}"), false);
         }
         let ct = resp
             .headers()
@@ -307,6 +430,71 @@ mod tests {
         ] {
             assert!(is_public(a.parse().unwrap()), "{a}");
         }
+    }
+
+    /// A host's semaphore lives while a request waits or runs, and not after.
+    #[tokio::test]
+    async fn the_host_table_forgets_finished_hosts() {
+        let a = HostUser::new(3, "table-test.example");
+        let b = HostUser::new(3, "table-test.example");
+        assert!(Arc::ptr_eq(&a.sem, &b.sem));
+        let p = a.sem.acquire().await.unwrap();
+        drop(b);
+        assert!(host_tracked(3, "table-test.example"));
+        drop(p);
+        drop(a);
+        assert!(!host_tracked(3, "table-test.example"));
+        let spec = DownloadSpec {
+            allow_private: true,
+            retries: 0,
+            per_host: 7,
+            ..Default::default()
+        };
+        let d = Downloader::new(&spec).unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let o = d.fetch(&format!("http://127.0.0.1:{port}/x.jpg")).await;
+        assert!(matches!(o, Outcome::Failed { .. }), "{o:?}");
+        assert!(!host_tracked(7, "127.0.0.1"));
+    }
+
+    #[test]
+    fn x_robots_tag_opt_outs_as_img2dataset_reads_them() {
+        let d = DownloadSpec::default().opt_out;
+        let o = |vals: &[&str]| opted_out(vals.iter().copied(), "mdf", &d);
+        assert_eq!(o(&["noai"]).as_deref(), Some("X-Robots-Tag: noai"));
+        assert!(o(&["NoImageAI"]).is_some(), "case-insensitive");
+        assert!(o(&["nofollow, noindex"]).is_some());
+        assert!(o(&["none"]).is_some());
+        assert!(o(&["all"]).is_none());
+        assert!(o(&["nofollow"]).is_none());
+        assert!(o(&["googlebot: noindex"]).is_none(), "another agent's");
+        assert!(o(&["mdf: noai"]).is_some(), "ours");
+        assert!(o(&["MDF : noai"]).is_some());
+        assert!(
+            o(&["googlebot: noindex, mdf: noimageai"]).is_some(),
+            "a second agent's scope in one value"
+        );
+        assert!(
+            o(&["googlebot: nofollow, noai"]).is_none(),
+            "scoped to googlebot"
+        );
+        assert!(
+            o(&["googlebot: nofollow", "noai"]).is_some(),
+            "a second header line"
+        );
+        assert!(
+            o(&["unavailable_after: 25 Jun 2010 15:00:00 PST"]).is_none(),
+            "a valued directive is not an agent"
+        );
+        assert!(o(&["max-image-preview: none"]).is_none());
+        assert!(opted_out(["noai"], "mdf", &[]).is_none(), "switched off");
+        let only = vec!["noai".to_string()];
+        assert!(
+            opted_out(["noindex"], "mdf", &only).is_none(),
+            "configured set"
+        );
     }
 
     /// What the redirect policy and the first request check before connecting.
