@@ -383,3 +383,63 @@ fn opt_outs_headers_and_per_host_limits() {
         assert_eq!(max, 2, "{host}: at most per_host at once, and reached");
     }
 }
+
+/// examples/img2dataset.yaml end to end: downloaded images are resized at ingest to
+/// 256×256 JPEGs (centre crop) and written as WebDataset shards with their captions.
+#[test]
+fn the_img2dataset_example_writes_resized_webdataset_shards() {
+    let port = serve();
+    let d = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = ["scene00.jpg", "scene01.jpg", "missing.jpg"]
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            serde_json::json!({"url": format!("http://127.0.0.1:{port}/img/{f}"), "caption": format!("caption {i}")})
+                .to_string()
+        })
+        .collect();
+    write_lines(&d.path().join("urls.jsonl"), &lines);
+    let out = d.path().join("out");
+    run_ok(
+        mdf()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", "examples/img2dataset.yaml", "-q", "--input"])
+            .arg(d.path().join("urls.jsonl"))
+            .arg("-o")
+            .arg(&out)
+            .args(["--set", "input.download.allow_private=true", "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let mut samples: BTreeMap<String, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
+    for f in files_under(&out) {
+        if !f.ends_with(".tar") {
+            continue;
+        }
+        let mut a = tar::Archive::new(std::fs::File::open(out.join(&f)).unwrap());
+        for e in a.entries().unwrap() {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().to_string_lossy().to_string();
+            let (key, ext) = name.split_once('.').unwrap();
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut b).unwrap();
+            samples
+                .entry(key.to_string())
+                .or_default()
+                .insert(ext.to_string(), b);
+        }
+    }
+    assert_eq!(samples.len(), 2, "{:?}", samples.keys());
+    let mut caps = Vec::new();
+    for s in samples.values() {
+        let img = image::load_from_memory(&s["jpg"]).unwrap();
+        assert_eq!((img.width(), img.height()), (256, 256));
+        caps.push(String::from_utf8(s["txt"].clone()).unwrap());
+        let j: serde_json::Value = serde_json::from_slice(&s["json"]).unwrap();
+        assert_eq!(j["width"], 256);
+        assert!(j["original_width"].as_u64().unwrap() > 256, "{j}");
+        assert_eq!(j["content_type"], "image/jpeg");
+    }
+    caps.sort();
+    assert_eq!(caps, ["caption 0", "caption 1"]);
+    assert_eq!(reasons(&out)["missing.jpg"].0, "http_404");
+}

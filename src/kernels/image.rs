@@ -235,6 +235,17 @@ pub fn decode(
     limits: &Limits,
     min_side: Option<u32>,
 ) -> Result<Decoded, DecodeError> {
+    decode_matted(bytes, limits, min_side, None)
+}
+
+/// [`decode`], with an image that has alpha matted onto `matte` (as
+/// [`super::image_resize::matte`]) instead of its alpha dropped.
+pub fn decode_matted(
+    bytes: &[u8],
+    limits: &Limits,
+    min_side: Option<u32>,
+    matte: Option<[u8; 3]>,
+) -> Result<Decoded, DecodeError> {
     check_size(bytes, limits)?;
     guarded(|| {
         let jpeg = image::guess_format(bytes).ok() == Some(ImageFormat::Jpeg);
@@ -284,7 +295,13 @@ pub fn decode(
             DecodeError::new(reason, e.to_string())
         })?;
         img.apply_orientation(orientation);
-        Ok(Decoded::new(header, img.into_rgb8(), 1))
+        let rgb = match matte {
+            Some(bg) if img.color().has_alpha() => {
+                super::image_resize::matte(&img.into_rgba8(), bg)
+            }
+            _ => img.into_rgb8(),
+        };
+        Ok(Decoded::new(header, rgb, 1))
     })
 }
 

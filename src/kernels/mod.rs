@@ -11,6 +11,7 @@ pub mod html;
 pub mod http;
 pub mod image;
 pub mod image_quality;
+pub mod image_resize;
 pub mod imagehash;
 pub mod jpeg;
 pub mod lang;

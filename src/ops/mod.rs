@@ -29,6 +29,7 @@ pub mod image_metadata;
 pub mod image_model;
 pub mod image_quality;
 pub mod image_quality_filter;
+pub mod image_resize;
 pub mod language_filter;
 pub mod length_filter;
 pub mod minhash;
@@ -304,6 +305,7 @@ pub static REGISTRY: &[OpDef] = &[
     column_filter::DEF,
     pii_redact::DEF,
     image_metadata::DEF,
+    image_resize::DEF,
     image_quality::DEF,
     image_quality_filter::DEF,
     image_hash::DEF,
