@@ -423,9 +423,26 @@ pub async fn list_inputs(
             });
             continue;
         }
+        // A Hub dataset is read at the commit its revision names now, whatever the
+        // branch does while the job runs.
+        let pinned = match store::hf::pin(pat).await {
+            Ok(p) => p,
+            Err(message) => {
+                errors.push(FieldError {
+                    path: format!("input.uris[{i}]"),
+                    message,
+                });
+                continue;
+            }
+        };
+        let pat = &pinned;
         let mut matched = 0u64;
+        let mut first_hf: Option<store::Uri> = None;
         let listed = store::for_each_matching(reg, pat, |u, m| {
             matched += 1;
+            if first_hf.is_none() && u.store.starts_with("hf://") {
+                first_hf = Some(u.clone());
+            }
             // Only what the format reads (an image folder: its images, not its captions).
             if !reader.lists(u.path.as_ref()) {
                 return Ok(());
@@ -443,6 +460,23 @@ pub async fn list_inputs(
             })
         })
         .await;
+        // A gated or private Hub dataset lists without access but reads only with it:
+        // one byte of its first file says which, before any task.
+        if let (Ok(()), Some(u)) = (&listed, &first_hf) {
+            use object_store::ObjectStoreExt;
+            let store = reg.open(u).map_err(|e| PlanError::Storage(e.to_string()))?;
+            if let Err(
+                e @ (object_store::Error::Unauthenticated { .. }
+                | object_store::Error::PermissionDenied { .. }),
+            ) = store.get_range(&u.path, 0..1).await
+            {
+                errors.push(FieldError {
+                    path: format!("input.uris[{i}]"),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        }
         match listed {
             Ok(()) if matched == 0 => errors.push(FieldError {
                 path: format!("input.uris[{i}]"),

@@ -145,8 +145,11 @@ pub async fn submit(
     let root = Uri::parse(&opts.job_root)
         .map_err(|e| e.to_string())
         .and_then(|r| {
-            if crate::store::is_http(&r.store) {
-                Err("a file server (https://) is for inputs only".to_string())
+            if crate::store::is_read_only(&r.store) {
+                Err(
+                    "a file server or the Hugging Face Hub (https://, hf://) is for inputs only"
+                        .to_string(),
+                )
             } else {
                 Ok(r)
             }

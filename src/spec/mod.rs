@@ -690,8 +690,11 @@ fn build(v: &Value, sink: &Sink, rules: Rules, ops: Option<&dyn OperatorCheck>) 
                 .unwrap_or_default()
         });
         let include_record = r.opt_bool("include_record").unwrap_or(true);
-        if crate::store::Uri::parse(&uri).is_ok_and(|u| crate::store::is_http(&u.store)) {
-            r.error("uri", "a file server (https://) is for inputs only");
+        if crate::store::Uri::parse(&uri).is_ok_and(|u| crate::store::is_read_only(&u.store)) {
+            r.error(
+                "uri",
+                "a file server or the Hugging Face Hub (https://, hf://) is for inputs only",
+            );
         }
         r.finish();
         RejectsSpec {
@@ -1002,12 +1005,14 @@ fn build_stages(
 
 fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let uri = o.opt_str("uri");
-    if uri
-        .as_deref()
-        .is_some_and(|u| crate::store::Uri::parse(u).is_ok_and(|u| crate::store::is_http(&u.store)))
-    {
+    if uri.as_deref().is_some_and(|u| {
+        crate::store::Uri::parse(u).is_ok_and(|u| crate::store::is_read_only(&u.store))
+    }) {
         // Outputs are committed through create-only writes a file server does not take.
-        o.error("uri", "a file server (https://) is for inputs only");
+        o.error(
+            "uri",
+            "a file server or the Hugging Face Hub (https://, hf://) is for inputs only",
+        );
     }
     if uri.is_none() {
         sink.error(

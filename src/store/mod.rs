@@ -6,6 +6,7 @@
 //! a [`CountingStore`], so every request is counted. Nothing here knows about jobs.
 pub mod counting;
 pub mod fault;
+pub mod hf;
 pub mod s3;
 pub mod sim;
 
@@ -61,6 +62,9 @@ impl Uri {
                 return Err(bad("missing bucket name"));
             }
             (format!("s3://{bucket}"), p.to_string())
+        } else if s.starts_with("hf://") {
+            let h = hf::HfUri::parse(s).map_err(|e| bad(&e))?;
+            (h.store(), h.path)
         } else if let Some(rest) = s.strip_prefix("memory://") {
             let (name, p) = rest.split_once('/').unwrap_or((rest, ""));
             (format!("memory://{name}"), p.to_string())
@@ -94,7 +98,7 @@ impl Uri {
             (format!("{scheme}{host}"), decoded.join("/"))
         } else if s.contains("://") && !s.starts_with("file://") {
             return Err(bad(
-                "unsupported scheme, expected a path, file://, s3://, https:// or memory://",
+                "unsupported scheme, expected a path, file://, s3://, https://, hf:// or memory://",
             ));
         } else {
             let local = s.strip_prefix("file://").unwrap_or(s);
@@ -170,6 +174,12 @@ fn percent_decode(s: &str) -> Option<String> {
 /// Whether `store` is a file server (`https://HOST`, `http://HOST`).
 pub fn is_http(store: &str) -> bool {
     store.starts_with("https://") || store.starts_with("http://")
+}
+
+/// Whether `store` only serves reads (a file server, the Hugging Face Hub): inputs
+/// only, never outputs, rejects or job roots.
+pub fn is_read_only(store: &str) -> bool {
+    is_http(store) || store.starts_with("hf://")
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
@@ -279,6 +289,21 @@ impl Registry {
                 .entry(uri.store.clone())
                 .or_insert_with(|| Arc::new(InMemory::new()))
                 .clone());
+        }
+        if uri.store.starts_with("hf://") {
+            let h = hf::HfUri::parse(&uri.store).map_err(|reason| StoreError::BadUri {
+                uri: uri.to_uri_string(),
+                reason,
+            })?;
+            return hf::HfStore::new(&h)
+                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+                .map_err(|e| StoreError::Open {
+                    uri: uri.to_uri_string(),
+                    source: object_store::Error::Generic {
+                        store: "HuggingFaceHub",
+                        source: e.into(),
+                    },
+                });
         }
         if uri.store.starts_with("https://") || uri.store.starts_with("http://") {
             // Any file server with range requests: GET, ranged GET and HEAD.
