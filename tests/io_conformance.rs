@@ -323,6 +323,35 @@ fn image_sample() -> RecordBatch {
 }
 
 /// The published output's rows, by the format's own reader.
+/// The rows of an Iceberg table, scanned by iceberg-rust (its snapshot count checked:
+/// a retried commit adds none).
+#[cfg(feature = "iceberg")]
+fn read_iceberg(spec: &mdf::spec::IcebergSpec) -> Vec<RecordBatch> {
+    use futures::TryStreamExt;
+    rt().block_on(async {
+        let cat = mdf::io::write::iceberg::catalog(spec, &registry())
+            .await
+            .unwrap();
+        let id = iceberg::TableIdent::from_strs(["default", "t"]).unwrap();
+        let t = cat.load_table(&id).await.unwrap();
+        assert_eq!(t.metadata().snapshots().count(), 1, "one snapshot");
+        t.scan()
+            .build()
+            .unwrap()
+            .to_arrow()
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    })
+}
+
+#[cfg(not(feature = "iceberg"))]
+fn read_iceberg(_: &mdf::spec::IcebergSpec) -> Vec<RecordBatch> {
+    unreachable!("no iceberg writer in this build")
+}
+
 fn read_back(format: &str, out: &Path) -> Vec<RecordBatch> {
     match format {
         "parquet" => {
@@ -555,6 +584,27 @@ fn every_writer_round_trips_a_small_batch() {
             }
         }
         let retry = mdf::protocol::io::Retry::new(mdf::clock::Entropy::seeded(1));
+        let published: Vec<write::Published> = staged
+            .iter()
+            .enumerate()
+            .filter_map(|(n, f)| {
+                let rel = w.published_name("t1", n, &f.uri)?;
+                Some(write::Published {
+                    uri: file_uri(&out.join(rel)),
+                    rows: f.rows,
+                    bytes: f.bytes,
+                })
+            })
+            .collect();
+        let iceberg = mdf::spec::IcebergSpec {
+            catalog: mdf::spec::IcebergCatalogKind::Sql,
+            uri: format!("sqlite://{}/catalog.db", d.path().display()),
+            name: "mdf".into(),
+            warehouse: None,
+            namespace: vec!["default".into()],
+            table: "t".into(),
+            properties: Default::default(),
+        };
         // Twice: a finalize retried after its commit landed must not add or lose rows.
         for _ in 0..2 {
             rt.block_on(w.commit(CommitCtx {
@@ -563,10 +613,17 @@ fn every_writer_round_trips_a_small_batch() {
                 output: &out_uri,
                 schema: &batch.schema(),
                 staged: staged.iter().collect(),
+                published: published.clone(),
+                job_uri: "file:///jobs/j1",
+                iceberg: Some(&iceberg),
             }))
             .unwrap();
         }
-        let back = read_back(w.name(), &out);
+        let back = if w.name() == "iceberg" {
+            read_iceberg(&iceberg)
+        } else {
+            read_back(w.name(), &out)
+        };
         assert!(!back.is_empty(), "{}: nothing read back", w.name());
         let back = arrow_select::concat::concat_batches(&back[0].schema(), &back).unwrap();
         assert_eq!(back.columns(), batch.columns(), "{}", w.name());

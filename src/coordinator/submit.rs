@@ -195,6 +195,17 @@ pub async fn submit(
     .await?;
     // The output and rejects prefixes must be this job's own: finalize sweeps them.
     super::ownership::check(spec, reg, &root, &job, &plan.files, &retry).await?;
+    // The output itself takes the planned schema (an existing Iceberg table's).
+    if let (Ok(w), Some(last)) = (
+        crate::io::write::writer(spec.output.format),
+        plan.phases.last(),
+    ) && let Err(message) = w.check(&spec.output, reg, &last.output_schema).await
+    {
+        return Err(SubmitError::from(SpecErrors(vec![FieldError {
+            path: "output".into(),
+            message,
+        }])));
+    }
     super::ownership::write_markers(spec, reg, &job_id, &job, &retry).await?;
 
     // 1. Task manifests (deterministic content: an identical existing one is fine).

@@ -203,6 +203,9 @@ pub enum OutputFormat {
     Jsonl,
     /// WebDataset tar shards of images: `{key}.jpg`, `{key}.txt`, `{key}.json`.
     WebDataset,
+    /// An Apache Iceberg table (built with `--features iceberg`): Parquet data files,
+    /// one snapshot appended at the end of the job.
+    Iceberg,
 }
 
 impl OutputFormat {
@@ -215,6 +218,7 @@ impl OutputFormat {
             OutputFormat::Tokens => "tokens",
             OutputFormat::Jsonl => "jsonl",
             OutputFormat::WebDataset => "webdataset",
+            OutputFormat::Iceberg => "iceberg",
         }
     }
 }
@@ -235,6 +239,36 @@ pub struct OutputSpec {
     pub jsonl: Option<JsonlSpec>,
     /// `output.webdataset`: the WebDataset settings (format `webdataset`).
     pub webdataset: Option<WebDatasetSpec>,
+    /// `output.iceberg`: the table and its catalog (format `iceberg`).
+    pub iceberg: Option<IcebergSpec>,
+}
+
+/// The catalog an Iceberg table is committed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IcebergCatalogKind {
+    /// A SQL catalog (pyiceberg's `SqlCatalog` layout) over a SQLite file.
+    Sql,
+    /// An Iceberg REST catalog.
+    Rest,
+}
+
+/// `output.iceberg`: which table of which catalog the job appends to. The table's
+/// location (for a new table) is `output.uri`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IcebergSpec {
+    pub catalog: IcebergCatalogKind,
+    /// `sqlite:///ABS/PATH.db` (SQL) or the REST endpoint.
+    pub uri: String,
+    /// The catalog's name (the SQL catalog's `catalog_name` column; pyiceberg's
+    /// `SqlCatalog(name, ...)`).
+    pub name: String,
+    pub warehouse: Option<String>,
+    /// The namespace, one element per level.
+    pub namespace: Vec<String>,
+    pub table: String,
+    /// Further catalog properties (a REST catalog's `token`, `credential`, ...).
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 /// `output.webdataset`: which columns become the image and caption members.
@@ -1026,6 +1060,14 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         Some("tokens") => OutputFormat::Tokens,
         Some("jsonl") => OutputFormat::Jsonl,
         Some("webdataset") => OutputFormat::WebDataset,
+        Some("iceberg") if cfg!(feature = "iceberg") => OutputFormat::Iceberg,
+        Some("iceberg") => {
+            sink.error(
+                &o.field_path("format"),
+                "iceberg output needs mdf built with `--features iceberg` (this build has no iceberg support)",
+            );
+            OutputFormat::Parquet
+        }
         Some("lance") if cfg!(feature = "lance") => OutputFormat::Lance,
         Some("lance") => {
             sink.error(
@@ -1038,7 +1080,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
             sink.error(
                 &o.field_path("format"),
                 format!(
-                    "unknown output format {f:?}, expected: parquet, lance, megatron, tokens, jsonl, webdataset"
+                    "unknown output format {f:?}, expected: parquet, lance, iceberg, megatron, tokens, jsonl, webdataset"
                 ),
             );
             OutputFormat::Parquet
@@ -1067,7 +1109,10 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     let tokens = build_tokens(o, format, sink);
     let jsonl = build_jsonl(o, format).map(|j| JsonlSpec { zstd_level, ..j });
     // Parquet's settings mean nothing to the other formats: refused, not ignored.
-    if !matches!(format, OutputFormat::Parquet | OutputFormat::Lance) {
+    if !matches!(
+        format,
+        OutputFormat::Parquet | OutputFormat::Lance | OutputFormat::Iceberg
+    ) {
         for k in ["compression", "row_group_rows"] {
             if o.has(k) {
                 o.error(
@@ -1095,6 +1140,7 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         }
         None
     };
+    let iceberg = build_iceberg(o, format, uri.as_deref(), sink);
     if tokens.is_some() && target_file_bytes > 4 << 30 {
         // A shard is put as one object (S3: at most 5 GiB) and held in memory.
         sink.error(
@@ -1115,6 +1161,127 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
         tokens,
         jsonl,
         webdataset,
+        iceberg,
+    })
+}
+
+/// `output.iceberg`, for the Iceberg format only.
+fn build_iceberg(
+    o: &Obj,
+    format: OutputFormat,
+    uri: Option<&str>,
+    sink: &Sink,
+) -> Option<IcebergSpec> {
+    if format != OutputFormat::Iceberg {
+        if o.has("iceberg") {
+            o.error("iceberg", "only with output.format iceberg");
+        }
+        return None;
+    }
+    let i = o.obj("iceberg");
+    let c = i.obj("catalog");
+    let kind = match c.opt_str("type").as_deref() {
+        None | Some("sql") => IcebergCatalogKind::Sql,
+        Some("rest") => IcebergCatalogKind::Rest,
+        Some(t) => {
+            c.error(
+                "type",
+                format!("unknown catalog type {t:?}, expected sql or rest"),
+            );
+            IcebergCatalogKind::Sql
+        }
+    };
+    // The embedded default: a SQLite file beside a local output.
+    let local = uri
+        .and_then(|u| crate::store::Uri::parse(u).ok())
+        .filter(|u| u.store == "file");
+    let curi = match (c.opt_str("uri"), kind) {
+        (Some(u), IcebergCatalogKind::Sql) => {
+            let path = u
+                .strip_prefix("sqlite:///")
+                .map(|p| format!("/{p}"))
+                .or_else(|| (!u.contains("://")).then(|| u.clone()));
+            match path.map(std::path::absolute) {
+                Some(Ok(p)) => Some(format!("sqlite://{}", p.display())),
+                _ => {
+                    c.error(
+                        "uri",
+                        "expected a SQLite file: sqlite:///ABS/PATH.db or a path",
+                    );
+                    None
+                }
+            }
+        }
+        (Some(u), IcebergCatalogKind::Rest) => {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                c.error("uri", "expected the REST catalog's http(s):// address");
+            }
+            Some(u)
+        }
+        (None, IcebergCatalogKind::Sql) => match &local {
+            Some(l) => {
+                let parent = l.path.as_ref().rsplit_once('/').map_or("", |x| x.0);
+                Some(format!("sqlite:///{parent}/catalog.db"))
+            }
+            None => {
+                c.error(
+                    "uri",
+                    "required unless the output is local (the default is a catalog.db beside it)",
+                );
+                None
+            }
+        },
+        (None, IcebergCatalogKind::Rest) => {
+            c.error("uri", "required: the REST catalog's address");
+            None
+        }
+    };
+    let name = c.opt_str("name").unwrap_or_else(|| "mdf".into());
+    let warehouse = c.opt_str("warehouse");
+    let mut properties = std::collections::BTreeMap::new();
+    if let Some(p) = c.raw("properties") {
+        let po = Obj::new(Some(p), &c.field_path("properties"), sink);
+        for k in po.keys() {
+            if let Some(v) = po.opt_str(&k) {
+                properties.insert(k, v);
+            }
+        }
+        po.finish();
+    }
+    c.finish();
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+    };
+    let namespace: Vec<String> = i
+        .opt_str("namespace")
+        .unwrap_or_else(|| "default".into())
+        .split('.')
+        .map(str::to_string)
+        .collect();
+    if !namespace.iter().all(|n| ident(n)) {
+        i.error(
+            "namespace",
+            "expected names of letters, digits, '_' and '-', dot-separated",
+        );
+    }
+    let table = i.opt_str("table").unwrap_or_default();
+    if !ident(&table) {
+        i.error(
+            "table",
+            "required: the table's name (letters, digits, '_' and '-')",
+        );
+    }
+    i.finish();
+    Some(IcebergSpec {
+        catalog: kind,
+        uri: curi?,
+        name,
+        warehouse,
+        namespace,
+        table,
+        properties,
     })
 }
 

@@ -181,8 +181,9 @@ impl Wrapper {
     }
 }
 
+/// A rule that is no store's: `panic:<stage>:<substring>` or `abort:<point>`.
 fn is_panic_rule(r: &str) -> bool {
-    r.trim().starts_with("panic:")
+    r.trim().starts_with("panic:") || r.trim().starts_with("abort:")
 }
 
 /// The `panic:<stage>:<substring>` rules of `MDF_FAULTS` as (stage, substring): the
@@ -444,6 +445,19 @@ impl ObjectStore for FaultStore {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         self.guard(Op::Copy, to, self.inner.rename_opts(from, to, options))
             .await
+    }
+}
+
+/// Aborts the process here when `MDF_FAULTS` holds the rule `abort:<point>` (tests
+/// only): a worker killed at exactly this point, between two steps of a commit.
+pub fn abort_point(point: &str) {
+    if let Ok(spec) = std::env::var("MDF_FAULTS")
+        && spec
+            .split(',')
+            .any(|r| r.trim().strip_prefix("abort:") == Some(point))
+    {
+        eprintln!("MDF_FAULTS: aborting at {point}");
+        std::process::abort();
     }
 }
 

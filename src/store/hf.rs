@@ -432,7 +432,7 @@ impl HfStore {
                 Ok(Some((metas, next)))
             }
         })
-        .map_ok(|v| futures::stream::iter(v))
+        .map_ok(futures::stream::iter)
         .try_flatten()
         .boxed()
     }

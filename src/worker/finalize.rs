@@ -292,12 +292,26 @@ pub async fn run(
         .filter(|r| r.phase == last && r.status == TaskStatus::Committed)
         .flat_map(|r| r.outputs.iter())
         .collect();
+    let mut published: Vec<crate::io::write::Published> = targets
+        .iter()
+        .filter(|t| t.kind == Kind::Data)
+        .map(|t| crate::io::write::Published {
+            uri: t.to.clone(),
+            rows: t.rows,
+            bytes: t.bytes,
+        })
+        .collect();
+    published.sort_by(|a, b| a.uri.cmp(&b.uri));
+    let job_uri = job.uri.to_uri_string();
     let commit = crate::io::write::CommitCtx {
         registry: reg,
         retry: &ctx.retry,
         output: &out_uri,
         schema,
         staged,
+        published,
+        job_uri: &job_uri,
+        iceberg: job.spec.output.iceberg.as_ref(),
     };
     // A writer's commit may replace and clean up what is under the output (Lance
     // overwrites the dataset and removes old versions): only while this job owns it,

@@ -94,7 +94,7 @@ pub fn opted_out<'a>(
                 }
             }
             let ours = scope.as_deref().is_none_or(|s| s == token);
-            if ours && directives.iter().any(|d| *d == item) {
+            if ours && directives.contains(&item) {
                 return Some(match &scope {
                     Some(s) => format!("X-Robots-Tag: {s}: {item}"),
                     None => format!("X-Robots-Tag: {item}"),

@@ -8,6 +8,8 @@
 //! One [`Writer`] per `output.format`, registered by name in [`WRITERS`]; the rejects
 //! and intermediate phases are always Parquet. Adding an output format is one file
 //! here, one line in [`WRITERS`] (and its name in `spec::OutputFormat`).
+#[cfg(feature = "iceberg")]
+pub mod iceberg;
 pub mod jsonl;
 #[cfg(feature = "lance")]
 pub mod lance;
@@ -100,6 +102,20 @@ pub struct CommitCtx<'a> {
     /// The staged files of the last phase's committed tasks (as their commit records
     /// list them).
     pub staged: Vec<&'a OutputFile>,
+    /// The data files as published (URI, rows, bytes), in name order.
+    pub published: Vec<Published>,
+    /// The job's URI (what a table's snapshot is stamped with).
+    pub job_uri: &'a str,
+    /// `output.iceberg` (the table and its catalog).
+    pub iceberg: Option<&'a crate::spec::IcebergSpec>,
+}
+
+/// A published data file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub uri: String,
+    pub rows: u64,
+    pub bytes: u64,
 }
 
 /// One output format.
@@ -131,6 +147,17 @@ pub trait Writer: Send + Sync {
         true
     }
 
+    /// Checks at submit, before any task starts, that the output can take the planned
+    /// schema (an existing table's schema, a catalog that answers).
+    async fn check(
+        &self,
+        _output: &crate::spec::OutputSpec,
+        _reg: &Registry,
+        _schema: &arrow_schema::Schema,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The job-end commit, after every file is published and before the manifest is
     /// written; idempotent (a retried finalize commits again). Returns a version to
     /// log, if the format has one.
@@ -148,6 +175,8 @@ pub static WRITERS: &[&dyn Writer] = &[
     &tokens::TOKENS,
     #[cfg(feature = "lance")]
     &lance::Lance,
+    #[cfg(feature = "iceberg")]
+    &iceberg::Iceberg,
 ];
 
 /// The writer registered as `name`.

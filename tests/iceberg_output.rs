@@ -1,0 +1,166 @@
+//! `output.format: iceberg` end to end, read back by pyiceberg's SqlCatalog
+//! (scripts/iceberg-read.py): exactly the rows the Parquet output has, one snapshot per
+//! job stamped with its URI, a second job appending a second snapshot, a table of
+//! another schema refused at submit, and a finalize killed between the catalog commit
+//! and the job's manifest leaving exactly one snapshot once the job completes.
+#![cfg(feature = "iceberg")]
+mod common;
+use common::*;
+use std::path::Path;
+
+fn spec(dir: &Path, name: &str, out: &str, extra_stage: bool) -> std::path::PathBuf {
+    let stages = if extra_stage {
+        "stages:\n  - op: text_length\n"
+    } else {
+        ""
+    };
+    write_spec(
+        dir,
+        &format!(
+            "version: 1\nname: {name}\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\n{stages}output:\n  uri: \"{d}/{out}\"\n  format: iceberg\n  iceberg: {{catalog: {{uri: \"sqlite:///{d}/catalog.db\"}}, namespace: curated, table: docs}}\njob: {{task_bytes: 16KiB, lease_ttl_secs: 4, heartbeat_secs: 1}}\n",
+            d = dir.display()
+        ),
+    )
+}
+
+fn read(dir: &Path) -> Option<serde_json::Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
+    let db = dir.join("catalog.db");
+    let o = python(&[script, db.to_str().unwrap(), "mdf", "curated.docs"])?;
+    Some(serde_json::from_str(o.trim()).unwrap())
+}
+
+/// (id, text) of a Parquet output, sorted.
+fn parquet_rows(out: &Path) -> Vec<(String, String)> {
+    let b = output_batches(out);
+    let mut v: Vec<_> = strings(&b, "id")
+        .into_iter()
+        .zip(strings(&b, "text"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn rows(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into()))
+        .collect()
+}
+
+#[test]
+fn pyiceberg_reads_exactly_the_rows_and_each_job_is_one_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    for f in 0..2 {
+        write_lines(&d.path().join(format!("in/p{f}.jsonl")), &docs(f, 400));
+    }
+    let jobs = d.path().join("jobs");
+    let s1 = spec(d.path(), "one", "t1", false);
+    let o = run_ok(
+        mdf()
+            .args(["run", s1.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job1 = job_uri(&o);
+    // The same spec as Parquet: the rows to expect.
+    let pq = write_spec(
+        d.path(),
+        &format!(
+            "version: 1\nname: pq\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput: {{uri: \"{d}/pq\"}}\njob: {{task_bytes: 16KiB}}\n",
+            d = d.path().display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", pq.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let Some(v) = read(d.path()) else { return };
+    let want = parquet_rows(&d.path().join("pq"));
+    assert_eq!(want.len(), 800);
+    assert_eq!(rows(&v), want);
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 1, "{v}");
+    assert_eq!(snaps[0]["summary"]["mdf.job-uri"], job1.as_str());
+
+    // A second job (its own output prefix) appends a second snapshot to the table.
+    let s2 = spec(d.path(), "two", "t2", false);
+    let o = run_ok(
+        mdf()
+            .args(["run", s2.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let job2 = job_uri(&o);
+    let v = read(d.path()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1600);
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 2, "{v}");
+    assert_eq!(snaps[1]["summary"]["mdf.job-uri"], job2.as_str());
+
+    // Another schema (text_length's columns added): refused before any task.
+    let s3 = spec(d.path(), "three", "t3", true);
+    let o = mdf()
+        .args(["submit", s3.to_str().unwrap(), "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("curated.docs has another schema") && e.contains("text_chars"),
+        "{e}"
+    );
+    assert!(
+        !jobs.join("jobs/three").exists()
+            || files_under(&jobs.join("jobs"))
+                .iter()
+                .all(|f| !f.starts_with("three") || !f.contains("tasks"))
+    );
+}
+
+#[test]
+fn a_finalize_killed_after_the_catalog_commit_leaves_one_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/p0.jsonl"), &docs(3, 300));
+    let jobs = d.path().join("jobs");
+    let s = spec(d.path(), "crash", "t", false);
+    // The worker dies right after the table's snapshot is committed.
+    let o = mdf()
+        .env("MDF_FAULTS", "abort:iceberg-committed")
+        .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the process was aborted");
+    assert!(
+        stderr(&o).contains("aborting at iceberg-committed"),
+        "{}",
+        stderr(&o)
+    );
+    let Some(v) = read(d.path()) else { return };
+    assert_eq!(
+        v["snapshots"].as_array().unwrap().len(),
+        1,
+        "committed before the crash"
+    );
+    let out = d.path().join("t");
+    assert!(
+        !out.join("_manifest.json").exists(),
+        "the job was not finished"
+    );
+    // Another worker takes the finalize over once the dead one's lease lapses.
+    let job = files_under(&jobs)
+        .into_iter()
+        .find(|f| f.ends_with("job.json"))
+        .map(|f| jobs.join(f).parent().unwrap().display().to_string())
+        .unwrap();
+    run_ok(mdf().args(["worker", "--job", &job, "--worker-id", "second"]));
+    assert!(out.join("_manifest.json").exists());
+    let v = read(d.path()).unwrap();
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 1, "no second append: {v}");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 300);
+    assert_eq!(manifest(&out)["rows"], 300);
+}
