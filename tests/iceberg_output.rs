@@ -164,3 +164,77 @@ fn a_finalize_killed_after_the_catalog_commit_leaves_one_snapshot() {
     assert_eq!(v["rows"].as_array().unwrap().len(), 300);
     assert_eq!(manifest(&out)["rows"], 300);
 }
+
+/// A REST catalog (scripts/iceberg-rest-server.py: the REST protocol over pyiceberg's
+/// own catalog code): the table is created and appended to through it, and reads back.
+#[test]
+fn a_rest_catalog_takes_the_table() {
+    use std::io::BufRead;
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/p0.jsonl"), &docs(9, 250));
+    let db = d.path().join("rest.db");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-rest-server.py");
+    let Ok(mut child) = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&db)
+        .arg(format!("file://{}/warehouse", d.path().display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+    else {
+        return;
+    };
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let Ok(port) = line.trim().parse::<u16>() else {
+        let _ = child.kill();
+        assert!(
+            std::env::var_os("MDF_REQUIRE_ONNX").is_none(),
+            "the REST catalog server did not start"
+        );
+        return;
+    };
+    let s = write_spec(
+        d.path(),
+        &format!(
+            "version: 1\nname: rest\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput:\n  uri: \"{d}/t\"\n  format: iceberg\n  iceberg: {{catalog: {{type: rest, uri: \"http://127.0.0.1:{port}\"}}, namespace: curated, table: docs}}\n",
+            d = d.path().display()
+        ),
+    );
+    let o = mdf()
+        .args(["run", s.to_str().unwrap(), "--job-root"])
+        .arg(d.path().join("jobs"))
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
+    let Some(v) = python(&[script, db.to_str().unwrap(), "rest", "curated.docs"]) else {
+        return;
+    };
+    let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 250);
+    assert_eq!(v["snapshots"].as_array().unwrap().len(), 1);
+}
+
+/// examples/iceberg.yaml: the text pipeline into a table of the default catalog (a
+/// SQLite file beside the output), read back by pyiceberg.
+#[test]
+fn the_iceberg_example_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("lake/pages");
+    run_example("iceberg", &out, &d.path().join("jobs"), None);
+    let rows = manifest(&out)["rows"].as_u64().unwrap();
+    assert!(rows > 0);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
+    let db = d.path().join("lake/catalog.db");
+    let Some(v) = python(&[script, db.to_str().unwrap(), "mdf", "curated.pages"]) else {
+        return;
+    };
+    let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len() as u64, rows);
+    assert!(v["columns"].as_array().unwrap().iter().any(|c| c == "language"));
+}
