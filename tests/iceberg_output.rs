@@ -173,7 +173,10 @@ fn a_rest_catalog_takes_the_table() {
     let d = tempfile::tempdir().unwrap();
     write_lines(&d.path().join("in/p0.jsonl"), &docs(9, 250));
     let db = d.path().join("rest.db");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-rest-server.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/iceberg-rest-server.py"
+    );
     let Ok(mut child) = std::process::Command::new("python3")
         .arg(script)
         .arg(&db)
@@ -236,5 +239,11 @@ fn the_iceberg_example_runs() {
     };
     let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len() as u64, rows);
-    assert!(v["columns"].as_array().unwrap().iter().any(|c| c == "language"));
+    assert!(
+        v["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "language")
+    );
 }
