@@ -136,6 +136,20 @@ impl ImageResize {
             .map_err(|e| ic::drop_of(&e))?;
         let (w, h) = d.rgb.dimensions();
         let p = plan(w, h, self.mode, self.size, self.only_if_bigger);
+        // A sliver upscaled by keep_ratio (1×10,000 to a 256 short side is 256×2.56M)
+        // is held to the decode limit, as a bomb would be.
+        let (cw, ch) = p.canvas;
+        let (sw, sh) = p.scaled;
+        let most = (cw as u64 * ch as u64).max(sw as u64 * sh as u64);
+        if most > self.limits.max_pixels {
+            return Err(Drop {
+                reason: "resize_too_large",
+                detail: Some(format!(
+                    "{w}x{h} resized to {sw}x{sh} is more than max_pixels {}",
+                    self.limits.max_pixels
+                )),
+            });
+        }
         let unchanged = p.is_identity(w, h)
             && d.header.format == self.encoding.format()
             && matches!(d.header.mode, "RGB" | "L")
@@ -319,6 +333,21 @@ mod tests {
         let a = kept.column_by_name("image").unwrap();
         let a = a.as_any().downcast_ref::<BinaryArray>().unwrap();
         assert_eq!(a.value(0), img.as_slice());
+    }
+
+    #[test]
+    fn an_upscaled_sliver_is_held_to_max_pixels() {
+        let op = build(
+            &DEF,
+            serde_json::json!({"image_size": 256, "max_pixels": 1000000, "encode_format": "png"}),
+        )
+        .unwrap();
+        let img = png(1, 400, false);
+        let batch = image_batch(&[Some(&img)]);
+        let schema = output_schema(op.as_ref(), &batch.schema()).unwrap();
+        let (kept, rejects) = run_stage("resize", op.as_ref(), batch, &schema, true).unwrap();
+        assert_eq!(kept.num_rows(), 0);
+        assert_eq!(rejects[0].reason, "resize_too_large");
     }
 
     #[test]

@@ -421,7 +421,8 @@ impl HfStore {
                 if !r.status().is_success() {
                     return Err(me.failed(&dir, r).await);
                 }
-                let next = next_link(&r, &url);
+                // The next page only on the Hub itself: the token goes with it.
+                let next = next_link(&r, &url).filter(|n| n.origin() == url.origin());
                 let body = r.bytes().await.map_err(generic)?;
                 let entries: Vec<TreeEntry> = serde_json::from_slice(&body).map_err(generic)?;
                 let metas: Vec<Result<ObjectMeta>> = entries
