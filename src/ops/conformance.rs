@@ -22,7 +22,7 @@ fn input_of(name: &str) -> Vec<(&'static str, DataType)> {
         "url_filter" => vec![("url", DataType::Utf8)],
         "dedup" => vec![("exact_key_key", DataType::FixedSizeBinary(16))],
         "image_metadata" | "image_quality" | "image_hash" | "clip_embed" | "nsfw_score"
-        | "image_model" => vec![("image", DataType::Binary)],
+        | "image_model" | "image_resize" => vec![("image", DataType::Binary)],
         "embedding_head" => vec![(
             "embedding",
             DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, false)), 768),

@@ -24,7 +24,7 @@ pub const DEF: OpDef = OpDef {
     name: "image_resize",
     summary: "resizes and re-encodes images as img2dataset does (Pillow's resampling)",
     params: ImageResizeParams::describe,
-    example: "{image_size: 256, resize_mode: center_crop, encode_format: jpg}",
+    example: r#"{"image_size": 256, "resize_mode": "center_crop", "encode_format": "jpg"}"#,
     feature: None,
     build: Some(build),
 };

@@ -448,65 +448,170 @@ pub async fn commit(ctx: &CommitCtx<'_>, spec: &IcebergSpec) -> Result<Option<u6
                 .map_err(|_| fail(format!("creating the table: {e}")))?,
         }
     };
-    let md = table.metadata();
-    if let Some(s) = md.snapshots().find(|s| {
-        s.summary()
-            .additional_properties
-            .get(JOB_KEY)
-            .map(String::as_str)
-            == Some(ctx.job_uri)
-    }) {
-        return Ok(Some(s.snapshot_id() as u64));
-    }
-    if let Some(why) = schema_mismatch(md.current_schema(), &ours) {
-        return Err(fail(format!(
-            "the table's schema changed since submit: {why}"
-        )));
-    }
-    if ctx.published.is_empty() {
-        return Ok(None);
-    }
-    let spec_id = md.default_partition_spec_id();
-    let mut files = Vec::new();
-    for p in &ctx.published {
-        files.push(
-            DataFileBuilder::default()
-                .content(DataContentType::Data)
-                .file_path(p.uri.clone())
-                .file_format(DataFileFormat::Parquet)
-                .record_count(p.rows)
-                .file_size_in_bytes(p.bytes)
-                .partition_spec_id(spec_id)
-                .build()
-                .map_err(|e| fail(e.to_string()))?,
-        );
-    }
-    let mut props = HashMap::new();
-    props.insert(JOB_KEY.to_string(), ctx.job_uri.to_string());
-    let tx = Transaction::new(&table);
-    let mut tx = tx
-        .fast_append()
-        .add_data_files(files)
-        .set_snapshot_properties(props)
-        .apply(tx)
-        .map_err(|e| fail(e.to_string()))?;
-    if !md.properties().contains_key(NAME_MAPPING) {
-        tx = tx
-            .update_table_properties()
-            .set(NAME_MAPPING.to_string(), name_mapping(md.current_schema()))
+    drop(table);
+    // Each round: the table as the catalog has it now; this job's snapshot there means
+    // an earlier attempt's commit landed. Otherwise one append onto exactly that base:
+    // the catalog's compare-and-swap refuses it if anything committed meanwhile (a
+    // zombie attempt of this finalize included), and the next round looks again.
+    const ROUNDS: usize = 10;
+    for round in 1..=ROUNDS {
+        let table = cat.load_table(&id).await.map_err(|e| fail(e.to_string()))?;
+        let md = table.metadata();
+        if let Some(s) = md.snapshots().find(|s| {
+            s.summary()
+                .additional_properties
+                .get(JOB_KEY)
+                .map(String::as_str)
+                == Some(ctx.job_uri)
+        }) {
+            return Ok(Some(s.snapshot_id() as u64));
+        }
+        if let Some(why) = schema_mismatch(md.current_schema(), &ours) {
+            return Err(fail(format!(
+                "the table's schema changed since submit: {why}"
+            )));
+        }
+        if ctx.published.is_empty() {
+            return Ok(None);
+        }
+        let spec_id = md.default_partition_spec_id();
+        let mut files = Vec::new();
+        for p in &ctx.published {
+            files.push(
+                DataFileBuilder::default()
+                    .content(DataContentType::Data)
+                    .file_path(p.uri.clone())
+                    .file_format(DataFileFormat::Parquet)
+                    .record_count(p.rows)
+                    .file_size_in_bytes(p.bytes)
+                    .partition_spec_id(spec_id)
+                    .build()
+                    .map_err(|e| fail(e.to_string()))?,
+            );
+        }
+        let mut props = HashMap::new();
+        props.insert(JOB_KEY.to_string(), ctx.job_uri.to_string());
+        let tx = Transaction::new(&table);
+        let mut tx = tx
+            .fast_append()
+            .add_data_files(files)
+            .set_snapshot_properties(props)
             .apply(tx)
             .map_err(|e| fail(e.to_string()))?;
+        if !md.properties().contains_key(NAME_MAPPING) {
+            tx = tx
+                .update_table_properties()
+                .set(NAME_MAPPING.to_string(), name_mapping(md.current_schema()))
+                .apply(tx)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        // The transaction re-reads the table before it commits and would re-apply the
+        // append onto a newer base, after this round's check: it gets this base.
+        let pinned = PinnedBase {
+            inner: cat.clone(),
+            table: table.clone(),
+        };
+        match tx.commit(&pinned).await {
+            Ok(after) => {
+                // Tests: the process dies between the catalog commit and the manifest.
+                crate::store::fault::abort_point("iceberg-committed");
+                return Ok(after
+                    .metadata()
+                    .current_snapshot()
+                    .map(|s| s.snapshot_id() as u64));
+            }
+            Err(e) if round < ROUNDS => {
+                tracing::warn!(table = %id_name(spec), error = %e, round, "Iceberg commit refused; reading the table again");
+            }
+            Err(e) => return Err(fail(e.to_string())),
+        }
     }
-    let after = tx
-        .commit(cat.as_ref())
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    // Tests: the process dies between the catalog commit and the job's manifest.
-    crate::store::fault::abort_point("iceberg-committed");
-    Ok(after
-        .metadata()
-        .current_snapshot()
-        .map(|s| s.snapshot_id() as u64))
+    unreachable!("the last round returns")
+}
+
+/// A catalog whose `load_table` of one table answers a fixed base: a transaction
+/// commits onto the table this job checked, or not at all.
+#[derive(Debug)]
+struct PinnedBase {
+    inner: Arc<dyn Catalog>,
+    table: iceberg::table::Table,
+}
+
+#[async_trait]
+impl Catalog for PinnedBase {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> iceberg::Result<Vec<NamespaceIdent>> {
+        self.inner.list_namespaces(parent).await
+    }
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<iceberg::Namespace> {
+        self.inner.create_namespace(namespace, properties).await
+    }
+    async fn get_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+    ) -> iceberg::Result<iceberg::Namespace> {
+        self.inner.get_namespace(namespace).await
+    }
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> iceberg::Result<bool> {
+        self.inner.namespace_exists(namespace).await
+    }
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<()> {
+        self.inner.update_namespace(namespace, properties).await
+    }
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<()> {
+        self.inner.drop_namespace(namespace).await
+    }
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
+        self.inner.list_tables(namespace).await
+    }
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> iceberg::Result<iceberg::table::Table> {
+        self.inner.create_table(namespace, creation).await
+    }
+    async fn load_table(&self, table: &TableIdent) -> iceberg::Result<iceberg::table::Table> {
+        if table == self.table.identifier() {
+            return Ok(self.table.clone());
+        }
+        self.inner.load_table(table).await
+    }
+    async fn drop_table(&self, table: &TableIdent) -> iceberg::Result<()> {
+        self.inner.drop_table(table).await
+    }
+    async fn purge_table(&self, table: &TableIdent) -> iceberg::Result<()> {
+        self.inner.purge_table(table).await
+    }
+    async fn table_exists(&self, table: &TableIdent) -> iceberg::Result<bool> {
+        self.inner.table_exists(table).await
+    }
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> iceberg::Result<()> {
+        self.inner.rename_table(src, dest).await
+    }
+    async fn register_table(
+        &self,
+        table: &TableIdent,
+        metadata_location: String,
+    ) -> iceberg::Result<iceberg::table::Table> {
+        self.inner.register_table(table, metadata_location).await
+    }
+    async fn update_table(
+        &self,
+        commit: iceberg::TableCommit,
+    ) -> iceberg::Result<iceberg::table::Table> {
+        self.inner.update_table(commit).await
+    }
 }
 
 /// `output.format: iceberg`: Parquet files, one snapshot appended at the end.
@@ -560,6 +665,81 @@ impl Writer for Iceberg {
 mod tests {
     use super::*;
     use arrow_schema::{DataType, Field, Schema};
+
+    /// The zombie of a finalize: its append built on the table as it was before the
+    /// other attempt's snapshot landed. Through the pinned base the catalog refuses
+    /// it; a plain transaction would have re-read the table and appended twice.
+    #[tokio::test]
+    async fn an_append_onto_a_stale_base_is_refused_not_repeated() {
+        let d = tempfile::tempdir().unwrap();
+        let spec = IcebergSpec {
+            catalog: IcebergCatalogKind::Sql,
+            uri: format!("sqlite://{}/c.db", d.path().display()),
+            name: "mdf".into(),
+            warehouse: None,
+            namespace: vec!["ns".into()],
+            table: "t".into(),
+            properties: Default::default(),
+        };
+        let reg = fresh_registry();
+        let cat = catalog(&spec, &reg).await.unwrap();
+        let (ns, id) = ident(&spec).unwrap();
+        cat.create_namespace(&ns, HashMap::new()).await.unwrap();
+        let schema =
+            ice_schema(&Schema::new(vec![Field::new("id", DataType::Utf8, false)])).unwrap();
+        let creation = TableCreation::builder()
+            .name("t".into())
+            .location(format!("file://{}/t", d.path().display()))
+            .schema(schema)
+            .build();
+        let stale = cat.create_table(&ns, creation).await.unwrap();
+        let file = |n: &str| {
+            DataFileBuilder::default()
+                .content(DataContentType::Data)
+                .file_path(format!("file://{}/t/data/{n}.parquet", d.path().display()))
+                .file_format(DataFileFormat::Parquet)
+                .record_count(1)
+                .file_size_in_bytes(100)
+                .partition_spec_id(0)
+                .build()
+                .unwrap()
+        };
+        let append = |t: &iceberg::table::Table, n: &str| {
+            let tx = Transaction::new(t);
+            tx.fast_append()
+                .add_data_files([file(n)])
+                .apply(tx)
+                .unwrap()
+        };
+        // The live attempt commits.
+        append(&stale, "a").commit(cat.as_ref()).await.unwrap();
+        // The zombie, on the base it had checked, is refused.
+        let pinned = PinnedBase {
+            inner: cat.clone(),
+            table: stale.clone(),
+        };
+        assert!(append(&stale, "b").commit(&pinned).await.is_err());
+        assert_eq!(
+            cat.load_table(&id)
+                .await
+                .unwrap()
+                .metadata()
+                .snapshots()
+                .count(),
+            1
+        );
+        // Without the pin the transaction re-bases and appends again.
+        append(&stale, "c").commit(cat.as_ref()).await.unwrap();
+        assert_eq!(
+            cat.load_table(&id)
+                .await
+                .unwrap()
+                .metadata()
+                .snapshots()
+                .count(),
+            2
+        );
+    }
 
     #[test]
     fn schemas_compare_by_name_and_type() {
