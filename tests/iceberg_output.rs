@@ -247,3 +247,50 @@ fn the_iceberg_example_runs() {
             .any(|c| c == "language")
     );
 }
+
+/// Settings that would lose commits or leak a secret are refused before anything
+/// runs, naming the field.
+#[test]
+fn unsafe_iceberg_settings_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for (output, field, want) in [
+        (
+            "{uri: out/t, format: iceberg, overwrite: true, iceberg: {table: t}}",
+            "output.overwrite",
+            "appended to, never overwritten",
+        ),
+        (
+            "{uri: \"s3://bucket/t\", format: iceberg, iceberg: {catalog: {uri: \"sqlite:///tmp/c.db\"}, table: t}}",
+            "output.iceberg.catalog.type",
+            "REST catalog",
+        ),
+        (
+            "{uri: out/t, format: iceberg, iceberg: {catalog: {type: rest, uri: \"http://127.0.0.1:1\", properties: {token: abc}}, table: t}}",
+            "output.iceberg.catalog.properties.token",
+            "MDF_ICEBERG_TOKEN",
+        ),
+        (
+            "{uri: out/t, format: iceberg, iceberg: {}}",
+            "output.iceberg.table",
+            "required",
+        ),
+    ] {
+        let s = write_spec(
+            d.path(),
+            &format!(
+                "version: 1\nname: bad\ninput: {{uris: [\"in/*.jsonl\"]}}\noutput: {output}\n"
+            ),
+        );
+        let o = mdf()
+            .current_dir(d.path())
+            .args(["validate", s.to_str().unwrap(), "--offline"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{output}");
+        let text = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(
+            text.contains(field) && text.contains(want),
+            "{output}: {text}"
+        );
+    }
+}

@@ -141,6 +141,20 @@ impl ImageResize {
         let (cw, ch) = p.canvas;
         let (sw, sh) = p.scaled;
         let most = (cw as u64 * ch as u64).max(sw as u64 * sh as u64);
+        let side = match self.encoding {
+            Encoding::Jpeg { .. } => 65_535,
+            Encoding::Webp => 16_383,
+            Encoding::Png => u32::MAX,
+        };
+        if cw.max(ch) > side {
+            return Err(Drop {
+                reason: "resize_too_large",
+                detail: Some(format!(
+                    "{w}x{h} resized to {cw}x{ch}: a {} side is at most {side}",
+                    self.encoding.format()
+                )),
+            });
+        }
         if most > self.limits.max_pixels {
             return Err(Drop {
                 reason: "resize_too_large",

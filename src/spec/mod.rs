@@ -1236,12 +1236,37 @@ fn build_iceberg(
             None
         }
     };
+    // A SQLite file is one machine's (or one shared filesystem's): with an output on
+    // S3, finalize may run anywhere and would commit to a file of its own.
+    if kind == IcebergCatalogKind::Sql && uri.is_some() && local.is_none() {
+        c.error(
+            "type",
+            "a SQLite catalog needs a local output (workers sharing its filesystem); with an object-store output use a REST catalog",
+        );
+    }
+    if o.opt_bool("overwrite") == Some(true) {
+        o.error(
+            "overwrite",
+            "an Iceberg table is appended to, never overwritten: give each job an output.uri of its own (the table keeps its location)",
+        );
+    }
     let name = c.opt_str("name").unwrap_or_else(|| "mdf".into());
     let warehouse = c.opt_str("warehouse");
     let mut properties = std::collections::BTreeMap::new();
     if let Some(p) = c.raw("properties") {
         let po = Obj::new(Some(p), &c.field_path("properties"), sink);
         for k in po.keys() {
+            // The spec is stored with the job: credentials come from the environment.
+            if ["token", "credential", "password", "secret"]
+                .iter()
+                .any(|s| k.to_ascii_lowercase().contains(s))
+            {
+                po.error(
+                    &k,
+                    "a secret: set MDF_ICEBERG_TOKEN or MDF_ICEBERG_CREDENTIAL in the workers' environment instead (the spec is stored with the job)",
+                );
+                continue;
+            }
             if let Some(v) = po.opt_str(&k) {
                 properties.insert(k, v);
             }

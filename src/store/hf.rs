@@ -135,13 +135,23 @@ pub async fn pin(pattern: &str) -> std::result::Result<String, String> {
     })
 }
 
-#[derive(Debug)]
 pub struct HfStore {
     client: reqwest::Client,
     endpoint: String,
     uri: HfUri,
     token: Option<String>,
     limit: Arc<tokio::sync::Semaphore>,
+}
+
+/// The token never prints.
+impl std::fmt::Debug for HfStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HfStore")
+            .field("endpoint", &self.endpoint)
+            .field("uri", &self.uri)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl std::fmt::Display for HfStore {
@@ -210,13 +220,22 @@ async fn body_message(r: reqwest::Response) -> String {
 
 /// `Retry-After` as seconds or an HTTP date, capped.
 fn retry_after(r: &reqwest::Response) -> Duration {
-    let v = r
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    retry_after_value(
+        r.headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+    )
+}
+
+fn retry_after_value(v: &str) -> Duration {
     let d = if let Ok(s) = v.trim().parse::<f64>() {
-        Duration::from_secs_f64(s.max(0.0))
+        // NaN, inf or 1e20 would panic: clamped first.
+        Duration::from_secs_f64(if s.is_finite() {
+            s.clamp(0.0, MAX_WAIT.as_secs_f64())
+        } else {
+            1.0
+        })
     } else if let Ok(t) = chrono::DateTime::parse_from_rfc2822(v.trim()) {
         (t.with_timezone(&chrono::Utc) - chrono::Utc::now())
             .to_std()
@@ -348,6 +367,7 @@ impl HfStore {
                     }
                 }
             }
+            429 => generic(format!("{where_}: 429 Too Many Requests {msg}")),
             _ => generic(format!("{where_}: HTTP {status} {msg}")),
         }
     }
@@ -487,7 +507,8 @@ fn content_range(r: &reqwest::Response) -> Option<(std::ops::Range<u64>, u64)> {
     let (range, total) = v.split_once('/')?;
     let (a, b) = range.split_once('-')?;
     let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
-    Some((a..b + 1, total.parse().ok()?))
+    let total: u64 = total.parse().ok()?;
+    (a <= b && b < total).then(|| (a..b + 1, total))
 }
 
 fn read_only() -> object_store::Error {
@@ -558,8 +579,37 @@ impl ObjectStore for HfStore {
             .or_else(|| r.headers().get(reqwest::header::ETAG))
             .and_then(|v| v.to_str().ok())
             .map(|s| s.trim_matches('"').to_string());
+        // Under a branch, the bytes must still be the planned version.
+        if let (Some(want), Some(got)) = (options.if_match.as_deref(), e_tag.as_deref())
+            && !self.uri.pinned()
+            && want != got
+        {
+            return Err(object_store::Error::Precondition {
+                path,
+                source: "the file changed on its branch since the job was planned".into(),
+            });
+        }
         let (range, size, skip) = match (status, content_range(&r)) {
-            (206, Some((got, total))) => (got, total, 0),
+            (206, Some((got, total))) => {
+                // The bytes asked for, or an error: never other bytes under their name.
+                let want = match &range {
+                    Some(g) => g.as_range(total).ok(),
+                    None => Some(0..total),
+                };
+                if want.as_ref() != Some(&got) {
+                    return Err(generic(format!(
+                        "{path}: asked for {range:?}, the server sent bytes {}-{} of {total}",
+                        got.start,
+                        got.end.saturating_sub(1)
+                    )));
+                }
+                (got, total, 0)
+            }
+            (206, None) => {
+                return Err(generic(format!(
+                    "{path}: a 206 without a valid Content-Range"
+                )));
+            }
             _ => {
                 // A whole body (no range asked, or a server that ignored it).
                 let len = r
@@ -634,6 +684,10 @@ fn clip(
     if skip == 0 {
         return s
             .scan(take, |left, b| {
+                // Done: the rest of a whole body is not read.
+                if *left == 0 {
+                    return futures::future::ready(None);
+                }
                 let out = b.map(|mut b| {
                     if (b.len() as u64) > *left {
                         b.truncate(*left as usize);
@@ -646,6 +700,9 @@ fn clip(
             .boxed();
     }
     s.scan((skip, take), |(skip, left), b| {
+        if *left == 0 {
+            return futures::future::ready(None);
+        }
         let out = b.map(|mut b| {
             let drop = (*skip).min(b.len() as u64) as usize;
             *skip -= drop as u64;
@@ -692,6 +749,19 @@ mod tests {
             "hf://datasets/o/../x",
         ] {
             assert!(HfUri::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn retry_after_never_panics_and_is_capped() {
+        for (v, want) in [
+            ("2", 2.0),
+            ("1e20", 60.0),
+            ("inf", 1.0),
+            ("NaN", 1.0),
+            ("-5", 0.0),
+        ] {
+            assert_eq!(retry_after_value(v).as_secs_f64(), want, "{v}");
         }
     }
 

@@ -310,14 +310,26 @@ impl Downloader {
                 transient,
             );
         }
-        if let Some(d) = opted_out(
-            resp.headers()
-                .get_all("x-robots-tag")
-                .iter()
-                .filter_map(|v| v.to_str().ok()),
-            &self.spec.user_agent_token,
-            &self.spec.opt_out,
-        ) {
+        // Values with non-ASCII bytes read lossily (a `noai` among them still counts);
+        // a directive for this crawler may name the token or the User-Agent's product.
+        let values: Vec<String> = resp
+            .headers()
+            .get_all("x-robots-tag")
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        let product = self
+            .spec
+            .user_agent
+            .split(['/', ' '])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if let Some(d) = [self.spec.user_agent_token.as_str(), product.as_str()]
+            .into_iter()
+            .filter(|t| !t.is_empty())
+            .find_map(|t| opted_out(values.iter().map(String::as_str), t, &self.spec.opt_out))
+        {
             return fail("opt_out", format!("{url}: {d}"), false);
         }
         let ct = resp

@@ -198,6 +198,17 @@ pub async fn catalog(spec: &IcebergSpec, reg: &Registry) -> Result<Arc<dyn Catal
     if let Some(w) = &spec.warehouse {
         props.insert("warehouse".into(), w.clone());
     }
+    // Credentials from the environment only: the spec is stored with the job.
+    for (var, key) in [
+        ("MDF_ICEBERG_TOKEN", "token"),
+        ("MDF_ICEBERG_CREDENTIAL", "credential"),
+    ] {
+        if let Ok(v) = std::env::var(var)
+            && !v.is_empty()
+        {
+            props.insert(key.into(), v);
+        }
+    }
     let what = |e: iceberg::Error| format!("the {:?} catalog at {}: {e}", spec.catalog, spec.uri);
     match spec.catalog {
         IcebergCatalogKind::Sql => {
@@ -319,6 +330,10 @@ fn schema_mismatch(table: &IceSchema, ours: &IceSchema) -> Option<String> {
             Some(t) if !same_type(&t.field_type, &f.field_type) => diffs.push(format!(
                 "column {:?} is {} in the table, {} in the output",
                 f.name, t.field_type, f.field_type
+            )),
+            Some(t) if t.required && !f.required => diffs.push(format!(
+                "column {:?} is required in the table and may be null in the output",
+                f.name
             )),
             _ => {}
         }
@@ -470,6 +485,11 @@ pub async fn commit(ctx: &CommitCtx<'_>, spec: &IcebergSpec) -> Result<Option<u6
             return Err(fail(format!(
                 "the table's schema changed since submit: {why}"
             )));
+        }
+        if !md.default_partition_spec().is_unpartitioned() {
+            return Err(fail(
+                "the table is partitioned now (it was replaced since submit); mdf appends to unpartitioned tables only".into(),
+            ));
         }
         if ctx.published.is_empty() {
             return Ok(None);
@@ -750,10 +770,16 @@ mod tests {
         .unwrap();
         let reordered = ice_schema(&Schema::new(vec![
             Field::new("n", DataType::Int64, true),
-            Field::new("id", DataType::Utf8, true),
+            Field::new("id", DataType::Utf8, false),
         ]))
         .unwrap();
         assert_eq!(schema_mismatch(&a, &reordered), None);
+        let nullable = ice_schema(&Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+        ]))
+        .unwrap();
+        assert!(schema_mismatch(&a, &nullable).unwrap().contains("may be null"));
         let other = ice_schema(&Schema::new(vec![
             Field::new("id", DataType::Utf8, false),
             Field::new("n", DataType::Utf8, true),
