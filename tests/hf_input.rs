@@ -8,26 +8,21 @@
 //! submit, naming the input.
 mod common;
 use common::*;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-struct Hub {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Drop for Hub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+type Hub = PyServer;
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const G: &str = "cccccccccccccccccccccccccccccccccccccccc";
 
-impl Hub {
+trait HubExt {
+    fn url(&self) -> String;
+    fn post(&self, path: &str);
+    fn log(&self) -> Vec<serde_json::Value>;
+}
+
+impl HubExt for Hub {
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -117,23 +112,14 @@ fn hub_root(root: &Path) -> PathBuf {
 }
 
 fn serve(root: &Path) -> Hub {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/hf-hub-server.py");
-    let mut child = std::process::Command::new("python3")
-        .arg(script)
-        .arg(root)
-        .args(["--token", "hf_secret", "--page-size", "2"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python3 runs");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    Hub {
-        child,
-        port: line.trim().parse().expect("the server prints its port"),
-    }
+    let args = [
+        root.as_os_str(),
+        "--token".as_ref(),
+        "hf_secret".as_ref(),
+        "--page-size".as_ref(),
+        "2".as_ref(),
+    ];
+    py_server("hf-hub-server.py", &args, false)
 }
 
 /// `mdf` against the local Hub, without a token unless given.

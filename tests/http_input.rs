@@ -4,20 +4,9 @@
 //! local disk; a glob or a missing file is refused before any task, naming the input.
 mod common;
 use common::*;
-use std::io::BufRead;
 use std::path::Path;
 
-struct Server {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+type Server = PyServer;
 
 fn serve(dir: &Path) -> Server {
     serve_broken(dir, None)
@@ -25,21 +14,9 @@ fn serve(dir: &Path) -> Server {
 
 /// The server, with `broken`'s bodies cut off halfway.
 fn serve_broken(dir: &Path, broken: Option<&str>) -> Server {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/range-server.py");
-    let mut child = std::process::Command::new("python3")
-        .arg(script)
-        .arg(dir)
-        .args(broken)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python3 runs");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().parse().expect("the server prints its port");
-    Server { child, port }
+    let mut args = vec![dir.as_os_str().to_owned()];
+    args.extend(broken.map(Into::into));
+    py_server("range-server.py", &args, false)
 }
 
 fn spec(dir: &Path, name: &str, uris: &str) -> std::path::PathBuf {

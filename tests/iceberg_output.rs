@@ -169,36 +169,16 @@ fn a_finalize_killed_after_the_catalog_commit_leaves_one_snapshot() {
 /// own catalog code): the table is created and appended to through it, and reads back.
 #[test]
 fn a_rest_catalog_takes_the_table() {
-    use std::io::BufRead;
     let d = tempfile::tempdir().unwrap();
     write_lines(&d.path().join("in/p0.jsonl"), &docs(9, 250));
     let db = d.path().join("rest.db");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/iceberg-rest-server.py"
+    let warehouse = format!("file://{}/warehouse", d.path().display());
+    let server = py_server(
+        "iceberg-rest-server.py",
+        &[db.as_os_str(), warehouse.as_ref()],
+        true,
     );
-    let Ok(mut child) = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&db)
-        .arg(format!("file://{}/warehouse", d.path().display()))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-    else {
-        return;
-    };
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let Ok(port) = line.trim().parse::<u16>() else {
-        let _ = child.kill();
-        assert!(
-            std::env::var_os("MDF_REQUIRE_ONNX").is_none(),
-            "the REST catalog server did not start"
-        );
-        return;
-    };
+    let port = server.port;
     let s = write_spec(
         d.path(),
         &format!(
@@ -211,8 +191,7 @@ fn a_rest_catalog_takes_the_table() {
         .arg(d.path().join("jobs"))
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     assert!(o.status.success(), "{}", stderr(&o));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
     let Some(v) = python(&[script, db.to_str().unwrap(), "rest", "curated.docs"]) else {

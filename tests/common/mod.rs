@@ -429,3 +429,49 @@ pub fn run_example(name: &str, out: &Path, jobs: &Path, workers: Option<&str>) -
     }
     run_ok(&mut cmd)
 }
+
+/// A test server in Python (`scripts/NAME` with `args`) that prints its port on its
+/// first stdout line; killed when dropped.
+pub struct PyServer {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `scripts/<script>` with `args`; its stderr is shown when `show_stderr`.
+pub fn py_server<S: AsRef<std::ffi::OsStr>>(
+    script: &str,
+    args: &[S],
+    show_stderr: bool,
+) -> PyServer {
+    use std::io::BufRead;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
+    let mut child = std::process::Command::new("python3")
+        .arg(path)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(if show_stderr {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::null()
+        })
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{script} did not start (it prints its port)"));
+    PyServer { child, port }
+}

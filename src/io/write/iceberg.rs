@@ -779,7 +779,11 @@ mod tests {
             Field::new("n", DataType::Int64, true),
         ]))
         .unwrap();
-        assert!(schema_mismatch(&a, &nullable).unwrap().contains("may be null"));
+        assert!(
+            schema_mismatch(&a, &nullable)
+                .unwrap()
+                .contains("may be null")
+        );
         let other = ice_schema(&Schema::new(vec![
             Field::new("id", DataType::Utf8, false),
             Field::new("n", DataType::Utf8, true),
