@@ -105,6 +105,29 @@ pub fn opted_out<'a>(
     None
 }
 
+/// Indices of `hosts` taken host by host in turn (each host's in their order, hosts
+/// in order of first appearance): `a a a b b c` → `a b c a b a`.
+pub fn interleaved(hosts: &[String]) -> Vec<usize> {
+    let mut queues: Vec<(&str, std::collections::VecDeque<usize>)> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    for (i, h) in hosts.iter().enumerate() {
+        let q = *at.entry(h.as_str()).or_insert_with(|| {
+            queues.push((h.as_str(), Default::default()));
+            queues.len() - 1
+        });
+        queues[q].1.push_back(i);
+    }
+    let mut out = Vec::with_capacity(hosts.len());
+    while out.len() < hosts.len() {
+        for (_, q) in queues.iter_mut() {
+            if let Some(i) = q.pop_front() {
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
 type HostTable = Mutex<HashMap<(usize, String), Arc<tokio::sync::Semaphore>>>;
 
 /// The process-wide count of requests in flight per host: a semaphore per (limit,
@@ -217,20 +240,42 @@ impl Downloader {
         })
     }
 
-    /// Fetches every URL (None: no URL) with `concurrency` in flight, in order.
+    /// Fetches every URL (None: no URL) with `concurrency` in flight; the outcomes in
+    /// the URLs' order. URLs are started host by host in turn ([`interleaved`]), so a
+    /// host at its `per_host` limit (or slow) holds few of the slots while the other
+    /// hosts' URLs go on.
     pub async fn fetch_all(&self, urls: Vec<Option<String>>) -> Vec<Outcome> {
-        futures::stream::iter(urls.into_iter().map(|u| async move {
-            match u {
-                None => Outcome::Failed {
-                    reason: "missing_url".into(),
-                    detail: "no url".into(),
-                },
-                Some(u) => self.fetch(&u).await,
+        let hosts: Vec<String> = urls
+            .iter()
+            .map(|u| {
+                u.as_deref()
+                    .and_then(|u| reqwest::Url::parse(u).ok())
+                    .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let order = interleaved(&hosts);
+        let mut out: Vec<Option<Outcome>> = vec![None; urls.len()];
+        let mut done = futures::stream::iter(order.into_iter().map(|i| {
+            let u = urls[i].clone();
+            async move {
+                let o = match u {
+                    None => Outcome::Failed {
+                        reason: "missing_url".into(),
+                        detail: "no url".into(),
+                    },
+                    Some(u) => self.fetch(&u).await,
+                };
+                (i, o)
             }
         }))
-        .buffered(self.spec.concurrency.max(1))
-        .collect()
-        .await
+        .buffer_unordered(self.spec.concurrency.max(1));
+        while let Some((i, o)) = done.next().await {
+            out[i] = Some(o);
+        }
+        out.into_iter()
+            .map(|o| o.expect("every URL fetched"))
+            .collect()
     }
 
     /// One URL, retried with exponential backoff on timeouts, connection errors,
@@ -469,6 +514,13 @@ mod tests {
         let o = d.fetch(&format!("http://127.0.0.1:{port}/x.jpg")).await;
         assert!(matches!(o, Outcome::Failed { .. }), "{o:?}");
         assert!(!host_tracked(7, "127.0.0.1"));
+    }
+
+    #[test]
+    fn urls_start_host_by_host() {
+        let h: Vec<String> = ["a", "a", "a", "b", "b", "c"].map(String::from).to_vec();
+        assert_eq!(interleaved(&h), [0, 3, 5, 1, 4, 2]);
+        assert!(interleaved(&[]).is_empty());
     }
 
     #[test]
