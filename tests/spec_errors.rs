@@ -332,7 +332,7 @@ fn token_shard_settings_are_checked_before_anything_runs() {
     assert_eq!(
         e("format: parquet3"),
         vec![
-            "output.format: unknown output format \"parquet3\", expected: parquet, lance, megatron, tokens, jsonl, webdataset"
+            "output.format: unknown output format \"parquet3\", expected: parquet, lance, iceberg, megatron, tokens, jsonl, webdataset"
         ]
     );
     // Defaults: the token_ids column, the 32-bit type of each format, no eod.
