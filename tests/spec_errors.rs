@@ -37,7 +37,7 @@ job: {lease_ttl_secs: soon, heartbeat_secs: 1}
             "input.uris: missing input: give input.uris in the spec or --input on the command line",
             "stages[0].params.feild: unknown field, expected one of: field, prefix",
             unknown.as_str(),
-            "output.compresion: unknown field, expected one of: compression, drop_columns, format, jsonl, overwrite, row_group_rows, target_file_bytes, tokens, uri, webdataset, zstd_level",
+            "output.compresion: unknown field, expected one of: compression, drop_columns, format, iceberg, jsonl, overwrite, row_group_rows, target_file_bytes, tokens, uri, webdataset, zstd_level",
             "job.lease_ttl_secs: expected a non-negative integer, found a string",
             "inptu: unknown field, expected one of: input, job, name, output, rejects, stages, storage, version",
         ]
