@@ -144,17 +144,6 @@ fn spec(dir: &Path, name: &str, uris: &str, format: &str) -> PathBuf {
     )
 }
 
-/// (url, text) of every output record, sorted.
-fn records(out: &Path) -> Vec<(String, String)> {
-    let b = output_batches(out);
-    let mut v: Vec<(String, String)> = strings(&b, "url")
-        .into_iter()
-        .zip(strings(&b, "text"))
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn a_job_reads_the_commit_it_was_planned_on_through_ranges() {
     let d = tempfile::tempdir().unwrap();
@@ -195,8 +184,8 @@ fn a_job_reads_the_commit_it_was_planned_on_through_ranges() {
             .arg(&jobs),
     );
     let (r, l) = (
-        records(&d.path().join("remote")),
-        records(&d.path().join("local")),
+        url_text_records(&d.path().join("remote")),
+        url_text_records(&d.path().join("local")),
     );
     assert_eq!(r.len(), 900);
     assert_eq!(r, l, "the records of commit A, not B");
@@ -219,7 +208,7 @@ fn a_job_reads_the_commit_it_was_planned_on_through_ranges() {
             .any(|e| e["path"].as_str().unwrap().contains("cursor=")),
         "paged listing"
     );
-    // Ids derive from the pinned URIs.
+    // Every record has an id.
     let ids = output_ids(&d.path().join("remote"));
     assert_eq!(ids.len(), 900);
 }
@@ -255,9 +244,9 @@ fn parquet_through_the_cdn_redirect_and_a_gated_dataset_with_a_token() {
             .args(["run", local.to_str().unwrap(), "--job-root"])
             .arg(&jobs),
     );
-    let r = records(&d.path().join("pq"));
+    let r = url_text_records(&d.path().join("pq"));
     assert_eq!(r.len(), 450);
-    assert_eq!(r, records(&d.path().join("pql")), "v2 is commit B");
+    assert_eq!(r, url_text_records(&d.path().join("pql")), "v2 is commit B");
 
     // Gated: refused at submit without a token, naming the fix; read with it.
     let gated = spec(
@@ -282,7 +271,7 @@ fn parquet_through_the_cdn_redirect_and_a_gated_dataset_with_a_token() {
             .args(["run", gated.to_str().unwrap(), "--job-root"])
             .arg(&jobs),
     );
-    assert_eq!(records(&d.path().join("gated")).len(), 100);
+    assert_eq!(url_text_records(&d.path().join("gated")).len(), 100);
     // The token went to the Hub's host only, never to the CDN's.
     let log = hub.log();
     let cdn: Vec<_> = log

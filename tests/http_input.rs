@@ -29,17 +29,6 @@ fn spec(dir: &Path, name: &str, uris: &str) -> std::path::PathBuf {
     )
 }
 
-/// (url, text) of every output record, sorted.
-fn records(out: &Path) -> Vec<(String, String)> {
-    let b = output_batches(out);
-    let mut v: Vec<(String, String)> = strings(&b, "url")
-        .into_iter()
-        .zip(strings(&b, "text"))
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn https_inputs_read_through_ranges_equal_the_local_files() {
     let d = tempfile::tempdir().unwrap();
@@ -83,8 +72,8 @@ fn https_inputs_read_through_ranges_equal_the_local_files() {
             .arg(&jobs),
     );
     let (r, l) = (
-        records(&d.path().join("remote")),
-        records(&d.path().join("local")),
+        url_text_records(&d.path().join("remote")),
+        url_text_records(&d.path().join("local")),
     );
     assert_eq!(r.len(), 1200);
     assert_eq!(r, l);

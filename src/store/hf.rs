@@ -135,6 +135,7 @@ pub async fn pin(pattern: &str) -> std::result::Result<String, String> {
     })
 }
 
+#[derive(Clone)]
 pub struct HfStore {
     client: reqwest::Client,
     endpoint: String,
@@ -412,25 +413,13 @@ impl HfStore {
     /// Every page of the tree under `dir` (recursive or one level). A missing folder
     /// lists nothing.
     fn tree(&self, dir: String, recursive: bool) -> BoxStream<'static, Result<ObjectMeta>> {
-        let me = HfStore {
-            client: self.client.clone(),
-            endpoint: self.endpoint.clone(),
-            uri: self.uri.clone(),
-            token: self.token.clone(),
-            limit: self.limit.clone(),
-        };
+        let me = self.clone();
         let mut first = self.api("tree", &dir);
         if recursive {
             first.query_pairs_mut().append_pair("recursive", "true");
         }
         futures::stream::try_unfold(Some(first), move |next| {
-            let me = HfStore {
-                client: me.client.clone(),
-                endpoint: me.endpoint.clone(),
-                uri: me.uri.clone(),
-                token: me.token.clone(),
-                limit: me.limit.clone(),
-            };
+            let me = me.clone();
             let dir = dir.clone();
             async move {
                 let Some(url) = next else { return Ok(None) };

@@ -475,3 +475,14 @@ pub fn py_server<S: AsRef<std::ffi::OsStr>>(
         .unwrap_or_else(|_| panic!("{script} did not start (it prints its port)"));
     PyServer { child, port }
 }
+
+/// (url, text) of every output record of `out`, sorted.
+pub fn url_text_records(out: &Path) -> Vec<(String, String)> {
+    let b = output_batches(out);
+    let mut v: Vec<(String, String)> = strings(&b, "url")
+        .into_iter()
+        .zip(strings(&b, "text"))
+        .collect();
+    v.sort();
+    v
+}
