@@ -210,6 +210,170 @@ fn a_rest_catalog_takes_the_table() {
     assert_eq!(v["snapshots"].as_array().unwrap().len(), 1);
 }
 
+/// The AWS Glue Data Catalog (moto's, with the table's files on moto's S3), read back
+/// by pyiceberg's own GlueCatalog: the rows, the Glue table as engines on AWS expect it
+/// (`table_type` ICEBERG, its metadata and previous metadata locations, Hive columns),
+/// a second job killed after its Glue commit leaving exactly one more snapshot once
+/// another worker finishes it, and a table of another schema refused at submit.
+#[test]
+fn a_glue_catalog_takes_the_table_and_pyiceberg_reads_it() {
+    let Some((ep, bucket, _)) = test_s3() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/p0.jsonl"), &docs(4, 300));
+    write_lines(&d.path().join("in/p1.jsonl"), &docs(5, 200));
+    let jobs = d.path().join("jobs");
+    // moto keeps its catalog for the server's life: a database of this run's own.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let db = format!("mdf_{}_{nanos}", std::process::id());
+    let spec = |name: &str, out: &str, extra_stage: bool| {
+        let stages = if extra_stage {
+            "stages:\n  - op: text_length\n"
+        } else {
+            ""
+        };
+        write_spec(
+            d.path(),
+            &format!(
+                "version: 1\nname: {name}\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\n{stages}output:\n  uri: \"s3://{bucket}/{db}/{out}\"\n  format: iceberg\n  iceberg: {{catalog: {{type: glue}}, namespace: {db}, table: docs}}\njob: {{task_bytes: 16KiB, lease_ttl_secs: 4, heartbeat_secs: 1}}\n",
+                d = d.path().display()
+            ),
+        )
+    };
+    let aws = |cmd: &mut std::process::Command| {
+        cmd.env("AWS_ENDPOINT_URL", &ep)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("AWS_ENDPOINT_URL_GLUE");
+    };
+    let mut c = mdf();
+    aws(&mut c);
+    let o = run_ok(
+        c.args([
+            "run",
+            spec("g1", "t1", false).to_str().unwrap(),
+            "--job-root",
+        ])
+        .arg(&jobs),
+    );
+    let job1 = job_uri(&o);
+    let pq = write_spec(
+        d.path(),
+        &format!(
+            "version: 1\nname: pq\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput: {{uri: \"{d}/pq\"}}\njob: {{task_bytes: 16KiB}}\n",
+            d = d.path().display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", pq.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    let want = parquet_rows(&d.path().join("pq"));
+    assert_eq!(want.len(), 500);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
+    let ident = format!("{db}.docs");
+    let read = || {
+        python(&[script, "--glue", &ep, &ident])
+            .map(|o| serde_json::from_str::<serde_json::Value>(o.trim()).unwrap())
+    };
+    let Some(v) = read() else { return };
+    assert_eq!(rows(&v), want);
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 1, "{v}");
+    assert_eq!(snaps[0]["summary"]["mdf.job-uri"], job1.as_str());
+    let g = &v["glue"];
+    assert_eq!(g["parameters"]["table_type"], "ICEBERG", "{g}");
+    assert_eq!(g["table_type"], "EXTERNAL_TABLE");
+    assert_eq!(g["location"], format!("s3://{bucket}/{db}/t1"));
+    let first = g["parameters"]["metadata_location"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first.starts_with(&format!("s3://{bucket}/{db}/t1/metadata/"))
+            && first.ends_with(".metadata.json"),
+        "{first}"
+    );
+    assert!(
+        g["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c[0] == "text" && c[1] == "string"),
+        "{g}"
+    );
+
+    // A second job dies right after its Glue commit; another worker finishes it.
+    let mut c = mdf();
+    aws(&mut c);
+    let o = c
+        .env("MDF_FAULTS", "abort:iceberg-committed")
+        .args([
+            "run",
+            spec("g2", "t2", false).to_str().unwrap(),
+            "--workers",
+            "1",
+            "--job-root",
+        ])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the process was aborted");
+    assert!(
+        stderr(&o).contains("aborting at iceberg-committed"),
+        "{}",
+        stderr(&o)
+    );
+    let v = read().unwrap();
+    assert_eq!(
+        v["snapshots"].as_array().unwrap().len(),
+        2,
+        "committed before the crash"
+    );
+    assert_eq!(
+        v["glue"]["parameters"]["previous_metadata_location"],
+        first.as_str()
+    );
+    let job2 = files_under(&jobs)
+        .into_iter()
+        .filter(|f| f.ends_with("job.json"))
+        .map(|f| jobs.join(f).parent().unwrap().display().to_string())
+        .find(|j| j.contains("g2"))
+        .unwrap();
+    let mut c = mdf();
+    aws(&mut c);
+    run_ok(c.args(["worker", "--job", &job2, "--worker-id", "second"]));
+    let v = read().unwrap();
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 2, "no second append of the killed job: {v}");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1000);
+
+    // Another schema: refused before any task.
+    let mut c = mdf();
+    aws(&mut c);
+    let o = c
+        .args([
+            "submit",
+            spec("g3", "t3", true).to_str().unwrap(),
+            "--job-root",
+        ])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("has another schema") && e.contains("text_chars"),
+        "{e}"
+    );
+}
+
 /// examples/iceberg.yaml: the text pipeline into a table of the default catalog (a
 /// SQLite file beside the output), read back by pyiceberg.
 #[test]
@@ -255,6 +419,26 @@ fn unsafe_iceberg_settings_are_refused() {
             "{uri: out/t, format: iceberg, iceberg: {catalog: {type: rest, uri: \"http://127.0.0.1:1\", properties: {token: abc}}, table: t}}",
             "output.iceberg.catalog.properties.token",
             "MDF_ICEBERG_TOKEN",
+        ),
+        (
+            "{uri: out/t, format: iceberg, iceberg: {catalog: {type: glue}, namespace: curated, table: t}}",
+            "output.iceberg.catalog.type",
+            "output.uri must be s3://",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue}, namespace: Curated, table: t}}",
+            "output.iceberg.namespace",
+            "lower-case",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue}, table: my-table}}",
+            "output.iceberg.table",
+            "lower-case",
+        ),
+        (
+            "{uri: out/t, format: iceberg, iceberg: {catalog: {region: eu-west-1}, table: t}}",
+            "output.iceberg.catalog.region",
+            "only with catalog type glue",
         ),
         (
             "{uri: out/t, format: iceberg, iceberg: {}}",

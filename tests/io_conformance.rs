@@ -604,6 +604,8 @@ fn every_writer_round_trips_a_small_batch() {
             namespace: vec!["default".into()],
             table: "t".into(),
             properties: Default::default(),
+            region: None,
+            catalog_id: None,
         };
         // Twice: a finalize retried after its commit landed must not add or lose rows.
         for _ in 0..2 {

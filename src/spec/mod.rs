@@ -251,6 +251,8 @@ pub enum IcebergCatalogKind {
     Sql,
     /// An Iceberg REST catalog.
     Rest,
+    /// The AWS Glue Data Catalog (a Glue database per namespace).
+    Glue,
 }
 
 /// `output.iceberg`: which table of which catalog the job appends to. The table's
@@ -258,7 +260,9 @@ pub enum IcebergCatalogKind {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IcebergSpec {
     pub catalog: IcebergCatalogKind,
-    /// `sqlite:///ABS/PATH.db` (SQL) or the REST endpoint.
+    /// `sqlite:///ABS/PATH.db` (SQL), the REST endpoint, or Glue's endpoint when not
+    /// the region's own (empty: `AWS_ENDPOINT_URL_GLUE`, `AWS_ENDPOINT_URL`, else the
+    /// public one).
     pub uri: String,
     /// The catalog's name (the SQL catalog's `catalog_name` column; pyiceberg's
     /// `SqlCatalog(name, ...)`).
@@ -269,6 +273,10 @@ pub struct IcebergSpec {
     pub table: String,
     /// Further catalog properties (a REST catalog's `token`, `credential`, ...).
     pub properties: std::collections::BTreeMap<String, String>,
+    /// Glue: the region (default `AWS_REGION`) and the Data Catalog's id (default the
+    /// caller's account).
+    pub region: Option<String>,
+    pub catalog_id: Option<String>,
 }
 
 /// `output.webdataset`: which columns become the image and caption members.
@@ -1183,10 +1191,11 @@ fn build_iceberg(
     let kind = match c.opt_str("type").as_deref() {
         None | Some("sql") => IcebergCatalogKind::Sql,
         Some("rest") => IcebergCatalogKind::Rest,
+        Some("glue") => IcebergCatalogKind::Glue,
         Some(t) => {
             c.error(
                 "type",
-                format!("unknown catalog type {t:?}, expected sql or rest"),
+                format!("unknown catalog type {t:?}, expected sql, rest or glue"),
             );
             IcebergCatalogKind::Sql
         }
@@ -1235,7 +1244,39 @@ fn build_iceberg(
             c.error("uri", "required: the REST catalog's address");
             None
         }
+        (Some(u), IcebergCatalogKind::Glue) => {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                c.error(
+                    "uri",
+                    "expected Glue's http(s):// endpoint (leave it out for the region's own)",
+                );
+            }
+            Some(u)
+        }
+        (None, IcebergCatalogKind::Glue) => Some(String::new()),
     };
+    let (mut region, mut catalog_id) = (None, None);
+    if kind == IcebergCatalogKind::Glue {
+        region = c.opt_str("region");
+        catalog_id = c.opt_str("catalog_id");
+        if catalog_id.as_deref() == Some("") {
+            c.error("catalog_id", "empty: leave it out for the caller's account");
+        }
+        // Engines that read the table through Glue (Athena, EMR, Spark) read its
+        // files from S3, not from one machine's disk.
+        if uri.is_some_and(|u| !u.starts_with("s3://")) {
+            c.error(
+                "type",
+                "a Glue table's location is read by other engines: output.uri must be s3://",
+            );
+        }
+    } else {
+        for k in ["region", "catalog_id"] {
+            if c.has(k) {
+                c.error(k, "only with catalog type glue");
+            }
+        }
+    }
     // A SQLite file is one machine's (or one shared filesystem's): with an output on
     // S3, finalize may run anywhere and would commit to a file of its own.
     if kind == IcebergCatalogKind::Sql && uri.is_some() && local.is_none() {
@@ -1298,6 +1339,26 @@ fn build_iceberg(
             "required: the table's name (letters, digits, '_' and '-')",
         );
     }
+    // Glue keeps names in lower case (a mixed-case name would be found under another
+    // spelling) and has one level of databases; Athena reads `[a-z0-9_]` names.
+    if kind == IcebergCatalogKind::Glue {
+        let glue = |s: &str| {
+            s.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_')
+        };
+        if namespace.len() != 1 || !glue(&namespace[0]) {
+            i.error(
+                "namespace",
+                "a Glue database: one name of lower-case letters, digits and '_'",
+            );
+        }
+        if !glue(&table) {
+            i.error(
+                "table",
+                "a Glue table's name is lower-case letters, digits and '_'",
+            );
+        }
+    }
     i.finish();
     Some(IcebergSpec {
         catalog: kind,
@@ -1307,6 +1368,8 @@ fn build_iceberg(
         namespace,
         table,
         properties,
+        region,
+        catalog_id,
     })
 }
 

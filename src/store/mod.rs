@@ -4,6 +4,7 @@
 //! `AWS_ENDPOINT_URL`, credentials from the standard AWS variables, unsigned requests
 //! for public buckets such as `s3://commoncrawl`). Every store handed out is wrapped in
 //! a [`CountingStore`], so every request is counted. Nothing here knows about jobs.
+pub mod aws;
 pub mod counting;
 pub mod fault;
 pub mod hf;

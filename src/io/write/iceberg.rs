@@ -238,6 +238,16 @@ pub async fn catalog(spec: &IcebergSpec, reg: &Registry) -> Result<Arc<dyn Catal
                 .map_err(what)?;
             Ok(Arc::new(c))
         }
+        IcebergCatalogKind::Glue => {
+            let file_io = iceberg::io::FileIOBuilder::new(factory).build();
+            let c = super::iceberg_glue::GlueCatalog::new(
+                spec.region.clone(),
+                &spec.uri,
+                spec.catalog_id.clone(),
+                file_io,
+            )?;
+            Ok(Arc::new(c))
+        }
     }
 }
 
@@ -700,23 +710,71 @@ mod tests {
             namespace: vec!["ns".into()],
             table: "t".into(),
             properties: Default::default(),
+            region: None,
+            catalog_id: None,
         };
         let reg = fresh_registry();
         let cat = catalog(&spec, &reg).await.unwrap();
-        let (ns, id) = ident(&spec).unwrap();
+        stale_base_is_refused(cat, "ns", format!("file://{}/t", d.path().display())).await;
+    }
+
+    /// The same against moto's Glue, when the tests' S3 server is there (.ci/run starts it and requires it). moto ignores Glue's
+    /// `VersionId`: the refusal here is the commit's requirements checked against the
+    /// table as Glue has it at commit time.
+    #[tokio::test]
+    async fn an_append_onto_a_stale_glue_base_is_refused_not_repeated() {
+        let Ok(ep) = std::env::var("MDF_TEST_S3_ENDPOINT") else {
+            assert!(
+                std::env::var_os("MDF_REQUIRE_S3").is_none(),
+                "MDF_REQUIRE_S3 is set but MDF_TEST_S3_ENDPOINT is not"
+            );
+            return;
+        };
+        // The table's files in memory: what is under test is Glue's side.
+        let reg = fresh_registry();
+        let creds = Arc::new(object_store::StaticCredentialProvider::new(
+            object_store::aws::AwsCredential {
+                key_id: "test".into(),
+                secret_key: "test".into(),
+                token: None,
+            },
+        ));
+        let api = crate::store::aws::AwsClient::from_parts(
+            &super::super::iceberg_glue::GLUE,
+            "us-east-1".into(),
+            ep,
+            creds,
+        )
+        .unwrap();
+        let factory: Arc<dyn StorageFactory> = Arc::new(MdfStorageFactory { reg });
+        let file_io = iceberg::io::FileIOBuilder::new(factory).build();
+        let cat = Arc::new(
+            super::super::iceberg_glue::GlueCatalog::with_client(api, None, file_io).unwrap(),
+        );
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let db = format!("stale_{}_{nanos}", std::process::id());
+        stale_base_is_refused(cat, &db, format!("memory://{db}/t")).await;
+    }
+
+    async fn stale_base_is_refused(cat: Arc<dyn Catalog>, ns: &str, location: String) {
+        let ns = NamespaceIdent::new(ns.into());
+        let id = TableIdent::new(ns.clone(), "t".into());
         cat.create_namespace(&ns, HashMap::new()).await.unwrap();
         let schema =
             ice_schema(&Schema::new(vec![Field::new("id", DataType::Utf8, false)])).unwrap();
         let creation = TableCreation::builder()
             .name("t".into())
-            .location(format!("file://{}/t", d.path().display()))
+            .location(location.clone())
             .schema(schema)
             .build();
         let stale = cat.create_table(&ns, creation).await.unwrap();
         let file = |n: &str| {
             DataFileBuilder::default()
                 .content(DataContentType::Data)
-                .file_path(format!("file://{}/t/data/{n}.parquet", d.path().display()))
+                .file_path(format!("{location}/data/{n}.parquet"))
                 .file_format(DataFileFormat::Parquet)
                 .record_count(1)
                 .file_size_in_bytes(100)

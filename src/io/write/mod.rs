@@ -10,6 +10,8 @@
 //! here, one line in [`WRITERS`] (and its name in `spec::OutputFormat`).
 #[cfg(feature = "iceberg")]
 pub mod iceberg;
+#[cfg(feature = "iceberg")]
+pub mod iceberg_glue;
 pub mod jsonl;
 #[cfg(feature = "lance")]
 pub mod lance;
