@@ -5,7 +5,8 @@
 //! landed finds that snapshot and appends nothing: one job, one snapshot. The table is
 //! created at `<output>` on first use, with a name mapping (our Parquet files carry no
 //! field ids); appending to an existing table checks its schema first, at submit.
-//! Catalogs: SQL over SQLite (pyiceberg's `SqlCatalog` tables) and REST. Metadata and
+//! Catalogs: SQL over SQLite (pyiceberg's `SqlCatalog` tables), REST, and AWS Glue
+//! ([`super::iceberg_glue`]). Metadata and
 //! manifests move through our object stores ([`MdfStorage`]), so the table may live
 //! wherever mdf writes (local, S3), with one S3 client.
 use super::{CommitCtx, Sink, WriteCtx, WriteError, Writer};
