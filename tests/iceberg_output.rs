@@ -239,7 +239,7 @@ fn a_glue_catalog_takes_the_table_and_pyiceberg_reads_it() {
         write_spec(
             d.path(),
             &format!(
-                "version: 1\nname: {name}\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\n{stages}output:\n  uri: \"s3://{bucket}/{db}/{out}\"\n  format: iceberg\n  iceberg: {{catalog: {{type: glue}}, namespace: {db}, table: docs}}\njob: {{task_bytes: 16KiB, lease_ttl_secs: 4, heartbeat_secs: 1}}\n",
+                "version: 1\nname: {name}\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\n{stages}output:\n  uri: \"s3://{bucket}/{db}/{out}\"\n  format: iceberg\n  iceberg: {{catalog: {{type: glue, region: us-east-1}}, namespace: {db}, table: docs}}\njob: {{task_bytes: 16KiB, lease_ttl_secs: 4, heartbeat_secs: 1}}\n",
                 d = d.path().display()
             ),
         )
@@ -374,6 +374,95 @@ fn a_glue_catalog_takes_the_table_and_pyiceberg_reads_it() {
     );
 }
 
+/// Glue's compare-and-swap (scripts/glue-cas-proxy.py adds AWS Glue's `VersionId`
+/// check in front of moto, which has none): an UpdateTable whose answer is lost after
+/// it landed, and one overtaken by another writer's update, each leave exactly one
+/// snapshot of the job with all its rows; every UpdateTable names the version it read,
+/// and every call the spec's catalog id.
+#[test]
+fn glue_commits_are_a_compare_and_swap() {
+    let Some((ep, bucket, _)) = test_s3() else {
+        return;
+    };
+    if python(&["-c", "import boto3"]).is_none() {
+        return;
+    }
+    for mode in ["drop", "race"] {
+        let d = tempfile::tempdir().unwrap();
+        write_lines(&d.path().join("in/p0.jsonl"), &docs(6, 150));
+        let log = d.path().join("glue.log");
+        let proxy = py_server(
+            "glue-cas-proxy.py",
+            &[ep.as_str(), log.to_str().unwrap(), mode],
+            true,
+        );
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let db = format!("cas_{mode}_{}_{nanos}", std::process::id());
+        let jobs = d.path().join("jobs");
+        let run = |name: &str| {
+            let s = write_spec(
+                d.path(),
+                &format!(
+                    "version: 1\nname: {name}\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput:\n  uri: \"s3://{bucket}/{db}/{name}\"\n  format: iceberg\n  iceberg: {{catalog: {{type: glue, region: us-east-1, uri: \"http://127.0.0.1:{port}\", catalog_id: \"123456789012\"}}, namespace: {db}, table: docs}}\n",
+                    d = d.path().display(),
+                    port = proxy.port
+                ),
+            );
+            let mut c = mdf();
+            c.env("AWS_ENDPOINT_URL", &ep)
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_REGION", "us-east-1")
+                .args(["run", s.to_str().unwrap(), "--job-root"])
+                .arg(&jobs);
+            job_uri(&run_ok(&mut c))
+        };
+        // CreateTable makes the empty table; the job's append is its first
+        // UpdateTable, the one the mode acts on.
+        let job = run("one");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
+        let Some(v) = python(&[script, "--glue", &ep, &format!("{db}.docs")]) else {
+            return;
+        };
+        let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+        let snaps = v["snapshots"].as_array().unwrap();
+        assert_eq!(snaps.len(), 1, "{mode}: {v}");
+        assert_eq!(snaps[0]["summary"]["mdf.job-uri"], job.as_str());
+        assert_eq!(v["rows"].as_array().unwrap().len(), 150, "{mode}");
+        let calls: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let updates: Vec<&serde_json::Value> = calls
+            .iter()
+            .filter(|c| c["target"] == "UpdateTable" && c.get("body").is_some())
+            .collect();
+        assert!(
+            updates.iter().all(|u| u["body"]["VersionId"].is_string()),
+            "{mode}: an UpdateTable without the version it read: {calls:?}"
+        );
+        assert!(
+            updates.iter().any(|u| u["refused"] == true),
+            "{mode}: the stale update was refused: {calls:?}"
+        );
+        match mode {
+            "drop" => assert!(calls.iter().any(|c| c["dropped"] == true)),
+            _ => assert!(calls.iter().any(|c| c["raced"] == true)),
+        }
+        assert!(
+            calls
+                .iter()
+                .filter(|c| c.get("body").is_some())
+                .all(|c| c["body"]["CatalogId"] == "123456789012"),
+            "{mode}: {calls:?}"
+        );
+    }
+}
+
 /// examples/iceberg.yaml: the text pipeline into a table of the default catalog (a
 /// SQLite file beside the output), read back by pyiceberg.
 #[test]
@@ -421,7 +510,7 @@ fn unsafe_iceberg_settings_are_refused() {
             "MDF_ICEBERG_TOKEN",
         ),
         (
-            "{uri: out/t, format: iceberg, iceberg: {catalog: {type: glue}, namespace: curated, table: t}}",
+            "{uri: out/t, format: iceberg, iceberg: {catalog: {type: glue, region: us-east-1}, namespace: curated, table: t}}",
             "output.iceberg.catalog.type",
             "output.uri must be s3://",
         ),
@@ -434,6 +523,31 @@ fn unsafe_iceberg_settings_are_refused() {
             "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue}, table: my-table}}",
             "output.iceberg.table",
             "lower-case",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue}, table: t}}",
+            "output.iceberg.catalog.region",
+            "required for a Glue catalog",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue, region: \"x.evil.com#\"}, table: t}}",
+            "output.iceberg.catalog.region",
+            "not an AWS region",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue, region: us-east-1, uri: \"http://glue.example.com\"}, table: t}}",
+            "output.iceberg.catalog.uri",
+            "http:// to this machine only",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue, region: us-east-1, catalog_id: abc}, table: t}}",
+            "output.iceberg.catalog.catalog_id",
+            "12-digit",
+        ),
+        (
+            "{uri: \"s3://b/t\", format: iceberg, iceberg: {catalog: {type: glue, region: us-east-1, warehouse: \"s3://w\"}, table: t}}",
+            "output.iceberg.catalog.warehouse",
+            "not used by a Glue catalog",
         ),
         (
             "{uri: out/t, format: iceberg, iceberg: {catalog: {region: eu-west-1}, table: t}}",

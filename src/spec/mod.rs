@@ -1173,6 +1173,18 @@ fn build_output(o: &Obj, sink: &Sink) -> Option<OutputSpec> {
     })
 }
 
+/// `us-east-1`, `cn-north-1`, `us-gov-west-1`: letters, dash-separated, then a number.
+fn is_aws_region(r: &str) -> bool {
+    let parts: Vec<&str> = r.split('-').collect();
+    parts.len() >= 3
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].len() <= 2
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        && !parts[parts.len() - 1].is_empty()
+}
+
 /// `output.iceberg`, for the Iceberg format only.
 fn build_iceberg(
     o: &Obj,
@@ -1245,10 +1257,18 @@ fn build_iceberg(
             None
         }
         (Some(u), IcebergCatalogKind::Glue) => {
-            if !(u.starts_with("http://") || u.starts_with("https://")) {
+            // Requests carry the workers' AWS credentials: plain http to this machine
+            // only (a test server, a local proxy).
+            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|p| {
+                    u.strip_prefix(p)
+                        .is_some_and(|r| r.is_empty() || r.starts_with([':', '/']))
+                });
+            if !(u.starts_with("https://") || loopback) {
                 c.error(
                     "uri",
-                    "expected Glue's http(s):// endpoint (leave it out for the region's own)",
+                    "expected Glue's https:// endpoint (http:// to this machine only; leave it out for the region's own)",
                 );
             }
             Some(u)
@@ -1257,10 +1277,36 @@ fn build_iceberg(
     };
     let (mut region, mut catalog_id) = (None, None);
     if kind == IcebergCatalogKind::Glue {
+        // Submit checks the table and a worker anywhere commits to it: one region for
+        // both, from the spec, not from each process's environment.
         region = c.opt_str("region");
+        match region.as_deref() {
+            None => c.error(
+                "region",
+                "required for a Glue catalog (submit and every worker use the same one), e.g. us-east-1",
+            ),
+            Some(r) if !is_aws_region(r) => c.error(
+                "region",
+                format!("{r:?} is not an AWS region name (e.g. us-east-1)"),
+            ),
+            Some(_) => {}
+        }
         catalog_id = c.opt_str("catalog_id");
-        if catalog_id.as_deref() == Some("") {
-            c.error("catalog_id", "empty: leave it out for the caller's account");
+        if let Some(id) = catalog_id.as_deref()
+            && !(id.len() == 12 && id.bytes().all(|b| b.is_ascii_digit()))
+        {
+            c.error(
+                "catalog_id",
+                "expected the 12-digit AWS account id of the Data Catalog (leave it out for the caller's account)",
+            );
+        }
+        for k in ["name", "warehouse", "properties"] {
+            if c.has(k) {
+                c.error(
+                    k,
+                    "not used by a Glue catalog (the table's location is output.uri)",
+                );
+            }
         }
         // Engines that read the table through Glue (Athena, EMR, Spark) read its
         // files from S3, not from one machine's disk.

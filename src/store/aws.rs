@@ -110,7 +110,14 @@ pub fn error_code(body: &str) -> Option<String> {
         .or_else(|| v.get("code"))
         .or_else(|| v.get("Code"))?
         .as_str()?;
-    Some(t.rsplit('#').next().unwrap_or(t).to_string())
+    Some(bare_code(t))
+}
+
+/// `EntityNotFoundException` of `com.amazonaws.glue#EntityNotFoundException` or
+/// `EntityNotFoundException:http://internal.amazon.com/...` (the JSON protocol's forms).
+fn bare_code(t: &str) -> String {
+    let t = t.split(':').next().unwrap_or(t);
+    t.rsplit('#').next().unwrap_or(t).trim().to_string()
 }
 
 /// What a call to an AWS API can fail with.
@@ -172,7 +179,15 @@ impl AwsClient {
         let endpoint = endpoint
             .or_else(|| var(service.endpoint_var))
             .or_else(|| var("AWS_ENDPOINT_URL"))
-            .unwrap_or_else(|| format!("https://{}.{region}.amazonaws.com", service.host_prefix));
+            .unwrap_or_else(|| {
+                // The China partition's endpoints are under amazonaws.com.cn.
+                let domain = if region.starts_with("cn-") {
+                    "amazonaws.com.cn"
+                } else {
+                    "amazonaws.com"
+                };
+                format!("https://{}.{region}.{domain}", service.host_prefix)
+            });
         let endpoint = endpoint.trim_end_matches('/').to_string();
         // The S3 builder's credential chain, built for a placeholder bucket (no request
         // is made until a credential is asked for).
@@ -271,11 +286,23 @@ impl AwsClient {
             .await
             .map_err(|e| err(None, None, e.to_string()))?;
         let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
+        // The JSON protocol may name the error in a header only.
+        let header_code = resp
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(bare_code)
+            .filter(|c| !c.is_empty());
+        let text = match resp.text().await {
+            Ok(t) => t,
+            // An answer cut short: as if none came.
+            Err(e) if status.is_success() => return Err(err(None, None, e.to_string())),
+            Err(_) => String::new(),
+        };
         if !status.is_success() {
             return Err(err(
                 Some(status.as_u16()),
-                error_code(&text),
+                header_code.or_else(|| error_code(&text)),
                 format!("failed ({status}): {text}"),
             ));
         }
@@ -380,6 +407,11 @@ mod tests {
             error_code(r#"{"__type": "com.amazon.coral#ClientException", "message": "m"}"#)
                 .as_deref(),
             Some("ClientException")
+        );
+        assert_eq!(
+            error_code(r#"{"__type": "EntityNotFoundException:http://internal.amazon.com/coral/com.amazonaws.glue/", "Message": "m"}"#)
+                .as_deref(),
+            Some("EntityNotFoundException")
         );
         assert_eq!(error_code("<html>bad gateway</html>"), None);
         assert_eq!(error_code(""), None);

@@ -9,6 +9,7 @@
 //! ([`super::iceberg_glue`]). Metadata and
 //! manifests move through our object stores ([`MdfStorage`]), so the table may live
 //! wherever mdf writes (local, S3), with one S3 client.
+use super::iceberg_glue::GlueCatalog;
 use super::{CommitCtx, Sink, WriteCtx, WriteError, Writer};
 use crate::spec::{IcebergCatalogKind, IcebergSpec};
 use crate::store::{Registry, Uri};
@@ -194,6 +195,15 @@ impl StorageFactory for MdfStorageFactory {
 
 /// The catalog `spec` names, its files moved through `reg`.
 pub async fn catalog(spec: &IcebergSpec, reg: &Registry) -> Result<Arc<dyn Catalog>, String> {
+    Ok(open_catalog(spec, reg).await?.0)
+}
+
+/// [`catalog`], and the same catalog as a [`GlueCatalog`] when it is one (its commit
+/// can be pinned to the metadata a round checked).
+async fn open_catalog(
+    spec: &IcebergSpec,
+    reg: &Registry,
+) -> Result<(Arc<dyn Catalog>, Option<Arc<GlueCatalog>>), String> {
     let factory: Arc<dyn StorageFactory> = Arc::new(MdfStorageFactory { reg: reg.clone() });
     let mut props: HashMap<String, String> = spec.properties.clone().into_iter().collect();
     if let Some(w) = &spec.warehouse {
@@ -228,7 +238,7 @@ pub async fn catalog(spec: &IcebergSpec, reg: &Registry) -> Result<Arc<dyn Catal
                 .load(&spec.name, props)
                 .await
                 .map_err(what)?;
-            Ok(Arc::new(c))
+            Ok((Arc::new(c), None))
         }
         IcebergCatalogKind::Rest => {
             props.insert("uri".into(), spec.uri.clone());
@@ -237,17 +247,17 @@ pub async fn catalog(spec: &IcebergSpec, reg: &Registry) -> Result<Arc<dyn Catal
                 .load(&spec.name, props)
                 .await
                 .map_err(what)?;
-            Ok(Arc::new(c))
+            Ok((Arc::new(c), None))
         }
         IcebergCatalogKind::Glue => {
             let file_io = iceberg::io::FileIOBuilder::new(factory).build();
-            let c = super::iceberg_glue::GlueCatalog::new(
+            let c = Arc::new(GlueCatalog::new(
                 spec.region.clone(),
                 &spec.uri,
                 spec.catalog_id.clone(),
                 file_io,
-            )?;
-            Ok(Arc::new(c))
+            )?);
+            Ok((c.clone(), Some(c)))
         }
     }
 }
@@ -435,7 +445,7 @@ pub async fn commit(ctx: &CommitCtx<'_>, spec: &IcebergSpec) -> Result<Option<u6
         uri: id_name(spec),
         message: m,
     };
-    let cat = catalog(spec, ctx.registry).await.map_err(fail)?;
+    let (cat, glue) = open_catalog(spec, ctx.registry).await.map_err(fail)?;
     let (ns, id) = ident(spec).map_err(fail)?;
     let ours = ice_schema(ctx.schema).map_err(fail)?;
     let exists = cat
@@ -540,6 +550,7 @@ pub async fn commit(ctx: &CommitCtx<'_>, spec: &IcebergSpec) -> Result<Option<u6
         // append onto a newer base, after this round's check: it gets this base.
         let pinned = PinnedBase {
             inner: cat.clone(),
+            glue: glue.clone(),
             table: table.clone(),
         };
         match tx.commit(&pinned).await {
@@ -565,6 +576,9 @@ pub async fn commit(ctx: &CommitCtx<'_>, spec: &IcebergSpec) -> Result<Option<u6
 #[derive(Debug)]
 struct PinnedBase {
     inner: Arc<dyn Catalog>,
+    /// Glue's commit also refuses a table whose metadata moved on from this base
+    /// (another engine's schema change, say), not only a new snapshot.
+    glue: Option<Arc<GlueCatalog>>,
     table: iceberg::table::Table,
 }
 
@@ -641,7 +655,13 @@ impl Catalog for PinnedBase {
         &self,
         commit: iceberg::TableCommit,
     ) -> iceberg::Result<iceberg::table::Table> {
-        self.inner.update_table(commit).await
+        match &self.glue {
+            Some(g) => {
+                g.update_table_on(commit, self.table.metadata_location())
+                    .await
+            }
+            None => self.inner.update_table(commit).await,
+        }
     }
 }
 
@@ -716,7 +736,7 @@ mod tests {
         };
         let reg = fresh_registry();
         let cat = catalog(&spec, &reg).await.unwrap();
-        stale_base_is_refused(cat, "ns", format!("file://{}/t", d.path().display())).await;
+        stale_base_is_refused(cat, None, "ns", format!("file://{}/t", d.path().display())).await;
     }
 
     /// The same against moto's Glue, when the tests' S3 server is there (.ci/run starts it and requires it). moto ignores Glue's
@@ -749,18 +769,54 @@ mod tests {
         .unwrap();
         let factory: Arc<dyn StorageFactory> = Arc::new(MdfStorageFactory { reg });
         let file_io = iceberg::io::FileIOBuilder::new(factory).build();
-        let cat = Arc::new(
-            super::super::iceberg_glue::GlueCatalog::with_client(api, None, file_io).unwrap(),
-        );
+        let glue = Arc::new(GlueCatalog::with_client(api, None, file_io).unwrap());
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos();
         let db = format!("stale_{}_{nanos}", std::process::id());
-        stale_base_is_refused(cat, &db, format!("memory://{db}/t")).await;
+        stale_base_is_refused(
+            glue.clone(),
+            Some(glue.clone()),
+            &db,
+            format!("memory://{db}/t"),
+        )
+        .await;
+        // Another engine changes the table without a snapshot (a property here): an
+        // append pinned to the metadata before it is refused too.
+        let id = TableIdent::new(NamespaceIdent::new(db.clone()), "t".into());
+        let before = glue.load_table(&id).await.unwrap();
+        let tx = Transaction::new(&before);
+        tx.update_table_properties()
+            .set("owner".into(), "someone-else".into())
+            .apply(tx)
+            .unwrap()
+            .commit(glue.as_ref())
+            .await
+            .unwrap();
+        let tx = Transaction::new(&before);
+        let tx = tx
+            .update_table_properties()
+            .set("mdf".into(), "x".into())
+            .apply(tx)
+            .unwrap();
+        let pinned = PinnedBase {
+            inner: glue.clone(),
+            glue: Some(glue.clone()),
+            table: before.clone(),
+        };
+        let e = tx.commit(&pinned).await.unwrap_err();
+        assert!(e.to_string().contains("moved on"), "{e}");
+        let now = glue.load_table(&id).await.unwrap();
+        assert!(!now.metadata().properties().contains_key("mdf"));
     }
 
-    async fn stale_base_is_refused(cat: Arc<dyn Catalog>, ns: &str, location: String) {
+    async fn stale_base_is_refused(
+        cat: Arc<dyn Catalog>,
+        glue: Option<Arc<GlueCatalog>>,
+        ns: &str,
+        location: String,
+    ) {
         let ns = NamespaceIdent::new(ns.into());
         let id = TableIdent::new(ns.clone(), "t".into());
         cat.create_namespace(&ns, HashMap::new()).await.unwrap();
@@ -795,6 +851,7 @@ mod tests {
         // The zombie, on the base it had checked, is refused.
         let pinned = PinnedBase {
             inner: cat.clone(),
+            glue,
             table: stale.clone(),
         };
         assert!(append(&stale, "b").commit(&pinned).await.is_err());

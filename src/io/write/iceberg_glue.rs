@@ -41,6 +41,14 @@ pub struct GlueCatalog {
     runtime: Runtime,
 }
 
+/// A Glue table of type Iceberg: where its metadata is, the version Glue answered it
+/// at, and the whole table (its other parameters and fields are kept on update).
+struct GlueTable {
+    metadata_location: String,
+    version: Option<String>,
+    table: Value,
+}
+
 /// A Glue answer that is an error, by its AWS error code.
 fn code_of(e: &AwsError) -> Option<&str> {
     match e {
@@ -140,7 +148,20 @@ impl GlueCatalog {
                 )
                 .await
             {
-                Ok(text) if text.trim().is_empty() => return Ok(json!({})),
+                // Create and Update calls may answer an empty body; a Get must not.
+                Ok(text) if text.trim().is_empty() && !target.starts_with("Get") => {
+                    return Ok(json!({}));
+                }
+                Ok(text) if text.trim().is_empty() && attempt < 8 => {
+                    tracing::warn!(
+                        call = target,
+                        attempt,
+                        "Glue answered nothing; asking again"
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(10));
+                    attempt += 1;
+                }
                 Ok(text) => {
                     return serde_json::from_str(&text)
                         .map_err(|e| self.api.bad_answer(target, &text, e));
@@ -156,8 +177,8 @@ impl GlueCatalog {
         }
     }
 
-    /// The Glue table: its metadata location and `VersionId`; `None` if there is none.
-    async fn glue_table(&self, id: &TableIdent) -> Result<Option<(String, Option<String>)>> {
+    /// The Glue table as Glue answers it; `None` if there is none.
+    async fn glue_table(&self, id: &TableIdent) -> Result<Option<GlueTable>> {
         let db = database_of(id.namespace())?;
         let answer = self
             .call("GetTable", json!({"DatabaseName": db, "Name": id.name()}))
@@ -167,17 +188,17 @@ impl GlueCatalog {
             Err(e) if code_of(&e) == Some("EntityNotFoundException") => return Ok(None),
             Err(e) => return Err(unexpected(e)),
         };
-        let t = &v["Table"];
+        let t = v["Table"].clone();
         let params = &t["Parameters"];
         let is_iceberg = params[TABLE_TYPE]
             .as_str()
             .is_some_and(|s| s.eq_ignore_ascii_case(ICEBERG));
-        let location = params[METADATA_LOCATION].as_str();
-        match (is_iceberg, location) {
-            (true, Some(l)) => Ok(Some((
-                l.to_string(),
-                t["VersionId"].as_str().map(str::to_string),
-            ))),
+        match (is_iceberg, params[METADATA_LOCATION].as_str()) {
+            (true, Some(l)) => Ok(Some(GlueTable {
+                metadata_location: l.to_string(),
+                version: t["VersionId"].as_str().map(str::to_string),
+                table: t,
+            })),
             _ => Err(Error::new(
                 ErrorKind::DataInvalid,
                 format!(
@@ -185,6 +206,72 @@ impl GlueCatalog {
                     id.name()
                 ),
             )),
+        }
+    }
+
+    /// The commit onto the table as Glue has it, refused (a retryable conflict) when
+    /// its metadata is not `base` (the metadata the caller checked, when it says).
+    pub async fn update_table_on(&self, commit: TableCommit, base: Option<&str>) -> Result<Table> {
+        let id = commit.identifier().clone();
+        let db = database_of(id.namespace())?.to_string();
+        let Some(current) = self.glue_table(&id).await? else {
+            return Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!("no Glue table {id}"),
+            ));
+        };
+        if let Some(b) = base
+            && b != current.metadata_location
+        {
+            return Err(Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!(
+                    "Glue table {id} moved on from {b} to {}",
+                    current.metadata_location
+                ),
+            )
+            .with_retryable(true));
+        }
+        // Without a version Glue could not refuse a concurrent commit.
+        let Some(version) = current.version.clone() else {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "Glue answered table {id} without a VersionId; refusing an unconditional update"
+                ),
+            ));
+        };
+        let metadata = TableMetadata::read_from(&self.file_io, &current.metadata_location).await?;
+        let base_table = self.table(&id, current.metadata_location.clone(), metadata)?;
+        let staged = commit.apply(base_table)?;
+        let at = MetadataLocation::from_str(staged.metadata_location_result()?)?;
+        staged.metadata().write_to(&self.file_io, &at).await?;
+        let input = table_input(
+            id.name(),
+            &at.to_string(),
+            staged.metadata(),
+            Some(&current),
+        );
+        // SkipArchive: Glue caps the versions it keeps per table and account; the
+        // metadata files are the table's history.
+        let body = json!({
+            "DatabaseName": db,
+            "TableInput": input,
+            "SkipArchive": true,
+            "VersionId": version,
+        });
+        match self.call("UpdateTable", body).await {
+            Ok(_) => Ok(staged),
+            Err(e) if code_of(&e) == Some("ConcurrentModificationException") => Err(Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!("Glue table {id} changed since it was read: {e}"),
+            )
+            .with_retryable(true)),
+            Err(e) if code_of(&e) == Some("EntityNotFoundException") => Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!("Glue table {id} was dropped: {e}"),
+            )),
+            Err(e) => Err(unexpected(e)),
         }
     }
 
@@ -243,31 +330,45 @@ fn hive_type(t: &Type) -> String {
 }
 
 fn column(f: &NestedFieldRef) -> Value {
-    json!({
+    let mut c = json!({
         "Name": f.name,
         "Type": hive_type(&f.field_type),
-        "Comment": f.doc.clone().unwrap_or_default(),
         "Parameters": {
             "iceberg.field.id": f.id.to_string(),
             "iceberg.field.optional": (!f.required).to_string(),
             "iceberg.field.current": "true",
         },
-    })
+    });
+    // Glue takes comments of at most 255 characters.
+    if let Some(doc) = f.doc.as_deref().filter(|d| !d.is_empty()) {
+        c["Comment"] = json!(doc.chars().take(255).collect::<String>());
+    }
+    c
 }
 
-/// The `TableInput` of a Glue table whose current metadata is `metadata` at `location`.
+/// The `TableInput` of a Glue table whose current metadata is `metadata` at
+/// `location`; an update keeps what other tools set on the table `previous` (its other
+/// parameters, description, owner, retention), as Spark's and pyiceberg's Glue
+/// catalogs do.
 fn table_input(
     name: &str,
     location: &str,
     metadata: &TableMetadata,
-    previous: Option<&str>,
+    previous: Option<&GlueTable>,
 ) -> Value {
-    let mut params = serde_json::Map::new();
+    let prev = previous.map(|p| &p.table);
+    let mut params = prev
+        .and_then(|t| t["Parameters"].as_object().cloned())
+        .unwrap_or_default();
     params.insert(TABLE_TYPE.into(), json!(ICEBERG));
     params.insert(METADATA_LOCATION.into(), json!(location));
-    if let Some(p) = previous {
-        params.insert(PREVIOUS_METADATA_LOCATION.into(), json!(p));
-    }
+    match previous {
+        Some(p) => params.insert(
+            PREVIOUS_METADATA_LOCATION.into(),
+            json!(p.metadata_location),
+        ),
+        None => params.remove(PREVIOUS_METADATA_LOCATION),
+    };
     let columns: Vec<Value> = metadata
         .current_schema()
         .as_struct()
@@ -281,6 +382,13 @@ fn table_input(
         "Parameters": params,
         "StorageDescriptor": {"Location": metadata.location(), "Columns": columns},
     });
+    if let Some(t) = prev {
+        for k in ["Description", "Owner", "Retention"] {
+            if !t[k].is_null() {
+                input[k] = t[k].clone();
+            }
+        }
+    }
     if let Some(d) = metadata.properties().get("comment") {
         input["Description"] = json!(d);
     }
@@ -406,14 +514,14 @@ impl Catalog for GlueCatalog {
     }
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
-        let Some((location, _)) = self.glue_table(table).await? else {
+        let Some(t) = self.glue_table(table).await? else {
             return Err(Error::new(
                 ErrorKind::TableNotFound,
                 format!("no Glue table {table}"),
             ));
         };
-        let metadata = TableMetadata::read_from(&self.file_io, &location).await?;
-        self.table(table, location, metadata)
+        let metadata = TableMetadata::read_from(&self.file_io, &t.metadata_location).await?;
+        self.table(table, t.metadata_location, metadata)
     }
 
     async fn drop_table(&self, _table: &TableIdent) -> Result<()> {
@@ -443,49 +551,7 @@ impl Catalog for GlueCatalog {
     /// The commit: requirements checked against the table as Glue has it, the next
     /// metadata written, and `UpdateTable` at the `VersionId` read.
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
-        let id = commit.identifier().clone();
-        let db = database_of(id.namespace())?.to_string();
-        let Some((current, version)) = self.glue_table(&id).await? else {
-            return Err(Error::new(
-                ErrorKind::TableNotFound,
-                format!("no Glue table {id}"),
-            ));
-        };
-        let metadata = TableMetadata::read_from(&self.file_io, &current).await?;
-        let base = self.table(&id, current.clone(), metadata)?;
-        let staged = commit.apply(base)?;
-        let at = MetadataLocation::from_str(staged.metadata_location_result()?)?;
-        staged.metadata().write_to(&self.file_io, &at).await?;
-        let mut body = json!({
-            "DatabaseName": db,
-            "TableInput": table_input(id.name(), &at.to_string(), staged.metadata(), Some(&current)),
-            "SkipArchive": false,
-        });
-        match version {
-            Some(v) => body["VersionId"] = json!(v),
-            // Without a version Glue could not refuse a concurrent commit.
-            None => {
-                return Err(Error::new(
-                    ErrorKind::Unexpected,
-                    format!(
-                        "Glue answered table {id} without a VersionId; refusing an unconditional update"
-                    ),
-                ));
-            }
-        }
-        match self.call("UpdateTable", body).await {
-            Ok(_) => Ok(staged),
-            Err(e) if code_of(&e) == Some("ConcurrentModificationException") => Err(Error::new(
-                ErrorKind::CatalogCommitConflicts,
-                format!("Glue table {id} changed since it was read: {e}"),
-            )
-            .with_retryable(true)),
-            Err(e) if code_of(&e) == Some("EntityNotFoundException") => Err(Error::new(
-                ErrorKind::TableNotFound,
-                format!("Glue table {id} was dropped: {e}"),
-            )),
-            Err(e) => Err(unexpected(e)),
-        }
+        self.update_table_on(commit, None).await
     }
 }
 
