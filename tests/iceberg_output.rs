@@ -41,6 +41,23 @@ fn parquet_rows(out: &Path) -> Vec<(String, String)> {
     v
 }
 
+/// The rows to expect of `dir/in/*.jsonl`: the same input through a Parquet job.
+fn expected_rows(dir: &Path, jobs: &Path) -> Vec<(String, String)> {
+    let pq = write_spec(
+        dir,
+        &format!(
+            "version: 1\nname: pq\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput: {{uri: \"{d}/pq\"}}\njob: {{task_bytes: 16KiB}}\n",
+            d = dir.display()
+        ),
+    );
+    run_ok(
+        mdf()
+            .args(["run", pq.to_str().unwrap(), "--job-root"])
+            .arg(jobs),
+    );
+    parquet_rows(&dir.join("pq"))
+}
+
 fn rows(v: &serde_json::Value) -> Vec<(String, String)> {
     v["rows"]
         .as_array()
@@ -64,21 +81,8 @@ fn pyiceberg_reads_exactly_the_rows_and_each_job_is_one_snapshot() {
             .arg(&jobs),
     );
     let job1 = job_uri(&o);
-    // The same spec as Parquet: the rows to expect.
-    let pq = write_spec(
-        d.path(),
-        &format!(
-            "version: 1\nname: pq\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput: {{uri: \"{d}/pq\"}}\njob: {{task_bytes: 16KiB}}\n",
-            d = d.path().display()
-        ),
-    );
-    run_ok(
-        mdf()
-            .args(["run", pq.to_str().unwrap(), "--job-root"])
-            .arg(&jobs),
-    );
+    let want = expected_rows(d.path(), &jobs);
     let Some(v) = read(d.path()) else { return };
-    let want = parquet_rows(&d.path().join("pq"));
     assert_eq!(want.len(), 800);
     assert_eq!(rows(&v), want);
     let snaps = v["snapshots"].as_array().unwrap();
@@ -262,19 +266,7 @@ fn a_glue_catalog_takes_the_table_and_pyiceberg_reads_it() {
         .arg(&jobs),
     );
     let job1 = job_uri(&o);
-    let pq = write_spec(
-        d.path(),
-        &format!(
-            "version: 1\nname: pq\ninput: {{uris: [\"{d}/in/*.jsonl\"]}}\noutput: {{uri: \"{d}/pq\"}}\njob: {{task_bytes: 16KiB}}\n",
-            d = d.path().display()
-        ),
-    );
-    run_ok(
-        mdf()
-            .args(["run", pq.to_str().unwrap(), "--job-root"])
-            .arg(&jobs),
-    );
-    let want = parquet_rows(&d.path().join("pq"));
+    let want = expected_rows(d.path(), &jobs);
     assert_eq!(want.len(), 500);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/iceberg-read.py");
     let ident = format!("{db}.docs");
