@@ -21,6 +21,11 @@ params! {
     pub struct FineWebQualityParams {
         /// The text column.
         field: String = "text",
+        /// How words are cut: `whitespace` (white-space tokens, punctuation cut off
+        /// their ends; fast), `uax29` (Unicode word segmentation shaped as spaCy's
+        /// tokens) or `spacy` (spaCy's English tokenizer: the words datatrove counts);
+        /// docs/FILTERS.md.
+        words: String = "whitespace",
         /// The least fraction of lines ending in terminal punctuation:
         /// `line_punct_ratio`.
         line_punct_thr: Rule<f64> = 0.12,
@@ -39,6 +44,7 @@ params! {
 
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = FineWebQualityParams::read(o)?;
+    let words = super::params::word_split(o, &p.words)?;
     let f = FineWeb {
         line_punct_thr: p.line_punct_thr.0.unwrap_or(f64::NEG_INFINITY),
         line_punct_exclude_zero: p.line_punct_exclude_zero,
@@ -46,6 +52,7 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         short_line_length: p.short_line_length,
         char_duplicates_ratio: p.char_duplicates_ratio.0.unwrap_or(f64::INFINITY),
         new_line_ratio: p.new_line_ratio.0.unwrap_or(f64::INFINITY),
+        words,
     };
     Some(Box::new(TextRule {
         field: p.field,

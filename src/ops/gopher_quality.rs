@@ -20,6 +20,11 @@ params! {
     pub struct GopherQualityParams {
         /// The text column.
         field: String = "text",
+        /// How words are cut: `whitespace` (white-space tokens, punctuation cut off
+        /// their ends; fast), `uax29` (Unicode word segmentation shaped as spaCy's
+        /// tokens) or `spacy` (spaCy's English tokenizer: the words datatrove counts);
+        /// docs/FILTERS.md.
+        words: String = "whitespace",
         /// Fewer words: `gopher_short_doc`.
         min_doc_words: Rule<usize> = 50,
         /// More words: `gopher_long_doc`.
@@ -46,6 +51,7 @@ params! {
 
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherQualityParams::read(o)?;
+    let words = super::params::word_split(o, &p.words)?;
     let q = GopherQuality {
         min_doc_words: p.min_doc_words.0,
         max_doc_words: p.max_doc_words.0,
@@ -57,6 +63,7 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         max_non_alpha_words_ratio: p.max_non_alpha_words_ratio.0,
         min_stop_words: p.min_stop_words.0,
         stop_words: p.stop_words,
+        words,
     };
     Some(Box::new(TextRule {
         field: p.field,
@@ -168,6 +175,38 @@ mod tests {
         assert!(
             e.iter()
                 .any(|m| m.contains("params.min_stop_words: null is not a threshold: write off")),
+            "{e:?}"
+        );
+    }
+
+    /// `words` picks the split, and the split changes what is counted: `don't` is
+    /// one word to the white-space split and two (`do`, `n't`) to spaCy's; a name
+    /// that is no split is refused naming the field.
+    #[test]
+    fn words_picks_the_split_and_refuses_an_unknown_one() {
+        use serde_json::json;
+        let text = "don't don't don't the with";
+        let kept = |words: &str| {
+            let op = crate::ops::testing::build(
+                &DEF,
+                json!({"words": words, "min_doc_words": 6, "min_stop_words": 0, "min_avg_word_length": "off"}),
+            )
+            .unwrap();
+            let batch = crate::ops::testing::text_batch(&[Some(text)]);
+            let schema = crate::ops::output_schema(op.as_ref(), &batch.schema()).unwrap();
+            let (kept, _) =
+                crate::ops::run_stage("gq", op.as_ref(), batch, &schema, false).unwrap();
+            kept.num_rows()
+        };
+        assert_eq!(kept("whitespace"), 0, "5 words");
+        assert_eq!(kept("spacy"), 1, "8 words");
+        assert_eq!(kept("uax29"), 1, "8 words");
+        let e = crate::ops::testing::build(&DEF, json!({"words": "nltk"}))
+            .err()
+            .unwrap();
+        assert!(
+            e.iter()
+                .any(|m| m.contains("params.words") && m.contains("whitespace, uax29 or spacy")),
             "{e:?}"
         );
     }

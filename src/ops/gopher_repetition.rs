@@ -21,6 +21,11 @@ params! {
     pub struct GopherRepetitionParams {
         /// The text column.
         field: String = "text",
+        /// How words are cut: `whitespace` (white-space tokens, punctuation cut off
+        /// their ends; fast), `uax29` (Unicode word segmentation shaped as spaCy's
+        /// tokens) or `spacy` (spaCy's English tokenizer: the words datatrove counts);
+        /// docs/FILTERS.md.
+        words: String = "whitespace",
         /// The largest fraction of duplicate lines: `dup_line_frac`.
         dup_line_frac: Rule<f64> = 0.3,
         /// The largest fraction of duplicate paragraphs: `dup_para_frac`.
@@ -35,6 +40,7 @@ params! {
 
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherRepetitionParams::read(o)?;
+    let words = super::params::word_split(o, &p.words)?;
     let d = GopherRepetition::default();
     let r = GopherRepetition {
         dup_line_frac: p.dup_line_frac.0,
@@ -43,6 +49,7 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
         dup_para_char_frac: p.dup_para_char_frac.0,
         top_n_grams: d.top_n_grams,
         dup_n_grams: d.dup_n_grams,
+        words,
     };
     Some(Box::new(TextRule {
         field: p.field,

@@ -424,6 +424,18 @@ pub fn type_line(p: &ParamDoc) -> String {
     s
 }
 
+/// A `words` param: the word split it names, or an error on the field.
+pub fn word_split(o: &Obj, value: &str) -> Option<crate::kernels::quality::WordSplit> {
+    let w = crate::kernels::quality::WordSplit::parse(value);
+    if w.is_none() {
+        o.error(
+            "words",
+            format!("unknown word split {value:?}, expected whitespace, uax29 or spacy"),
+        );
+    }
+    w
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

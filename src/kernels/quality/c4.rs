@@ -73,13 +73,10 @@ pub(super) fn strip_citations(line: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Sentences in a line: ends of `.`, `!` or `?` followed by a space or the end.
+/// Sentences in a line, as datatrove counts them for English (spaCy's sentencizer
+/// over its tokens, [`segment::sentences`]).
 pub(super) fn sentences(line: &str) -> usize {
-    let b = line.as_bytes();
-    let n = (0..b.len())
-        .filter(|&i| matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' '))
-        .count();
-    n.max(1)
+    segment::sentences(line)
 }
 
 /// The line patterns of C4, matched case-insensitively in one pass: pattern 0 is
@@ -102,7 +99,7 @@ pub fn c4_quality(
 ) -> Result<String, &'static str> {
     let mut out = String::with_capacity(text.len());
     let mut n_sentences = 0;
-    for raw in text.lines() {
+    for raw in segment::py_lines(text) {
         let line = raw.trim();
         let mut n_words = 0;
         let mut too_long = false;
@@ -122,7 +119,9 @@ pub fn c4_quality(
         } else {
             std::borrow::Cow::Borrowed(line)
         };
-        let line = line.trim();
+        // Not trimmed again: a citation cut from the end leaves the space before it,
+        // and the line then has no terminal punctuation (datatrove's order).
+        let line: &str = &line;
         if c.filter_no_terminal_punct
             && (!line.ends_with(['.', '?', '!', '"', '\'']) || line.ends_with("..."))
         {

@@ -10,6 +10,8 @@ pub struct FineWeb {
     pub short_line_length: usize,
     pub char_duplicates_ratio: f64,
     pub new_line_ratio: f64,
+    /// How `new_line_ratio` counts words.
+    pub words: WordSplit,
 }
 
 impl Default for FineWeb {
@@ -21,32 +23,9 @@ impl Default for FineWeb {
             short_line_length: 30,
             char_duplicates_ratio: 0.01,
             new_line_ratio: 0.3,
+            words: WordSplit::Whitespace,
         }
     }
-}
-
-/// Sentence-ending punctuation across scripts.
-pub(super) fn terminal(c: char) -> bool {
-    matches!(
-        c,
-        '.' | '!'
-            | '?'
-            | '"'
-            | '\''
-            | '。'
-            | '！'
-            | '？'
-            | '…'
-            | '؟'
-            | '۔'
-            | '।'
-            | '॥'
-            | '」'
-            | '』'
-            | '”'
-            | '’'
-            | '»'
-    )
 }
 
 pub fn fineweb_quality(text: &str, f: &FineWeb) -> Option<&'static str> {
@@ -57,7 +36,7 @@ pub fn fineweb_quality(text: &str, f: &FineWeb) -> Option<&'static str> {
     let n = lines.len() as f64;
     let ratio = lines
         .iter()
-        .filter(|l| l.chars().last().is_some_and(terminal))
+        .filter(|l| l.chars().last().is_some_and(segment::terminal))
         .count() as f64
         / n;
     if ratio < f.line_punct_thr && !(ratio == 0.0 && f.line_punct_exclude_zero) {
@@ -76,7 +55,7 @@ pub fn fineweb_quality(text: &str, f: &FineWeb) -> Option<&'static str> {
     if duplicates(lines.iter().copied()).1 as f64 / chars > f.char_duplicates_ratio {
         return Some("char_dup_ratio");
     }
-    let words = words(text).len().max(1) as f64;
+    let words = words_by(text, f.words).len().max(1) as f64;
     if count_byte(text, b'\n') as f64 / words > f.new_line_ratio {
         return Some("list_ratio");
     }

@@ -14,6 +14,8 @@ pub struct GopherQuality {
     pub max_non_alpha_words_ratio: Option<f64>,
     pub min_stop_words: Option<usize>,
     pub stop_words: Vec<String>,
+    /// How words are cut.
+    pub words: WordSplit,
 }
 
 impl Default for GopherQuality {
@@ -31,51 +33,128 @@ impl Default for GopherQuality {
             stop_words: ["the", "be", "to", "of", "and", "that", "have", "with"]
                 .map(String::from)
                 .to_vec(),
+            words: WordSplit::Whitespace,
         }
     }
+}
+
+/// Word counts of a document for the Gopher rules: every word, the words with a
+/// character outside datatrove's punctuation set (the rest are symbols) and their
+/// characters, the words with a letter, and how many of the stop words occur.
+#[derive(Default)]
+struct WordStats {
+    n_words: usize,
+    n: usize,
+    chars: usize,
+    alpha: usize,
+    stops_found: usize,
+}
+
+/// Whether `w` is a word, not a symbol: a character outside datatrove's
+/// `PUNCTUATION_SET`.
+#[inline]
+fn non_symbol(w: &str) -> bool {
+    let b = w.as_bytes();
+    (b[0].is_ascii_alphanumeric()) || w.chars().any(|c| !segment::symbol(c))
+}
+
+#[inline]
+fn letters(w: &str) -> (usize, bool) {
+    if w.is_ascii() {
+        (w.len(), w.bytes().any(|c| c.is_ascii_alphabetic()))
+    } else {
+        (w.chars().count(), w.chars().any(char::is_alphabetic))
+    }
+}
+
+struct Stops<'q> {
+    q: &'q GopherQuality,
+    first: [bool; 256],
+    seen: Vec<bool>,
+    want: usize,
+}
+
+impl<'q> Stops<'q> {
+    fn new(q: &'q GopherQuality) -> Self {
+        let mut first = [false; 256];
+        for s in &q.stop_words {
+            if let Some(&c) = s.as_bytes().first() {
+                first[c as usize] = true;
+            }
+        }
+        Stops {
+            q,
+            first,
+            seen: vec![false; q.stop_words.len()],
+            want: q.min_stop_words.unwrap_or(0),
+        }
+    }
+
+    #[inline]
+    fn see(&mut self, w: &str, found: &mut usize) {
+        if *found < self.want && self.first[w.as_bytes()[0] as usize] {
+            for (i, s) in self.q.stop_words.iter().enumerate() {
+                if !self.seen[i] && s == w {
+                    self.seen[i] = true;
+                    *found += 1;
+                }
+            }
+        }
+    }
+}
+
+/// [`WordStats`] over white-space tokens cut into pieces (`pieces`).
+fn whitespace_stats(text: &str, q: &GopherQuality) -> WordStats {
+    let mut st = WordStats::default();
+    let mut stops = Stops::new(q);
+    for_each_word(text, |w| {
+        st.n_words += 1;
+        stops.see(w, &mut st.stops_found);
+        if non_symbol(w) {
+            st.n += 1;
+            let (c, a) = letters(w);
+            st.chars += c;
+            st.alpha += usize::from(a);
+        }
+    });
+    st
+}
+
+/// [`WordStats`] over tokens cut as `split` cuts them (datatrove's way: every token
+/// a word, a symbol when all its characters are punctuation).
+fn token_stats(text: &str, q: &GopherQuality, split: WordSplit) -> WordStats {
+    let mut toks = Vec::new();
+    segment::split_words(text, split, &mut toks);
+    let mut st = WordStats {
+        n_words: toks.len(),
+        ..WordStats::default()
+    };
+    let mut stops = Stops::new(q);
+    for w in toks {
+        stops.see(w, &mut st.stops_found);
+        let (c, a) = letters(w);
+        st.alpha += usize::from(a);
+        if non_symbol(w) {
+            st.n += 1;
+            st.chars += c;
+        }
+    }
+    st
 }
 
 /// The Gopher quality rules in their published order; one pass over the words
 /// gathers what the word rules need.
 pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
-    // Words, words with a non-punctuation character (by construction the middle
-    // piece of a token, see `pieces`) and their characters, words with a letter,
-    // and which stop words occur.
-    let (mut n_words, mut n, mut chars, mut alpha) = (0usize, 0usize, 0usize, 0usize);
-    let mut stop_first = [false; 256];
-    for s in &q.stop_words {
-        if let Some(&c) = s.as_bytes().first() {
-            stop_first[c as usize] = true;
-        }
-    }
-    let mut stop_seen = vec![false; q.stop_words.len()];
-    let mut stops_found = 0usize;
-    let want_stops = q.min_stop_words.unwrap_or(0);
-    for tok in tokens(text) {
-        let [lead, core, trail] = pieces(tok);
-        n_words += usize::from(lead.is_some()) + usize::from(trail.is_some());
-        for w in [lead, trail].into_iter().flatten().chain(core) {
-            if stops_found < want_stops && stop_first[w.as_bytes()[0] as usize] {
-                for (i, s) in q.stop_words.iter().enumerate() {
-                    if !stop_seen[i] && s == w {
-                        stop_seen[i] = true;
-                        stops_found += 1;
-                    }
-                }
-            }
-        }
-        if let Some(w) = core {
-            n_words += 1;
-            n += 1;
-            if w.is_ascii() {
-                chars += w.len();
-                alpha += usize::from(w.bytes().any(|c| c.is_ascii_alphabetic()));
-            } else {
-                chars += w.chars().count();
-                alpha += usize::from(w.chars().any(char::is_alphabetic));
-            }
-        }
-    }
+    let WordStats {
+        n_words,
+        n,
+        chars,
+        alpha,
+        stops_found,
+    } = match q.words {
+        WordSplit::Whitespace => whitespace_stats(text, q),
+        split => token_stats(text, q, split),
+    };
     let n_words_f = n_words.max(1) as f64;
     if q.min_doc_words.is_some_and(|m| n < m) {
         return Some("gopher_short_doc");
@@ -100,7 +179,7 @@ pub fn gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static str> {
     }
     if q.max_bullet_lines_ratio.is_some() || q.max_ellipsis_lines_ratio.is_some() {
         let (mut lines, mut bullets, mut ellipsis) = (0usize, 0usize, 0usize);
-        for l in text.lines() {
+        for l in segment::py_lines(text) {
             lines += 1;
             let t = l.trim_start();
             bullets += usize::from(t.starts_with('•') || t.starts_with('-'));
@@ -139,6 +218,8 @@ pub struct GopherRepetition {
     pub dup_para_char_frac: Option<f64>,
     pub top_n_grams: Vec<(usize, f64)>,
     pub dup_n_grams: Vec<(usize, f64)>,
+    /// How words are cut for the n-gram rules.
+    pub words: WordSplit,
 }
 
 impl Default for GopherRepetition {
@@ -157,6 +238,7 @@ impl Default for GopherRepetition {
                 (9, 0.11),
                 (10, 0.10),
             ],
+            words: WordSplit::Whitespace,
         }
     }
 }
@@ -302,7 +384,7 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
     if r.dup_line_char_frac.is_some_and(|m| lc as f64 / len > m) {
         return Some("dup_line_char_frac");
     }
-    let words = WordIds::new(&words(text));
+    let words = WordIds::new(&words_by(text, r.words));
     for &(n, frac) in &r.top_n_grams {
         if words.ids.len() < n {
             continue;

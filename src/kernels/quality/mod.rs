@@ -18,34 +18,14 @@ fn count_str(text: &str, pat: &str) -> usize {
     memchr::memmem::find_iter(text.as_bytes(), pat.as_bytes()).count()
 }
 
-/// Punctuation characters (ASCII and common Unicode), for word tokenizing.
+/// Punctuation cut off a white-space token's ends when splitting words: ASCII
+/// punctuation, datatrove's `PUNCTUATION_SET` (`„`, CJK and other scripts' marks) and
+/// the openers spaCy cuts as prefixes (`‘`, `¿`, `¡`, `·`).
 fn is_punct(c: char) -> bool {
-    c.is_ascii_punctuation()
-        || matches!(
-            c,
-            '…' | '“'
-                | '”'
-                | '‘'
-                | '’'
-                | '«'
-                | '»'
-                | '–'
-                | '—'
-                | '。'
-                | '、'
-                | '，'
-                | '！'
-                | '？'
-                | '：'
-                | '；'
-                | '（'
-                | '）'
-                | '「'
-                | '」'
-                | '¿'
-                | '¡'
-                | '·'
-        )
+    if c.is_ascii() {
+        return c.is_ascii_punctuation();
+    }
+    matches!(c, '‘' | '¿' | '¡' | '·') || segment::symbol(c)
 }
 
 /// Maximal runs of non-whitespace, as `str::split_whitespace` gives them, found
@@ -119,15 +99,30 @@ fn pieces(tok: &str) -> [Option<&str>; 3] {
     ]
 }
 
-/// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
-/// leading and trailing punctuation split off as tokens of their own.
-pub fn words(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+/// Calls `f` with every word of the white-space split, in order: each token's pieces
+/// (`pieces`).
+#[inline]
+fn for_each_word<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
     for tok in tokens(text) {
         for w in pieces(tok).into_iter().flatten() {
-            out.push(w);
+            f(w);
         }
     }
+}
+
+/// Word tokens in the manner of a word tokenizer, fast: whitespace-separated, with
+/// leading and trailing punctuation split off as tokens of their own (datatrove drops
+/// the white-space tokens spaCy makes, so there are none here either).
+pub fn words(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for_each_word(text, |w| out.push(w));
+    out
+}
+
+/// The words of `text` as `split` cuts them.
+pub fn words_by(text: &str, split: WordSplit) -> Vec<&str> {
+    let mut out = Vec::new();
+    segment::split_words(text, split, &mut out);
     out
 }
 
@@ -159,9 +154,14 @@ fn split_runs(text: &str, min: usize) -> Vec<&str> {
 mod c4;
 mod fineweb;
 mod gopher;
+mod punct_tables;
+pub mod segment;
+mod spacy;
+mod spacy_tables;
 pub use c4::*;
 pub use fineweb::*;
 pub use gopher::*;
+pub use segment::WordSplit;
 
 #[cfg(test)]
 mod tests;

@@ -2,8 +2,8 @@ use super::*;
 
 // The tokenizer and Gopher quality rules as first written (a vector of words,
 // one pass per rule): the fused versions must agree with them.
-/// Word tokens in the manner of NLTK's word tokenizer: whitespace-separated, with
-/// leading and trailing punctuation split off as tokens of their own.
+/// Word tokens: whitespace-separated, leading and trailing punctuation split off as
+/// tokens of their own.
 fn reference_words(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     for tok in text.split_whitespace() {
@@ -37,7 +37,7 @@ fn reference_gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static st
     let n_words = words.len().max(1) as f64;
     let non_symbol: Vec<&&str> = words
         .iter()
-        .filter(|w| w.chars().any(|c| !is_punct(c)))
+        .filter(|w| w.chars().any(|c| !segment::symbol(c)))
         .collect();
     let n = non_symbol.len();
     if q.min_doc_words.is_some_and(|m| n < m) {
@@ -61,7 +61,7 @@ fn reference_gopher_quality(text: &str, q: &GopherQuality) -> Option<&'static st
             return Some("gopher_too_many_ellipsis");
         }
     }
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<&str> = segment::py_lines(text).collect();
     let n_lines = lines.len().max(1) as f64;
     if let Some(m) = q.max_bullet_lines_ratio {
         let bullets = lines.iter().filter(|l| {

@@ -1,0 +1,506 @@
+//! Words and sentences as datatrove's English tokenizer (spaCy's) cuts them, built on
+//! Unicode word segmentation (UAX #29): the `words: uax29` option of the Gopher and
+//! FineWeb rules; also the sentence count of C4 (spaCy's sentencizer over
+//! [`super::spacy`]'s tokens) and datatrove's punctuation sets (docs/FILTERS.md).
+//!
+//! spaCy splits at white space (datatrove drops the white-space tokens it keeps), cuts
+//! the rest at prefixes, suffixes and infixes, and keeps URLs and contractions'
+//! pieces as its English exceptions say. UAX #29 gives nearly
+//! the same pieces; what differs on real text is mended here: a run of periods is one
+//! token (an ellipsis), a period between a lower- and an upper-case letter and a colon
+//! between a letter or digit and a letter are cut out (`entführen.In`), English
+//! contractions lose their clitic (`do` `n't`, `it` `'s`), and a URL stays whole.
+use super::punct_tables::{PUNCTUATION_SET, SENTENCE_END, TERMINAL_PUNCTUATION};
+use std::sync::LazyLock;
+use unicode_segmentation::UnicodeSegmentation;
+
+/// How a rule splits a text into words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WordSplit {
+    /// White-space tokens with their leading and trailing punctuation cut off: fast.
+    #[default]
+    Whitespace,
+    /// Unicode word segmentation (UAX #29) shaped as spaCy's English tokenizer:
+    /// language-neutral, close to datatrove's counts.
+    Uax29,
+    /// spaCy's English tokenizer itself (its patterns and special cases): the words
+    /// datatrove counts.
+    Spacy,
+}
+
+impl WordSplit {
+    pub fn name(self) -> &'static str {
+        match self {
+            WordSplit::Whitespace => "whitespace",
+            WordSplit::Uax29 => "uax29",
+            WordSplit::Spacy => "spacy",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WordSplit> {
+        match s {
+            "whitespace" => Some(WordSplit::Whitespace),
+            "uax29" => Some(WordSplit::Uax29),
+            "spacy" => Some(WordSplit::Spacy),
+            _ => None,
+        }
+    }
+}
+
+fn in_table(c: char, t: &[char]) -> bool {
+    t.binary_search(&c).is_ok()
+}
+
+/// In datatrove's `PUNCTUATION_SET`: a Gopher word of these only is a symbol.
+#[inline]
+pub(super) fn symbol(c: char) -> bool {
+    if c.is_ascii() {
+        // ASCII punctuation and the control characters but tab and newline.
+        c.is_ascii_punctuation() || (c.is_ascii_control() && c != '\t' && c != '\n')
+    } else {
+        in_table(c, PUNCTUATION_SET)
+    }
+}
+
+/// In datatrove's `TERMINAL_PUNCTUATION`: a line ending in one ends FineWeb's way.
+#[inline]
+pub(super) fn terminal(c: char) -> bool {
+    if c.is_ascii() {
+        matches!(c, '.' | '!' | '?')
+    } else {
+        in_table(c, TERMINAL_PUNCTUATION)
+    }
+}
+
+/// Python's `str.isspace` (what splits spaCy's tokens).
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// spaCy's `is_punct`: every character a Unicode punctuation (P*) character.
+fn punct_token(t: &str) -> bool {
+    static P: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"^\p{P}+$").expect("punctuation"));
+    if t.is_ascii() {
+        return !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_punctuation() && !b"$+<=>^`|~".contains(&b));
+    }
+    P.is_match(t)
+}
+
+/// A Unicode punctuation (P*) character, as spaCy's `is_punct` tests each one.
+fn is_punct_char(c: char) -> bool {
+    if c.is_alphanumeric() {
+        return false;
+    }
+    let mut b = [0u8; 4];
+    punct_token(c.encode_utf8(&mut b))
+}
+
+/// A URL spaCy keeps whole: a scheme or `www.` and no white space.
+fn url_like(s: &str) -> bool {
+    let l = s.as_bytes();
+    let starts = |p: &[u8]| l.len() > p.len() && l[..p.len()].eq_ignore_ascii_case(p);
+    starts(b"http://") || starts(b"https://") || starts(b"www.")
+}
+
+/// English clitics spaCy's exceptions cut off a word: `n't` and `'s`, `'re`, `'ve`,
+/// `'ll`, `'d`, `'m` (either apostrophe). The byte where the clitic starts.
+fn clitic(w: &str) -> Option<usize> {
+    let lower = |s: &str| s.to_ascii_lowercase();
+    for (i, c) in w.char_indices().rev().take(4) {
+        if c != '\'' && c != '\u{2019}' {
+            continue;
+        }
+        let rest = lower(&w[i + c.len_utf8()..]);
+        let before = &w[..i];
+        if rest == "t" && lower(before).ends_with('n') && before.len() > 1 {
+            return Some(i - 1);
+        }
+        if matches!(rest.as_str(), "s" | "re" | "ve" | "ll" | "d" | "m")
+            && before.chars().last().is_some_and(char::is_alphabetic)
+        {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// One UAX #29 segment, cut at spaCy's infixes and clitics.
+fn piece<'a>(seg: &'a str, out: &mut Vec<&'a str>) {
+    let mut start = 0;
+    let mut prev: Option<char> = None;
+    let mut it = seg.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let next = it.peek().map(|&(_, n)| n);
+        let cut = match (prev, c, next) {
+            (Some(p), '.', Some(n)) => p.is_lowercase() && n.is_uppercase(),
+            (Some(p), ':', Some(n)) => p.is_alphanumeric() && n.is_alphabetic(),
+            _ => false,
+        };
+        if cut {
+            if start < i {
+                push_word(&seg[start..i], out);
+            }
+            out.push(&seg[i..i + 1]);
+            start = i + 1;
+        }
+        prev = Some(c);
+    }
+    if start < seg.len() {
+        push_word(&seg[start..], out);
+    }
+}
+
+fn push_word<'a>(w: &'a str, out: &mut Vec<&'a str>) {
+    match clitic(w) {
+        Some(k) if k > 0 => {
+            out.push(&w[..k]);
+            out.push(&w[k..]);
+        }
+        _ => out.push(w),
+    }
+}
+
+/// A run of text without white space.
+fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    // A URL: its leading and trailing punctuation cut off, the rest one token.
+    let core_start = s
+        .char_indices()
+        .find(|&(_, c)| !matches!(c, '(' | '[' | '<' | '"' | '\'' | '«' | '“' | '‘'))
+        .map_or(s.len(), |(i, _)| i);
+    if url_like(&s[core_start..]) {
+        for (i, c) in s[..core_start].char_indices() {
+            out.push(&s[i..i + c.len_utf8()]);
+        }
+        let core = &s[core_start..];
+        let end = core
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| {
+                !matches!(
+                    c,
+                    '.' | ','
+                        | ')'
+                        | ']'
+                        | '>'
+                        | '"'
+                        | '\''
+                        | '!'
+                        | '?'
+                        | ';'
+                        | ':'
+                        | '»'
+                        | '”'
+                        | '’'
+                )
+            })
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        out.push(&core[..end]);
+        for (i, c) in core[end..].char_indices() {
+            out.push(&core[end + i..end + i + c.len_utf8()]);
+        }
+        return;
+    }
+    // Periods in a row are one token (an ellipsis), as spaCy's suffix rule makes them.
+    let mut dots: Option<usize> = None;
+    let base = s.as_ptr() as usize;
+    for seg in s.split_word_bounds() {
+        let at = seg.as_ptr() as usize - base;
+        if seg == "." {
+            if dots.is_none() {
+                dots = Some(at);
+            }
+            continue;
+        }
+        if let Some(d) = dots.take() {
+            out.push(&s[d..at]);
+        }
+        piece(seg, out);
+    }
+    if let Some(d) = dots {
+        out.push(&s[d..]);
+    }
+}
+
+/// The tokens of `text` as datatrove's English word tokenizer gives them: spaCy's
+/// tokens with the white-space ones dropped (`strip_strings`), appended to `out`.
+pub fn uax29_tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+    let mut run_start = None;
+    for (i, c) in text.char_indices() {
+        match (py_space(c), run_start) {
+            (true, Some(s)) => {
+                span(&text[s..i], out);
+                run_start = None;
+            }
+            (false, None) => run_start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = run_start {
+        span(&text[s..], out);
+    }
+}
+
+/// Python's `str.splitlines()` (what datatrove's C4 and Gopher rules cut lines with):
+/// `\n`, `\r\n`, `\r`, `\v`, `\f`, `\x1c`–`\x1e`, `\x85`, U+2028 and U+2029 end a
+/// line; a break at the very end makes no empty last line.
+pub fn py_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let t = rest?;
+        if t.is_empty() {
+            rest = None;
+            return None;
+        }
+        for (i, c) in t.char_indices() {
+            let brk = matches!(
+                c,
+                '\n' | '\r'
+                    | '\u{b}'
+                    | '\u{c}'
+                    | '\u{1c}'
+                    | '\u{1d}'
+                    | '\u{1e}'
+                    | '\u{85}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+            );
+            if brk {
+                let mut next = i + c.len_utf8();
+                if c == '\r' && t[next..].starts_with('\n') {
+                    next += 1;
+                }
+                rest = Some(&t[next..]);
+                return Some(&t[..i]);
+            }
+        }
+        rest = None;
+        Some(t)
+    })
+}
+
+/// The words of `text` as `split` cuts them, appended to `out`.
+pub fn split_words<'a>(text: &'a str, split: WordSplit, out: &mut Vec<&'a str>) {
+    match split {
+        WordSplit::Whitespace => super::for_each_word(text, |w| out.push(w)),
+        WordSplit::Uax29 => uax29_tokens(text, out),
+        WordSplit::Spacy => super::spacy::tokens(text, out),
+    }
+}
+
+/// The number of sentences spaCy's sentencizer finds in `line` (datatrove's
+/// `split_into_sentences` for English): a token of `SENTENCE_END` ends one, and the
+/// next token that is not punctuation starts the next.
+pub fn sentences(line: &str) -> usize {
+    // Most lines end one sentence, at their end: when every sentence end is in the
+    // line's closing run of punctuation, no token after one can start a sentence, and
+    // a line with any word is one sentence, without tokenizing it.
+    let body = line.trim_end_matches(|c: char| is_punct_char(c) || py_space(c));
+    if !body.chars().any(sentence_end) {
+        return usize::from(line.chars().any(|c| !py_space(c)));
+    }
+    // Otherwise the sentencizer's walk over the tokens, span by span: only a span with
+    // a sentence end in it needs spaCy's cut; another holds no end token, and starts a
+    // sentence exactly when it holds a token that is not punctuation, that is, a
+    // character that is not.
+    let mut s = Sentencizer::default();
+    let mut toks = Vec::new();
+    for span in line.split(py_space).filter(|t| !t.is_empty()) {
+        if !span.chars().any(sentence_end) {
+            s.token(false, !span.chars().any(|c| !is_punct_char(c)));
+            continue;
+        }
+        // A word and one `!` or `?` (a suffix spaCy always cuts), or a word ending in
+        // a lower-case letter and a `.` (its suffix rule), unless a special case.
+        let last = *span.as_bytes().last().expect("not empty");
+        let plain_word = matches!(last, b'.' | b'!' | b'?')
+            && span.len() > 1
+            && span[..span.len() - 1].chars().all(char::is_alphabetic)
+            && (last != b'.'
+                || span[..span.len() - 1]
+                    .chars()
+                    .last()
+                    .is_some_and(char::is_lowercase))
+            && !super::spacy::is_special(span);
+        if plain_word {
+            s.token(false, false);
+            s.token(true, true);
+            continue;
+        }
+        toks.clear();
+        super::spacy::tokens(span, &mut toks);
+        for t in &toks {
+            let mut cs = t.chars();
+            let end = matches!((cs.next(), cs.next()), (Some(c), None) if sentence_end(c));
+            s.token(end, end || punct_token(t));
+        }
+    }
+    s.n
+}
+
+fn sentence_end(c: char) -> bool {
+    if c.is_ascii() {
+        matches!(c, '.' | '!' | '?')
+    } else {
+        in_table(c, SENTENCE_END)
+    }
+}
+
+/// spaCy's `Sentencizer.predict` over a stream of tokens: the first starts a
+/// sentence; after an end token, the next token that is neither an end nor
+/// punctuation starts the next.
+#[derive(Default)]
+struct Sentencizer {
+    n: usize,
+    seen_end: bool,
+}
+
+impl Sentencizer {
+    #[inline]
+    fn token(&mut self, end: bool, punct: bool) {
+        if self.n == 0 {
+            self.n = 1;
+        } else if self.seen_end && !end && !punct {
+            self.n += 1;
+            self.seen_end = false;
+            return;
+        }
+        if end {
+            self.seen_end = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(t: &str) -> Vec<&str> {
+        let mut v = Vec::new();
+        uax29_tokens(t, &mut v);
+        v
+    }
+
+    /// Token lists spaCy 3.8.18's blank English tokenizer gives for the same texts.
+    #[test]
+    fn tokens_as_spacy_cuts_them() {
+        // datatrove drops spaCy's white-space tokens (`strip_strings`).
+        assert_eq!(toks("Hello  world"), ["Hello", "world"]);
+        assert_eq!(toks("Hello \nworld"), ["Hello", "world"]);
+        assert_eq!(toks(" lead"), ["lead"]);
+        assert_eq!(toks("Wait... what?"), ["Wait", "...", "what", "?"]);
+        assert_eq!(toks("don't stop"), ["do", "n't", "stop"]);
+        assert_eq!(toks("It's here."), ["It", "'s", "here", "."]);
+        assert_eq!(
+            toks("ihn entführen.In der"),
+            ["ihn", "entführen", ".", "In", "der"]
+        );
+        assert_eq!(
+            toks("see (https://example.com/a?b=1)."),
+            ["see", "(", "https://example.com/a?b=1", ")", "."]
+        );
+        assert_eq!(toks("well-known 3.14"), ["well", "-", "known", "3.14"]);
+    }
+
+    #[test]
+    fn sentences_as_the_sentencizer_counts_them() {
+        assert_eq!(sentences("Wait... what? Yes!"), 2);
+        assert_eq!(sentences("He said \"go.\" Then left."), 2);
+        assert_eq!(
+            sentences("Sie wollten ihn entführen.In der Nacht kam er."),
+            2
+        );
+        assert_eq!(sentences("One. Two. Three."), 3);
+        assert_eq!(sentences("no end"), 1);
+        assert_eq!(sentences("ends twice.\")!"), 1);
+        assert_eq!(sentences("U.S. policy is fine"), 1);
+        assert_eq!(sentences("Call 911. Now."), 2);
+        assert_eq!(sentences(""), 0);
+    }
+
+    #[test]
+    fn lines_as_python_splits_them() {
+        let l = |t| py_lines(t).collect::<Vec<_>>();
+        assert_eq!(l("a\n\nb\n"), ["a", "", "b"]);
+        assert_eq!(
+            l("a\r\nb\rc\u{2028}d\u{85}e\u{c}f"),
+            ["a", "b", "c", "d", "e", "f"]
+        );
+        assert_eq!(l(""), Vec::<&str>::new());
+        assert_eq!(l("\n"), [""]);
+    }
+
+    /// The sentencizer over every token of the line, as spaCy runs it.
+    fn reference_sentences(line: &str) -> usize {
+        let mut toks = Vec::new();
+        super::super::spacy::tokens(line, &mut toks);
+        let mut s = Sentencizer::default();
+        for t in &toks {
+            let mut cs = t.chars();
+            let end = matches!((cs.next(), cs.next()), (Some(c), None) if sentence_end(c));
+            s.token(end, end || punct_token(t));
+        }
+        s.n
+    }
+
+    /// The span-by-span count with its shortcuts equals the walk over every token.
+    #[test]
+    fn sentence_shortcuts_agree_with_the_full_walk() {
+        let pieces = [
+            "word",
+            "Word",
+            "end.",
+            "USA.",
+            "U.S.",
+            "Inc.",
+            "dont.",
+            "what?",
+            "yes!",
+            "3.14",
+            "1.",
+            "(see",
+            "it)",
+            "\"go.\"",
+            "...",
+            "…",
+            "—",
+            "e.g.",
+            "x.Y",
+            "http://a.b/c.",
+            "。",
+            "日本語。",
+            "¿qué?",
+            "'",
+            "St.",
+            "a.",
+            "!",
+            "Mr.",
+        ];
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % m as u64) as usize
+        };
+        for _ in 0..5000 {
+            let n = 1 + next(12);
+            let line: Vec<&str> = (0..n).map(|_| pieces[next(pieces.len())]).collect();
+            let line = line.join(if next(4) == 0 { "  " } else { " " });
+            assert_eq!(sentences(&line), reference_sentences(&line), "{line:?}");
+        }
+    }
+
+    /// The ASCII fast paths agree with the generated tables.
+    #[test]
+    fn ascii_fast_paths_match_the_tables() {
+        for b in 0u8..128 {
+            let c = b as char;
+            assert_eq!(symbol(c), in_table(c, PUNCTUATION_SET), "{b}");
+            assert_eq!(terminal(c), in_table(c, TERMINAL_PUNCTUATION), "{b}");
+        }
+        assert!(symbol('„') && !terminal('»') && !terminal('…') && terminal('。'));
+    }
+}

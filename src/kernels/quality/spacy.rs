@@ -1,0 +1,319 @@
+//! spaCy's English tokenizer, the one datatrove 0.10.1 cuts English words and
+//! sentences with: its own prefix, suffix, infix and URL patterns and its special cases
+//! (generated from spaCy into `spacy_tables.rs` by `scripts/gen-spacy-en.py`), applied
+//! by the algorithm of spaCy's `Tokenizer` (`_split_affixes` and `_attach_tokens`).
+//! White-space tokens are dropped, as datatrove's `strip_strings` drops them. The
+//! `words: spacy` option of the Gopher and FineWeb rules and the sentence count of
+//! C4 (docs/FILTERS.md).
+use super::spacy_tables::{INFIX, PREFIX, SPECIALS, SUFFIX, URL};
+use fancy_regex::Regex;
+use std::sync::LazyLock;
+
+struct En {
+    prefix: Regex,
+    suffix: Regex,
+    infix: Regex,
+    url: Regex,
+}
+
+static EN: LazyLock<En> = LazyLock::new(|| {
+    let re = |p: &str| Regex::new(p).expect("spaCy's English patterns compile");
+    En {
+        prefix: re(PREFIX),
+        suffix: re(SUFFIX),
+        infix: re(INFIX),
+        url: re(URL),
+    }
+});
+
+/// Whether spaCy's English tokenizer has a special case for exactly `s`.
+pub(super) fn is_special(s: &str) -> bool {
+    special(s).is_some()
+}
+
+fn special(s: &str) -> Option<&'static [&'static str]> {
+    SPECIALS
+        .binary_search_by(|(k, _)| (*k).cmp(s))
+        .ok()
+        .map(|i| SPECIALS[i].1)
+}
+
+/// Appends `s` cut as a special case would cut it (the pieces concatenate to it).
+fn push_special<'a>(s: &'a str, pieces: &[&str], out: &mut Vec<&'a str>) {
+    let mut at = 0;
+    for p in pieces {
+        out.push(&s[at..at + p.len()]);
+        at += p.len();
+    }
+}
+
+fn push<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    match special(s) {
+        Some(p) => push_special(s, p, out),
+        None => out.push(s),
+    }
+}
+
+fn prefix_len(s: &str) -> usize {
+    EN.prefix.find(s).ok().flatten().map_or(0, |m| m.end())
+}
+
+fn suffix_len(s: &str) -> usize {
+    EN.suffix
+        .find(s)
+        .ok()
+        .flatten()
+        .map_or(0, |m| m.end() - m.start())
+}
+
+/// The longest special case spaCy's special-case matcher looks for across tokens (in
+/// tokens): emoticons such as `):` or `8)`, `''`, cut apart by the affix rules first.
+const MAX_SPECIAL_TOKENS: usize = 5;
+
+thread_local! {
+    /// Spans seen on this thread and where their tokens end (spaCy keeps such a cache
+    /// too): words repeat, and the patterns are slow to run.
+    static CACHE: std::cell::RefCell<crate::kernels::FastMap<Box<str>, Box<[u16]>>> =
+        std::cell::RefCell::new(crate::kernels::FastMap::default());
+}
+
+/// Spans the cache holds at most before it starts over.
+const CACHE_SPANS: usize = 200_000;
+
+/// One run of text without white space, as spaCy cuts it ([`span_uncached`]),
+/// remembered per thread.
+fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    // A word of letters only has no affix, infix or URL in it: it is itself or a
+    // special case (`dont`, `Im`).
+    if s.chars().all(char::is_alphabetic) {
+        push(s, out);
+        return;
+    }
+    if s.len() > u16::MAX as usize {
+        span_uncached(s, out);
+        return;
+    }
+    let hit = CACHE.with(|c| {
+        c.borrow().get(s).map(|ends| {
+            let mut at = 0;
+            for &e in ends.iter() {
+                out.push(&s[at..e as usize]);
+                at = e as usize;
+            }
+        })
+    });
+    if hit.is_some() {
+        return;
+    }
+    let first = out.len();
+    span_uncached(s, out);
+    let base = s.as_ptr() as usize;
+    let ends: Box<[u16]> = out[first..]
+        .iter()
+        .map(|t| (t.as_ptr() as usize - base + t.len()) as u16)
+        .collect();
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= CACHE_SPANS {
+            c.clear();
+        }
+        c.insert(s.into(), ends);
+    });
+}
+
+/// One run of text without white space, as spaCy cuts it: `_tokenize`, then its
+/// special-case matcher (`_retokenize_special_spans`) joining consecutive tokens that
+/// spell a special case, longest first.
+fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    let mut toks = Vec::new();
+    cut(s, &mut toks);
+    if toks.len() < 2 {
+        out.extend(toks);
+        return;
+    }
+    let base = s.as_ptr() as usize;
+    let at = |t: &str| t.as_ptr() as usize - base;
+    let mut i = 0;
+    while i < toks.len() {
+        let mut joined = false;
+        for n in (2..=MAX_SPECIAL_TOKENS.min(toks.len() - i)).rev() {
+            let (a, z) = (at(toks[i]), at(toks[i + n - 1]) + toks[i + n - 1].len());
+            let key = &s[a..z];
+            if let Some(p) = special(key) {
+                push_special(key, p, out);
+                i += n;
+                joined = true;
+                break;
+            }
+        }
+        if !joined {
+            out.push(toks[i]);
+            i += 1;
+        }
+    }
+}
+
+/// One run of text without white space, as spaCy's `_tokenize` cuts it.
+fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    if let Some(p) = special(s) {
+        push_special(s, p, out);
+        return;
+    }
+    // _split_affixes: prefixes and suffixes off the ends while they come off.
+    let mut prefixes: Vec<&'a str> = Vec::new();
+    let mut suffixes: Vec<&'a str> = Vec::new();
+    let mut string = s;
+    let mut last = usize::MAX;
+    while !string.is_empty() && string.len() != last {
+        if special(string).is_some() {
+            break;
+        }
+        last = string.len();
+        let pre = prefix_len(string);
+        if pre != 0 {
+            let minus_pre = &string[pre..];
+            if !minus_pre.is_empty() && special(minus_pre).is_some() {
+                prefixes.push(&string[..pre]);
+                string = minus_pre;
+                break;
+            }
+        }
+        let suf = suffix_len(&string[pre..]);
+        if suf != 0 {
+            let minus_suf = &string[..string.len() - suf];
+            if !minus_suf.is_empty() && special(minus_suf).is_some() {
+                suffixes.push(&string[string.len() - suf..]);
+                string = minus_suf;
+                break;
+            }
+        }
+        if pre != 0 && suf != 0 && pre + suf <= string.len() {
+            prefixes.push(&string[..pre]);
+            suffixes.push(&string[string.len() - suf..]);
+            string = &string[pre..string.len() - suf];
+        } else if pre != 0 {
+            prefixes.push(&string[..pre]);
+            string = &string[pre..];
+        } else if suf != 0 {
+            suffixes.push(&string[string.len() - suf..]);
+            string = &string[..string.len() - suf];
+        }
+        if special(string).is_some() {
+            break;
+        }
+    }
+    // _attach_tokens: the prefixes, the middle (a special case, a URL, or cut at its
+    // infixes), the suffixes innermost first.
+    for p in prefixes {
+        push(p, out);
+    }
+    if !string.is_empty() {
+        if let Some(p) = special(string) {
+            push_special(string, p, out);
+        } else if EN.url.is_match(string).unwrap_or(false) {
+            out.push(string);
+        } else {
+            let mut start = 0;
+            for m in EN.infix.find_iter(string).flatten() {
+                // An infix at the very start does not cut.
+                if m.start() == 0 {
+                    continue;
+                }
+                if m.start() != start {
+                    out.push(&string[start..m.start()]);
+                }
+                if m.start() != m.end() {
+                    out.push(&string[m.start()..m.end()]);
+                }
+                start = m.end();
+            }
+            if start < string.len() {
+                out.push(&string[start..]);
+            }
+        }
+    }
+    for s in suffixes.into_iter().rev() {
+        push(s, out);
+    }
+}
+
+/// Python's `str.isspace` (what splits spaCy's tokens).
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// The words of `text` as datatrove's English word tokenizer gives them: spaCy's
+/// tokens without the white-space ones, appended to `out`.
+pub fn tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+    let mut run_start = None;
+    for (i, c) in text.char_indices() {
+        match (py_space(c), run_start) {
+            (true, Some(s)) => {
+                span(&text[s..i], out);
+                run_start = None;
+            }
+            (false, None) => run_start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = run_start {
+        span(&text[s..], out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(t: &str) -> Vec<&str> {
+        let mut v = Vec::new();
+        tokens(t, &mut v);
+        v
+    }
+
+    /// What datatrove's `split_into_words` (spaCy 3.8.18, English) answers for the same
+    /// texts.
+    #[test]
+    fn words_as_datatrove_cuts_them() {
+        let cases: &[(&str, &[&str])] = &[
+            ("____ x", &["_", "_", "_", "_", "x"]),
+            ("06-29-2004", &["06", "-", "29", "-", "2004"]),
+            ("at 04:19 pm", &["at", "04:19", "pm"]),
+            ("(773) 553-2105", &["(", "773", ")", "553", "-", "2105"]),
+            ("wait.... now", &["wait", "....", "now"]),
+            ("$100 and 50%", &["$", "100", "and", "50", "%"]),
+            ("U.S.A. and A.B.C.", &["U.S.A.", "and", "A.B.C."]),
+            ("x--y", &["x", "--", "y"]),
+            ("http://x.com/a,", &["http://x.com/a", ","]),
+            ("foo@bar.com", &["foo@bar.com"]),
+            ("C++ and C#", &["C++", "and", "C", "#"]),
+            ("co-op's", &["co", "-", "op", "'s"]),
+            ("hello!!!", &["hello", "!", "!", "!"]),
+            ("„Hallo“", &["„", "Hallo", "“"]),
+            (
+                "rock'n'roll 10,000.50 a,b",
+                &["rock'n'roll", "10,000.50", "a", ",", "b"],
+            ),
+            (
+                "end.\" Mr. Smith i.e. this etc.",
+                &["end", ".", "\"", "Mr.", "Smith", "i.e.", "this", "etc", "."],
+            ),
+            ("dont cannot Im", &["do", "nt", "can", "not", "I", "m"]),
+            (
+                "He lives in the USA. Then",
+                &["He", "lives", "in", "the", "USA", ".", "Then"],
+            ),
+            (
+                "ihn entführen.In der",
+                &["ihn", "entführen", ".", "In", "der"],
+            ),
+            (
+                "/etc/hosts and/or 1/2",
+                &["/etc", "/", "hosts", "and/or", "1/2"],
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&toks(text), want, "{text:?}");
+        }
+    }
+}
