@@ -116,6 +116,40 @@ fn bench_quality(c: &mut Criterion) {
             })
         })
     });
+    // `words: uax29`: the spaCy-shaped Unicode word split (docs/FILTERS.md).
+    let gq = quality::GopherQuality {
+        words: quality::WordSplit::Uax29,
+        ..quality::GopherQuality::default()
+    };
+    g.bench_function("gopher_quality uax29", |b| {
+        b.iter(|| {
+            docs.iter().for_each(|d| {
+                black_box(quality::gopher_quality(d, &gq));
+            })
+        })
+    });
+    let gq = quality::GopherQuality {
+        words: quality::WordSplit::Spacy,
+        ..quality::GopherQuality::default()
+    };
+    g.bench_function("gopher_quality spacy", |b| {
+        b.iter(|| {
+            docs.iter().for_each(|d| {
+                black_box(quality::gopher_quality(d, &gq));
+            })
+        })
+    });
+    let gr = quality::GopherRepetition {
+        words: quality::WordSplit::Uax29,
+        ..quality::GopherRepetition::default()
+    };
+    g.bench_function("gopher_repetition uax29", |b| {
+        b.iter(|| {
+            docs.iter().for_each(|d| {
+                black_box(quality::gopher_repetition(d, &gr));
+            })
+        })
+    });
     g.bench_function("language id", |b| {
         b.iter(|| {
             docs.iter().for_each(|d| {
