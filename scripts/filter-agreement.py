@@ -144,29 +144,34 @@ def main():
         ours = mdf_verdicts(a.mdf, docs, a.words, tmp)
     dump = open(a.dump, "w") if a.dump else None
     print(f"words: {a.words or 'default'}; {len(docs)} texts")
-    print("| filter | half | pages | agree | mdf drops only | datatrove drops only |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| filter | half | pages | agree | same reason | mdf drops only | datatrove drops only |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for name in FILTERS:
         pairs = collections.Counter()
         for half in ["tuning", "held-out"]:
-            n = agree = only_m = only_d = 0
+            n = agree = only_m = only_d = same_reason = 0
             for d in docs:
                 if d["half"] != half:
                     continue
                 k = d["doc"]
                 m, t = ours[name].get(k, "missing"), dt[name][k]
                 n += 1
-                if (m is None) == (t is None):
+                # A record mdf lost, or an operator failure, is never agreement.
+                lost = m == "missing" or (m or "").startswith("operator_")
+                if not lost and (m is None) == (t is None):
                     agree += 1
+                    same_reason += m == t
                     continue
-                if m is None:
+                if m is None and not lost:
                     only_d += 1
                 else:
                     only_m += 1
                 pairs[(m, t)] += 1
                 if dump:
                     dump.write(json.dumps({"filter": name, "doc": k, "half": half, "mdf": m, "datatrove": t}) + "\n")
-            print(f"| {name} | {half} | {n} | {100 * agree / n:.2f} % | {only_m} | {only_d} |")
+            print(
+                f"| {name} | {half} | {n} | {100 * agree / n:.2f} % | {100 * same_reason / n:.2f} % | {only_m} | {only_d} |"
+            )
         for (m, t), c in pairs.most_common(6):
             print(f"    {c:4d}  mdf {m!r:34} datatrove {t!r}", file=sys.stderr)
 

@@ -56,3 +56,30 @@ for k in sorted(t.rules):
         continue
     print(f"    ({rs(k)}, &[{', '.join(rs(p) for p in pieces)}]),")
 print("];")
+
+# The special cases spaCy's special-case matcher looks for in the token stream (those
+# an affix or infix would cut, or with a space), each with the tokens it is found as:
+# the key cut by the same tokenizer without special cases.
+from spacy.tokenizer import Tokenizer
+
+plain = Tokenizer(
+    t.vocab,
+    rules={},
+    prefix_search=t.prefix_search,
+    suffix_search=t.suffix_search,
+    infix_finditer=t.infix_finditer,
+    url_match=t.url_match,
+)
+print("/// The special-case matcher's keys and the tokens each is found as, sorted by key.")
+print("pub(super) const MATCHER: &[(&str, &[&str])] = &[")
+for k in sorted(t.rules):
+    pieces = [p[65] for p in t.rules[k]]
+    if "".join(pieces) != k:
+        continue
+    if not (t.prefix_search(k) or t.suffix_search(k) or list(t.infix_finditer(k)) or " " in k):
+        continue
+    toks = [x.text for x in plain(k)]
+    if len(toks) < 2 or " " in k:
+        continue
+    print(f"    ({rs(k)}, &[{', '.join(rs(x) for x in toks)}]),")
+print("];")

@@ -295,39 +295,57 @@ pub fn split_words<'a>(text: &'a str, split: WordSplit, out: &mut Vec<&'a str>) 
 /// next token that is not punctuation starts the next.
 pub fn sentences(line: &str) -> usize {
     // Most lines end one sentence, at their end: when every sentence end is in the
-    // line's closing run of punctuation, no token after one can start a sentence, and
-    // a line with any word is one sentence, without tokenizing it.
+    // line's closing run of punctuation and that run holds no white-space token, no
+    // token after an end can start a sentence: one sentence, without tokenizing.
     let body = line.trim_end_matches(|c: char| is_punct_char(c) || py_space(c));
-    if !body.chars().any(sentence_end) {
-        return usize::from(line.chars().any(|c| !py_space(c)));
+    let tail = &line[body.len()..];
+    let tail_space = tail.contains(|c: char| py_space(c) && c != ' ') || tail.contains("  ");
+    if !body.chars().any(sentence_end) && !tail_space {
+        return 1;
     }
-    // Otherwise the sentencizer's walk over the tokens, span by span: only a span with
-    // a sentence end in it needs spaCy's cut; another holds no end token, and starts a
-    // sentence exactly when it holds a token that is not punctuation, that is, a
-    // character that is not.
+    // Otherwise the sentencizer's walk over the tokens, run by run. A white-space run is
+    // a token (not punctuation) unless it is the one space after a token. Only a span
+    // with a sentence end in it needs spaCy's cut; another holds no end token, and
+    // starts a sentence exactly when it holds a token that is not punctuation, that is,
+    // a character that is not.
     let mut s = Sentencizer::default();
     let mut toks = Vec::new();
-    for span in line.split(py_space).filter(|t| !t.is_empty()) {
+    let mut run_start = 0;
+    let mut in_space: Option<bool> = None;
+    let mut flush = |from: usize, to: usize, space: bool, s: &mut Sentencizer| {
+        if space {
+            let from = if from > 0 && line[from..].starts_with(' ') {
+                from + 1
+            } else {
+                from
+            };
+            if from < to {
+                s.token(false, false);
+            }
+            return;
+        }
+        let span = &line[from..to];
         if !span.chars().any(sentence_end) {
             s.token(false, !span.chars().any(|c| !is_punct_char(c)));
-            continue;
+            return;
         }
-        // A word and one `!` or `?` (a suffix spaCy always cuts), or a word ending in
-        // a lower-case letter and a `.` (its suffix rule), unless a special case.
+        // An ASCII word and one `!` or `?` (a suffix spaCy always cuts), or a word
+        // ending in a lower-case letter and a `.` (its suffix rule), unless the span or
+        // the word is a special case.
         let last = *span.as_bytes().last().expect("not empty");
-        let plain_word = matches!(last, b'.' | b'!' | b'?')
-            && span.len() > 1
-            && span[..span.len() - 1].chars().all(char::is_alphabetic)
-            && (last != b'.'
-                || span[..span.len() - 1]
-                    .chars()
-                    .last()
-                    .is_some_and(char::is_lowercase))
-            && !super::spacy::is_special(span);
+        let mark = matches!(last, b'.' | b'!' | b'?');
+        // An ASCII last byte is a whole character: the head ends on a boundary.
+        let head = if mark { &span[..span.len() - 1] } else { "" };
+        let plain_word = mark
+            && !head.is_empty()
+            && head.bytes().all(|b| b.is_ascii_alphabetic())
+            && (last != b'.' || head.as_bytes()[head.len() - 1].is_ascii_lowercase())
+            && !super::spacy::is_special(span)
+            && !super::spacy::is_special(head);
         if plain_word {
             s.token(false, false);
             s.token(true, true);
-            continue;
+            return;
         }
         toks.clear();
         super::spacy::tokens(span, &mut toks);
@@ -336,8 +354,21 @@ pub fn sentences(line: &str) -> usize {
             let end = matches!((cs.next(), cs.next()), (Some(c), None) if sentence_end(c));
             s.token(end, end || punct_token(t));
         }
+    };
+    for (i, c) in line.char_indices() {
+        let sp = py_space(c);
+        if let Some(was) = in_space
+            && was != sp
+        {
+            flush(run_start, i, was, &mut s);
+            run_start = i;
+        }
+        in_space = Some(sp);
     }
-    s.n
+    if let Some(was) = in_space {
+        flush(run_start, line.len(), was, &mut s);
+    }
+    s.n.max(1)
 }
 
 fn sentence_end(c: char) -> bool {
@@ -417,7 +448,12 @@ mod tests {
         assert_eq!(sentences("ends twice.\")!"), 1);
         assert_eq!(sentences("U.S. policy is fine"), 1);
         assert_eq!(sentences("Call 911. Now."), 2);
-        assert_eq!(sentences(""), 0);
+        assert_eq!(sentences(""), 1);
+        assert_eq!(sentences("Meet on Wed. The room is 4B."), 1);
+        assert_eq!(sentences("Enter your user id. Then click save."), 1);
+        assert_eq!(sentences("Жоқ. Мен келемін."), 1);
+        assert_eq!(sentences("It ends.\t!"), 2);
+        assert_eq!(sentences("end.  ."), 2);
     }
 
     #[test]
@@ -434,15 +470,39 @@ mod tests {
 
     /// The sentencizer over every token of the line, as spaCy runs it.
     fn reference_sentences(line: &str) -> usize {
-        let mut toks = Vec::new();
-        super::super::spacy::tokens(line, &mut toks);
+        // spaCy's tokens with its white-space ones (a run but for the one space after
+        // a token), in order.
+        let mut toks: Vec<&str> = Vec::new();
+        let mut rest = line;
+        let mut first = true;
+        while !rest.is_empty() {
+            let sp = rest.find(|c: char| !py_space(c)).unwrap_or(rest.len());
+            if sp > 0 {
+                let run = &rest[..sp];
+                let run = if !first && run.starts_with(' ') {
+                    &run[1..]
+                } else {
+                    run
+                };
+                if !run.is_empty() {
+                    toks.push(run);
+                }
+            }
+            rest = &rest[sp..];
+            let w = rest.find(py_space).unwrap_or(rest.len());
+            if w > 0 {
+                super::super::spacy::tokens(&rest[..w], &mut toks);
+            }
+            rest = &rest[w..];
+            first = false;
+        }
         let mut s = Sentencizer::default();
         for t in &toks {
             let mut cs = t.chars();
             let end = matches!((cs.next(), cs.next()), (Some(c), None) if sentence_end(c));
-            s.token(end, end || punct_token(t));
+            s.token(end, end || (!t.chars().all(py_space) && punct_token(t)));
         }
-        s.n
+        s.n.max(1)
     }
 
     /// The span-by-span count with its shortcuts equals the walk over every token.

@@ -5,7 +5,7 @@
 //! White-space tokens are dropped, as datatrove's `strip_strings` drops them. The
 //! `words: spacy` option of the Gopher and FineWeb rules and the sentence count of
 //! C4 (docs/FILTERS.md).
-use super::spacy_tables::{INFIX, PREFIX, SPECIALS, SUFFIX, URL};
+use super::spacy_tables::{INFIX, MATCHER, PREFIX, SPECIALS, SUFFIX, URL};
 use fancy_regex::Regex;
 use std::sync::LazyLock;
 
@@ -19,7 +19,9 @@ struct En {
 static EN: LazyLock<En> = LazyLock::new(|| {
     let re = |p: &str| Regex::new(p).expect("spaCy's English patterns compile");
     En {
-        prefix: re(PREFIX),
+        // Anchored as a whole: each branch starts with `^`, but an unanchored search
+        // would still try them all at every position.
+        prefix: re(&format!("^(?:{PREFIX})")),
         suffix: re(SUFFIX),
         infix: re(INFIX),
         url: re(URL),
@@ -58,17 +60,39 @@ fn prefix_len(s: &str) -> usize {
     EN.prefix.find(s).ok().flatten().map_or(0, |m| m.end())
 }
 
+/// The suffix at the end of `s`: searched in its last 48 characters (every suffix
+/// pattern is a few characters with at most two of look-behind), but for a run of
+/// periods (`\.\.+`, the one that can be long), measured whole.
 fn suffix_len(s: &str) -> usize {
+    let dots = s.len() - s.trim_end_matches('.').len();
+    if dots >= 2 {
+        return dots;
+    }
+    let start = s.char_indices().rev().nth(47).map_or(0, |(i, _)| i);
+    let w = &s[start..];
     EN.suffix
-        .find(s)
+        .find(w)
         .ok()
         .flatten()
         .map_or(0, |m| m.end() - m.start())
 }
 
-/// The longest special case spaCy's special-case matcher looks for across tokens (in
-/// tokens): emoticons such as `):` or `8)`, `''`, cut apart by the affix rules first.
-const MAX_SPECIAL_TOKENS: usize = 5;
+/// Spans longer than this (bytes) are cut by UAX #29 instead: spaCy's affix loop is
+/// quadratic in a run of affixes, and no word is this long.
+const MAX_SPAN: usize = 1000;
+
+/// Spans at most this long (bytes) are remembered: words; not base64 or minified code.
+const MAX_CACHED: usize = 64;
+
+fn matcher(key: &str) -> Option<&'static [&'static str]> {
+    MATCHER
+        .binary_search_by(|(k, _)| (*k).cmp(key))
+        .ok()
+        .map(|i| MATCHER[i].1)
+}
+
+/// The most tokens a special-case matcher pattern has (`MATCHER`).
+const MAX_SPECIAL_TOKENS: usize = 11;
 
 thread_local! {
     /// Spans seen on this thread and where their tokens end (spaCy keeps such a cache
@@ -83,13 +107,17 @@ const CACHE_SPANS: usize = 200_000;
 /// One run of text without white space, as spaCy cuts it ([`span_uncached`]),
 /// remembered per thread.
 fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
-    // A word of letters only has no affix, infix or URL in it: it is itself or a
-    // special case (`dont`, `Im`).
-    if s.chars().all(char::is_alphabetic) {
+    // A word of letters (Unicode L*) only has no affix, infix or URL in it: it is
+    // itself or a special case (`dont`, `Im`).
+    if s.chars().all(is_letter) {
         push(s, out);
         return;
     }
-    if s.len() > u16::MAX as usize {
+    if s.len() > MAX_SPAN {
+        super::segment::uax29_tokens(s, out);
+        return;
+    }
+    if s.len() > MAX_CACHED {
         span_uncached(s, out);
         return;
     }
@@ -121,9 +149,22 @@ fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     });
 }
 
+/// A letter as Python's `str.isalpha` has it (Unicode L*): not the enclosed letters
+/// (`ⓐ`, `🄰`) that spaCy's symbol classes cut off.
+fn is_letter(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphabetic();
+    }
+    static L: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"^\p{L}$").expect("letters"));
+    let mut b = [0u8; 4];
+    c.is_alphabetic() && L.is_match(c.encode_utf8(&mut b))
+}
+
 /// One run of text without white space, as spaCy cuts it: `_tokenize`, then its
-/// special-case matcher (`_retokenize_special_spans`) joining consecutive tokens that
-/// spell a special case, longest first.
+/// special-case matcher (`_retokenize_special_spans`): a run of tokens that is a
+/// matcher key's own tokens becomes that special case, longest first, leftmost first.
+/// (spaCy's matcher also matches across a single space; here it stays in a span.)
 fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     let mut toks = Vec::new();
     cut(s, &mut toks);
@@ -139,7 +180,9 @@ fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
         for n in (2..=MAX_SPECIAL_TOKENS.min(toks.len() - i)).rev() {
             let (a, z) = (at(toks[i]), at(toks[i + n - 1]) + toks[i + n - 1].len());
             let key = &s[a..z];
-            if let Some(p) = special(key) {
+            if matcher(key).is_some_and(|pat| pat == &toks[i..i + n])
+                && let Some(p) = special(key)
+            {
                 push_special(key, p, out);
                 i += n;
                 joined = true;
@@ -311,9 +354,23 @@ mod tests {
                 "/etc/hosts and/or 1/2",
                 &["/etc", "/", "hosts", "and/or", "1/2"],
             ),
+            ("Meet on Wed. The", &["Meet", "on", "We", "d.", "The"]),
+            ("user id. Then", &["user", "i", "d.", "Then"]),
+            ("x><(((*> fish", &["x", "><(((*>", "fish"]),
+            ("ⓐⓑⓒ", &["ⓐ", "ⓑ", "ⓒ"]),
         ];
         for (text, want) in cases {
             assert_eq!(&toks(text), want, "{text:?}");
         }
+    }
+
+    /// Hostile spans end, and quickly: a long run of prefixes, a long word with a
+    /// suffix, a megabyte without white space (cut by UAX #29 past `MAX_SPAN`).
+    #[test]
+    fn hostile_spans_are_bounded() {
+        assert_eq!(toks(&("(".repeat(900) + "x")).len(), 901);
+        assert_eq!(toks(&("$".repeat(990) + "x")).len(), 991);
+        assert_eq!(toks(&("a".repeat(20_000) + ",")).len(), 2);
+        assert!(!toks(&"a.".repeat(500_000)).is_empty());
     }
 }
