@@ -73,7 +73,7 @@ pub(super) fn terminal(c: char) -> bool {
 }
 
 /// Python's `str.isspace` (what splits spaCy's tokens).
-fn py_space(c: char) -> bool {
+pub(super) fn py_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
@@ -224,14 +224,14 @@ fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     }
 }
 
-/// The tokens of `text` as datatrove's English word tokenizer gives them: spaCy's
-/// tokens with the white-space ones dropped (`strip_strings`), appended to `out`.
-pub fn uax29_tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+/// Calls `f` with every run of `text` without white space (Python's `isspace`, what
+/// spaCy splits at), in order.
+pub(super) fn for_each_span<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
     let mut run_start = None;
     for (i, c) in text.char_indices() {
         match (py_space(c), run_start) {
             (true, Some(s)) => {
-                span(&text[s..i], out);
+                f(&text[s..i]);
                 run_start = None;
             }
             (false, None) => run_start = Some(i),
@@ -239,8 +239,14 @@ pub fn uax29_tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
         }
     }
     if let Some(s) = run_start {
-        span(&text[s..], out);
+        f(&text[s..]);
     }
+}
+
+/// The words of `text` by UAX #29 shaped as spaCy's tokens, the white-space ones
+/// dropped as datatrove drops them (`strip_strings`), appended to `out`.
+pub fn uax29_tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+    for_each_span(text, |s| span(s, out));
 }
 
 /// Python's `str.splitlines()` (what datatrove's C4 and Gopher rules cut lines with):

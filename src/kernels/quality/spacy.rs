@@ -280,28 +280,10 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     }
 }
 
-/// Python's `str.isspace` (what splits spaCy's tokens).
-fn py_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
 /// The words of `text` as datatrove's English word tokenizer gives them: spaCy's
 /// tokens without the white-space ones, appended to `out`.
 pub fn tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
-    let mut run_start = None;
-    for (i, c) in text.char_indices() {
-        match (py_space(c), run_start) {
-            (true, Some(s)) => {
-                span(&text[s..i], out);
-                run_start = None;
-            }
-            (false, None) => run_start = Some(i),
-            _ => {}
-        }
-    }
-    if let Some(s) = run_start {
-        span(&text[s..], out);
-    }
+    super::segment::for_each_span(text, |s| span(s, out));
 }
 
 #[cfg(test)]
