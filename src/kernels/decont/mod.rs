@@ -219,7 +219,7 @@ fn split_span<'a>(span: &'a str, out: &mut Vec<&'a str>) {
 }
 
 /// Appends a special case's parts as slices of `s` (they concatenate to it).
-fn push_parts<'a>(s: &'a str, parts: &[&str], out: &mut Vec<&'a str>) {
+pub(crate) fn push_parts<'a>(s: &'a str, parts: &[&str], out: &mut Vec<&'a str>) {
     let mut at = 0;
     for p in parts {
         out.push(&s[at..at + p.len()]);

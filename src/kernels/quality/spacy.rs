@@ -6,6 +6,7 @@
 //! `words: spacy` option of the Gopher and FineWeb rules and the sentence count of
 //! C4 (docs/FILTERS.md).
 use super::spacy_tables::{INFIX, MATCHER, PREFIX, SPECIALS, SUFFIX, URL};
+use crate::kernels::decont::push_parts;
 use fancy_regex::Regex;
 use std::sync::LazyLock;
 
@@ -40,18 +41,9 @@ fn special(s: &str) -> Option<&'static [&'static str]> {
         .map(|i| SPECIALS[i].1)
 }
 
-/// Appends `s` cut as a special case would cut it (the pieces concatenate to it).
-fn push_special<'a>(s: &'a str, pieces: &[&str], out: &mut Vec<&'a str>) {
-    let mut at = 0;
-    for p in pieces {
-        out.push(&s[at..at + p.len()]);
-        at += p.len();
-    }
-}
-
 fn push<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     match special(s) {
-        Some(p) => push_special(s, p, out),
+        Some(p) => push_parts(s, p, out),
         None => out.push(s),
     }
 }
@@ -183,7 +175,7 @@ fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
             if matcher(key).is_some_and(|pat| pat == &toks[i..i + n])
                 && let Some(p) = special(key)
             {
-                push_special(key, p, out);
+                push_parts(key, p, out);
                 i += n;
                 joined = true;
                 break;
@@ -199,7 +191,7 @@ fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
 /// One run of text without white space, as spaCy's `_tokenize` cuts it.
 fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     if let Some(p) = special(s) {
-        push_special(s, p, out);
+        push_parts(s, p, out);
         return;
     }
     // _split_affixes: prefixes and suffixes off the ends while they come off.
@@ -252,7 +244,7 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     }
     if !string.is_empty() {
         if let Some(p) = special(string) {
-            push_special(string, p, out);
+            push_parts(string, p, out);
         } else if EN.url.is_match(string).unwrap_or(false) {
             out.push(string);
         } else {
