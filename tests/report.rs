@@ -155,12 +155,16 @@ fn report_is_self_contained_exact_and_renders_in_chromium() {
     // Samples: kept records and one per reject reason.
     let kept = common::output_ids(&out);
     assert!(kept.iter().take(3).all(|id| html.contains(id.as_str())));
-    for reason in ["no_text", "language", "duplicate"] {
+    for reason in ["language", "duplicate"] {
         assert!(
             html.contains(&format!("class=\"tag\">{reason}<")),
             "sample of {reason}"
         );
     }
+    assert!(
+        html.contains("class=\"tag\">gopher_"),
+        "sample of a gopher_quality reason"
+    );
     assert!(
         !html.contains("data-empty"),
         "every chart of this job has data"

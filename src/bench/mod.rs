@@ -7,11 +7,13 @@
 //! - [`fleet`]: the fleet simulator, mdf's protocol at 10,000 workers on simulated S3.
 //! - [`protocol`]: requests per task and the protocol's overhead on the local store.
 //! - [`text`]: language identification, main-text extraction, the URL filter, MinHash.
+//! - [`extract`]: main-text extraction scored per source on public benchmarks.
 //! - [`images`]: the image kernels on one core.
 //! - [`dedup`]: the exact-dedup shuffle on one core, without the store.
 //! - [`fasttext`]: fastText prediction, and lid.176 beside the built-in identifier.
 //! - [`semantic`]: semantic dedup's similarity kernels on one core.
 pub mod dedup;
+pub mod extract;
 pub mod fasttext;
 pub mod fleet;
 pub mod images;
@@ -20,13 +22,14 @@ pub mod semantic;
 pub mod text;
 
 pub use dedup::{DedupBench, DedupReport, dedup_shuffle};
+pub use extract::{ExtractSources, extract_sources};
 pub use fasttext::{FastTextReport, fasttext};
 pub use fleet::{FleetBench, FleetReport, fleet};
 pub use images::{ImagesReport, images};
 pub use protocol::{ProtocolBench, ProtocolReport, protocol};
 pub use text::{
     ExtractReport, ExtractSpeed, LangidReport, MinhashReport, UrlFilterReport, extract_quality,
-    extract_speed, langid_accuracy, minhash, url_filter,
+    extract_speed, langid_accuracy, langid_dump, minhash, url_filter,
 };
 
 /// Why a benchmark could not run. Each message is whole (it names its cause), so the

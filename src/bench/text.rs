@@ -66,6 +66,67 @@ pub fn langid_accuracy(
     })
 }
 
+/// Writes, for each labelled sentence under `dir` (as [`langid_accuracy`] reads them)
+/// and each line `{"id", "lang", "text"}` of `texts`, a JSON line `{set, id, lang,
+/// got, margin, ngrams, known}` with the identifier's answer and evidence.
+pub fn langid_dump(
+    dir: &std::path::Path,
+    per_language: usize,
+    texts: Option<&std::path::Path>,
+    out: &std::path::Path,
+) -> Result<(), BenchError> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).map_err(BenchError::io(out))?);
+    let mut put = |set: &str, id: String, lang: &str, text: &str| -> Result<(), BenchError> {
+        let (got, e) = match crate::kernels::lang::identify_evidence(text) {
+            Some((l, e)) => (Some(l), Some(e)),
+            None => (None, None),
+        };
+        let line = serde_json::json!({
+            "set": set, "id": id, "lang": lang, "got": got,
+            "margin": e.map(|e| if e.margin.is_finite() { e.margin } else { 1e9 }),
+            "ngrams": e.map(|e| e.ngrams), "known": e.map(|e| e.known),
+        });
+        writeln!(w, "{line}").map_err(BenchError::io(out))
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(BenchError::io(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Some(code) = name.strip_suffix(".txt.gz") else {
+            continue;
+        };
+        let r = BufReader::new(flate2::read::GzDecoder::new(
+            std::fs::File::open(&f).map_err(BenchError::io(&f))?,
+        ));
+        for (i, l) in r.lines().take(per_language).enumerate() {
+            put(
+                "sentences",
+                format!("{code}/{i}"),
+                code,
+                &l.map_err(BenchError::io(&f))?,
+            )?;
+        }
+    }
+    if let Some(t) = texts {
+        let r = BufReader::new(std::fs::File::open(t).map_err(BenchError::io(t))?);
+        for l in r.lines() {
+            let v: serde_json::Value = serde_json::from_str(&l.map_err(BenchError::io(t))?)
+                .map_err(|e| BenchError::Input(format!("{}: {e}", t.display())))?;
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            put("pages", s("id"), &s("lang"), &s("text"))?;
+        }
+    }
+    w.flush().map_err(BenchError::io(out))
+}
+
 /// Result of an extraction quality run.
 pub struct ExtractReport {
     pub pages: usize,

@@ -65,12 +65,28 @@ pub enum Bench {
         /// Sentences per language.
         #[arg(long, default_value_t = 1000)]
         per_language: usize,
+        /// Also write each text's label, answer and evidence (margin, n-grams, known
+        /// share) as JSON lines, for scripts/langid-calibrate.py.
+        #[arg(long)]
+        dump: Option<std::path::PathBuf>,
+        /// With --dump: labelled texts as JSON lines {"id", "lang", "text"} (real
+        /// pages) dumped too.
+        #[arg(long, requires = "dump")]
+        texts: Option<std::path::PathBuf>,
     },
     /// Main-text extraction quality (snippet precision/recall/F1) and speed on a
     /// labelled set (../shared/data/extraction-dev: evaldata.json + html/*.gz).
     Extract {
-        #[arg(long, required_unless_present = "pages")]
+        #[arg(long, required_unless_present_any = ["pages", "sources"])]
         dev: Option<std::path::PathBuf>,
+        /// Shingle and snippet F1 per source and per half (tuning / held-out) on a
+        /// folder of `<source>/ground-truth.json` + `<source>/html/<id>.html.gz`
+        /// (../shared/data/extraction-wceb).
+        #[arg(long, conflicts_with_all = ["dev", "pages"])]
+        sources: Option<std::path::PathBuf>,
+        /// With --sources: each page's text as JSON lines {source, id, half, text}.
+        #[arg(long, requires = "sources")]
+        dump: Option<std::path::PathBuf>,
         /// Score only the first N pages of the set.
         #[arg(long, default_value_t = usize::MAX)]
         limit: usize,
@@ -181,6 +197,11 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
         Bench::Extract {
             pages: Some(dir), ..
         } => Box::new(bench::extract_speed(&dir)?),
+        Bench::Extract {
+            sources: Some(dir),
+            dump,
+            ..
+        } => Box::new(bench::extract_sources(&dir, dump.as_deref())?),
         Bench::Extract { dev, limit, .. } => {
             let dev = dev.ok_or_else(|| anyhow::anyhow!("--dev or --pages"))?;
             Box::new(bench::extract_quality(&dev, limit)?)
@@ -226,7 +247,15 @@ pub fn run(b: Bench) -> anyhow::Result<ExitCode> {
                 },
             })?)
         }
-        Bench::Langid { data, per_language } => {
+        Bench::Langid {
+            data,
+            per_language,
+            dump,
+            texts,
+        } => {
+            if let Some(out) = dump {
+                bench::langid_dump(&data, per_language, texts.as_deref(), &out)?;
+            }
             Box::new(bench::langid_accuracy(&data, per_language)?)
         }
         Bench::Fasttext {

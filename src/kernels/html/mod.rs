@@ -144,9 +144,27 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             pos = lt + 1;
             continue;
         }
+        // The spec's tag name runs to white space, `/` or `>`: `<a.length` in a
+        // script that leaked into the body is an unknown element, not a link.
+        let mut tag = Tag::of_name(&b[name_start..name_end]);
+        if name_end < b.len()
+            && !matches!(
+                b[name_end],
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>'
+            )
+        {
+            while name_end < b.len()
+                && !matches!(
+                    b[name_end],
+                    b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>'
+                )
+            {
+                name_end += 1;
+            }
+            tag = Tag::of(&b[name_start..name_end]);
+        }
         let tag_end = find_tag_end(b, name_end);
         let name = &b[name_start..name_end];
-        let tag = Tag::of_name(name);
         let attrs = &html[name_end..tag_end.saturating_sub(1).max(name_end)];
         pos = tag_end;
         let kind = tag_kind(tag);
@@ -208,6 +226,16 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             continue;
         }
         if tag == TAG_A {
+            // A link does not nest: `<a>` closes a link left open, as parsers do
+            // (one unclosed `<a>` must not make the rest of the page link text).
+            if in_link > 0
+                && let Some(i) = stack.iter().rposition(|e| e.tag == TAG_A)
+            {
+                close_from(&mut stack, i, &mut in_link);
+                if skip_depth.is_some_and(|d| d > stack.len()) {
+                    skip_depth = None;
+                }
+            }
             in_link += 1;
         }
         let (parent_boiler, parent_hard, parent_content, parent_pre) = flags(&stack);
@@ -306,6 +334,10 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
                 let relaxed = select(&blocks, true);
                 if relaxed.len() > text.len() {
                     relaxed
+                } else if text.is_empty() {
+                    // A page this small has no boilerplate to tell apart: its
+                    // visible text is its content.
+                    tiny_page(&blocks)
                 } else {
                     text
                 }
@@ -331,12 +363,14 @@ fn nfc(s: String) -> String {
 
 // The parts of the extractor, one concern each; their items are this module's.
 mod entities;
+mod meta;
 mod scan;
 mod select;
 mod tags;
 mod text;
 pub use entities::decode_entities;
 use entities::*;
+pub use meta::{Metadata, iso_date, metadata, url_date};
 use scan::*;
 use select::*;
 use tags::*;

@@ -134,6 +134,27 @@ pub(super) fn select(all_blocks: &Blocks, relaxed: bool) -> String {
     out
 }
 
+/// Every block outside tag, role and hiding boilerplate, when together they are
+/// under [`FALLBACK_BELOW`] bytes (a page of one line); otherwise nothing.
+pub(super) fn tiny_page(all_blocks: &Blocks) -> String {
+    let visible = || all_blocks.list.iter().filter(|b| !b.hard);
+    if visible()
+        .map(|b| all_blocks.text(b).len() + 1)
+        .sum::<usize>()
+        > FALLBACK_BELOW
+    {
+        return String::new();
+    }
+    let mut out = String::new();
+    for b in visible() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(all_blocks.text(b));
+    }
+    out
+}
+
 pub(super) fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -317,7 +317,10 @@ pub(super) fn class_kinds(values: &[&str]) -> u8 {
         for token in v.split_ascii_whitespace() {
             let (mut t, mut contents) = (0u8, 0u32);
             for w in words_of(token) {
-                let kind = CLASS_WORDS.get(w).copied().unwrap_or(0);
+                let kind = CLASS_WORDS
+                    .get(w)
+                    .copied()
+                    .unwrap_or_else(|| compound_kind(w));
                 contents += u32::from(kind & W_CONTENT != 0);
                 t |= kind;
             }
@@ -336,6 +339,50 @@ pub(super) fn class_kinds(values: &[&str]) -> u8 {
     }
     k
 }
+
+/// Class words run together without a separator ("postcomments", "commentlist",
+/// "storybody", "relatedlinks"): a boilerplate stem at either end of the word, or a
+/// content name followed by a generic content word. Only ends are compared (no
+/// lookups), so an unknown word costs a few byte comparisons.
+pub(super) fn compound_kind(w: &str) -> u8 {
+    if w.len() < 7 {
+        return 0;
+    }
+    for stem in COMPOUND_BOILER {
+        if (w.starts_with(stem) && !w.starts_with("commentar")) || w.ends_with(stem) {
+            return CLASS_WORDS.get(stem).copied().unwrap_or(0);
+        }
+    }
+    for tail in ["body", "content", "text"] {
+        if let Some(head) = w.strip_suffix(tail)
+            && matches!(head, "article" | "story" | "entry" | "post" | "main")
+        {
+            return W_CONTENT | W_STRONG_CONTENT;
+        }
+    }
+    0
+}
+
+/// Boilerplate words recognised at the ends of a compound word (see
+/// [`compound_kind`]): long and distinctive enough not to end unrelated words.
+const COMPOUND_BOILER: &[&str] = &[
+    "comments",
+    "comment",
+    "sidebar",
+    "related",
+    "footer",
+    "newsletter",
+    "social",
+    "sharing",
+    "breadcrumb",
+    "navigation",
+    "navbar",
+    "advert",
+    "sponsor",
+    "subscribe",
+    "cookie",
+    "pagination",
+];
 
 pub(super) fn words_of(v: &str) -> impl Iterator<Item = &str> {
     v.split(|c: char| !c.is_ascii_alphanumeric())

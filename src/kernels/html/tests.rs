@@ -374,3 +374,133 @@ fn entities_and_budget() {
     );
     assert!(extract(&nasty, Duration::from_secs(30)).is_ok());
 }
+
+/// Structures from the extraction-wceb tuning halves where the page came out empty
+/// or wrong.
+#[test]
+fn links_tag_names_tiny_pages_and_run_together_class_words() {
+    let para = "This paragraph is the article: long enough, with no links in it, to be \
+                taken as main content by any reasonable extractor.";
+    let ex = |html: &str| extract(html, Duration::from_secs(1)).unwrap().text;
+    // A script that leaked into the page (a truncated capture): `<a.length` is an
+    // unknown element by the spec's tag-name rule, not a link left open.
+    let t = ex(&format!(
+        "<html><body>for(i=0;a&&i<a.length&&(x=a[i]);i++) x.src=1;\n<div><p>{para}</p><p>{para}</p></div></body></html>"
+    ));
+    assert!(t.contains("This paragraph is the article"), "{t}");
+    // An `<a>` never closed is closed by the next `<a>`: the article after the menu
+    // is not link text.
+    let t = ex(&format!(
+        "<html><body><div><a href=/>Home<a href=/n>News</a></div><div><p>{para}</p><p>{para}</p></div></body></html>"
+    ));
+    assert!(t.contains("This paragraph is the article"), "{t}");
+    // A page of one short line is its own content.
+    assert_eq!(
+        ex("<html><head><title>T</title></head><body> Test </body></html>"),
+        "Test"
+    );
+    // ...but a short page of navigation stays empty.
+    assert_eq!(
+        ex("<html><body><nav><a href=/>Home</a></nav></body></html>"),
+        ""
+    );
+    // Class words run together: comments in `postcomments`/`commentlist`, the
+    // story in `storybody`; `commentary` is not a comment box.
+    let t = ex(&format!(
+        "<html><body><div class=storybody><p>{para}</p><p>{para}</p></div>\
+         <div class=postcomments><ul class=commentlist><li><p>A reader wrote this long comment \
+         about the article, which is not part of the article itself at all.</p></li></ul></div></body></html>"
+    ));
+    assert!(
+        t.contains("This paragraph") && !t.contains("A reader wrote"),
+        "{t}"
+    );
+    assert_eq!(class_kinds(&["commentlist"]) & W_BOILER, W_BOILER);
+    assert_eq!(class_kinds(&["relatedlinks"]) & W_BOILER, W_BOILER);
+    assert_eq!(class_kinds(&["commentary"]), 0);
+    assert_eq!(class_kinds(&["storybody"]), W_CONTENT | W_STRONG_CONTENT);
+}
+
+#[test]
+fn metadata_from_json_ld_open_graph_and_meta_names() {
+    let page = r#"<html><head>
+<meta property="og:site_name" content="The Daily &amp; Co">
+<meta name="author" content="Meta Author">
+<meta property="article:published_time" content="2024-03-05T10:00:00Z">
+<meta name="description" content="  A short
+   description. ">
+<link rel="stylesheet" href="/s.css"><link rel="canonical" href="https://example.com/a/b">
+<script>var s = '<meta name="author" content="Not This">';</script>
+<script type="application/ld+json">{"@context":"https://schema.org","@graph":[
+ {"@type":"WebSite","name":"Site"},
+ {"@type":["NewsArticle"],"author":[{"@type":"Person","name":"Ada Lovelace"},{"name":"Charles Babbage"}],
+  "datePublished":"2024-03-04","publisher":{"@type":"Organization","name":"Daily Publishing"}}]}</script>
+</head><body><p>Text.</p></body></html>"#;
+    let m = metadata(page, None);
+    assert_eq!(m.author.as_deref(), Some("Ada Lovelace, Charles Babbage"));
+    assert_eq!(m.date.as_deref(), Some("2024-03-04"));
+    assert_eq!(m.site_name.as_deref(), Some("Daily Publishing"));
+    assert_eq!(m.canonical_url.as_deref(), Some("https://example.com/a/b"));
+    assert_eq!(m.description.as_deref(), Some("A short description."));
+    // Without JSON-LD, the `<meta>` names; a script's text is never read as tags.
+    let page = page.replace("application/ld+json", "text/plain");
+    let m = metadata(&page, None);
+    assert_eq!(m.author.as_deref(), Some("Meta Author"));
+    assert_eq!(m.date.as_deref(), Some("2024-03-05"));
+    assert_eq!(m.site_name.as_deref(), Some("The Daily & Co"));
+    // Nothing declared: nothing guessed; broken JSON-LD and junk dates ignored.
+    let m = metadata(
+        r#"<html><head><script type="application/ld+json">{"@type": "Article",</script>
+<meta name="date" content="yesterday"><meta property="article:author" content="https://x.com/u">
+<link rel="canonical" href="/relative"></head><body>By Someone, 2024-01-01</body></html>"#,
+        Some("https://e.com/news/item?d=2024/01/01/"),
+    );
+    assert_eq!(m, Metadata::default());
+    // Dates: the forms pages use; impossible ones refused.
+    for (v, want) in [
+        ("2008-01-16T08:29:00-08:00", Some("2008-01-16")),
+        ("2008/01/16", Some("2008-01-16")),
+        ("20080116", Some("2008-01-16")),
+        ("2023-02-29", None),
+        ("1850-01-01", None),
+        ("16/01/2008", None),
+        ("2008-13-01", None),
+        ("2008-01-1é", None),
+        ("200801é", None),
+        ("é", None),
+    ] {
+        assert_eq!(iso_date(v).as_deref(), want, "{v}");
+    }
+    // The address's date where the page declares none; a declared one wins.
+    for (url, want) in [
+        ("https://e.com/2008/01/16/story.html", Some("2008-01-16")),
+        ("https://e.com/blog/2008-1-6-x", None),
+        ("https://e.com/blog/2008-01-06-title", Some("2008-01-06")),
+        ("https://e.com/2008/13/16/", None),
+        ("https://e.com/id/2008/1234/5", None),
+    ] {
+        assert_eq!(url_date(url).as_deref(), want, "{url}");
+    }
+    let m = metadata(
+        r#"<p>By <time itemprop="datePublished" datetime="2020-05-06T07:00">May 6</time></p>
+<meta name="author" content="By Jane Doe">"#,
+        Some("https://e.com/2008/01/16/x"),
+    );
+    assert_eq!(m.date.as_deref(), Some("2020-05-06"));
+    assert_eq!(m.author.as_deref(), Some("Jane Doe"));
+    assert_eq!(
+        metadata("<p>x</p>", Some("https://e.com/2008/01/16/x"))
+            .date
+            .as_deref(),
+        Some("2008-01-16")
+    );
+    // A hostile value is bounded.
+    let long = format!(
+        r#"<meta name="description" content="{}">"#,
+        "x ".repeat(100_000)
+    );
+    assert_eq!(
+        metadata(&long, None).description.unwrap().chars().count(),
+        1000
+    );
+}
