@@ -38,10 +38,17 @@ def main():
               "canonical_url": "url", "description": "description"}
     stats = {f: [0, 0, 0, 0] for f in fields}  # mdf found, traf found, both, agree
     n = 0
+    urls = {}
+    for src in os.listdir(a.sources):
+        gt = os.path.join(a.sources, src, "ground-truth.json")
+        if os.path.isfile(gt):
+            for pid, e in json.load(open(gt)).items():
+                urls[(src, pid)] = e.get("url")
     for d in map(json.loads, open(dump)):
         raw = gzip.open(os.path.join(a.sources, d["source"], "html", d["id"] + ".html.gz")).read()
         try:
-            t = extract_metadata(raw)
+            # Both see the page's address (mdf dates a page by its path too).
+            t = extract_metadata(raw, default_url=urls.get((d["source"], d["id"])))
         except Exception as e:
             print(f"{d['source']}/{d['id']}: {e}", file=sys.stderr)
             t = None

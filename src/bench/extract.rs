@@ -31,25 +31,14 @@ pub struct Match {
     pub fn_: f64,
 }
 
-/// `\w+` tokens as Python's `re` finds them: runs of Unicode letters, numbers and `_`.
+/// `\w+` tokens as Python's `re` finds them: runs of Unicode letters (L*), numbers
+/// (N*) and `_` (Python's `str.isalnum`; not marks, not the Alphabetic property's
+/// symbols such as ⓘ). Characters newer than the Python's Unicode tables may still
+/// differ.
 pub fn tokens(text: &str) -> Vec<&str> {
-    let word = |c: char| c == '_' || c.is_alphanumeric();
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in text.char_indices() {
-        match (word(c), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                out.push(&text[s..i]);
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        out.push(&text[s..]);
-    }
-    out
+    static WORD: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"[\p{L}\p{N}_]+").expect("valid"));
+    WORD.find_iter(text).map(|m| m.as_str()).collect()
 }
 
 /// The bag of `n`-token shingles of `text` (a text of fewer tokens is one shingle).
@@ -353,6 +342,8 @@ mod tests {
             ["It", "s", "2026", "für_x", "東京"]
         );
         assert!(tokens(" .,; ").is_empty());
+        // Marks and circled letters are not word characters to Python.
+        assert_eq!(tokens("किताब ⓘ x"), ["क", "त", "ब", "x"]);
     }
 
     #[test]

@@ -12,6 +12,20 @@ pub struct LangidReport {
     pub unsupported: Vec<String>,
 }
 
+/// The `<code>.txt.gz` files of labelled sentences under `dir`, by name.
+fn sentence_files(dir: &std::path::Path) -> Result<Vec<(String, std::path::PathBuf)>, BenchError> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(BenchError::io(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            Some((name.strip_suffix(".txt.gz")?.to_string(), p))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// Accuracy of `kernels::lang::identify` on `<code>.txt.gz` files of labelled sentences.
 pub fn langid_accuracy(
     dir: &std::path::Path,
@@ -19,22 +33,9 @@ pub fn langid_accuracy(
 ) -> Result<LangidReport, BenchError> {
     use std::io::{BufRead, BufReader};
     let known = crate::kernels::lang::known_codes();
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(BenchError::io(dir))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    files.sort();
     let (mut per, mut unsupported, mut total, mut secs) = (Vec::new(), Vec::new(), 0usize, 0f64);
-    for f in files {
-        let name = f
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let Some(code) = name.strip_suffix(".txt.gz") else {
-            continue;
-        };
+    for (code, f) in sentence_files(dir)? {
+        let code = code.as_str();
         if !known.contains(&code) {
             unsupported.push(code.to_string());
             continue;
@@ -89,20 +90,7 @@ pub fn langid_dump(
         });
         writeln!(w, "{line}").map_err(BenchError::io(out))
     };
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(BenchError::io(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
-    for f in files {
-        let name = f
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let Some(code) = name.strip_suffix(".txt.gz") else {
-            continue;
-        };
+    for (code, f) in sentence_files(dir)? {
         let r = BufReader::new(flate2::read::GzDecoder::new(
             std::fs::File::open(&f).map_err(BenchError::io(&f))?,
         ));
@@ -110,7 +98,7 @@ pub fn langid_dump(
             put(
                 "sentences",
                 format!("{code}/{i}"),
-                code,
+                &code,
                 &l.map_err(BenchError::io(&f))?,
             )?;
         }

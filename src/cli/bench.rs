@@ -84,11 +84,12 @@ pub enum Bench {
         /// (../shared/data/extraction-wceb).
         #[arg(long, conflicts_with_all = ["dev", "pages"])]
         sources: Option<std::path::PathBuf>,
-        /// With --sources: each page's text as JSON lines {source, id, half, text}.
+        /// With --sources: each page's text and declared metadata as JSON lines
+        /// {source, id, half, text, author, date, site_name, canonical_url, description}.
         #[arg(long, requires = "sources")]
         dump: Option<std::path::PathBuf>,
-        /// Score only the first N pages of the set.
-        #[arg(long, default_value_t = usize::MAX)]
+        /// Score only the first N pages of the set (--dev).
+        #[arg(long, default_value_t = usize::MAX, conflicts_with = "sources")]
         limit: usize,
         /// Speed only, on unlabelled pages: every `*.html` / `*.htm` file under this
         /// folder (e.g. Debian's python3.11-doc), fastest of three passes.

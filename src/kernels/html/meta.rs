@@ -35,6 +35,7 @@ const AUTHOR: &[&str] = &[
     "dc.creator",
     "dcterms.creator",
     "citation_author",
+    "itemprop:author",
 ];
 const DATE: &[&str] = &[
     "article:published_time",
@@ -52,59 +53,109 @@ const DATE: &[&str] = &[
     "dcterms.date",
     "citation_publication_date",
     "citation_date",
+    "itemprop:datepublished",
 ];
 const SITE: &[&str] = &["og:site_name", "application-name", "twitter:site"];
 const DESCRIPTION: &[&str] = &["description", "og:description", "twitter:description"];
+
+/// Every `<meta>` name read, in the order of the lists above (a page's other names
+/// are not kept: a hostile page cannot grow this).
+fn known_key(k: &str) -> Option<u8> {
+    [AUTHOR, DATE, SITE, DESCRIPTION, &["og:url"]]
+        .iter()
+        .flat_map(|l| l.iter())
+        .position(|x| x.eq_ignore_ascii_case(k))
+        .and_then(|i| u8::try_from(i).ok())
+}
+
+fn key_name(i: u8) -> &'static str {
+    [AUTHOR, DATE, SITE, DESCRIPTION, &["og:url"]]
+        .iter()
+        .flat_map(|l| l.iter())
+        .nth(usize::from(i))
+        .copied()
+        .unwrap_or("")
+}
+
+/// Values kept per name (the first ones win anyway).
+const PER_KEY: usize = 4;
 
 /// Reads the page's metadata in one pass over its tags; `url`, the page's address,
 /// gives the date where the page declares none and its path carries one
 /// (`/2008/01/16/`, `/2008-01-16-title`).
 pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
     let b = html.as_bytes();
-    // (meta name or property, content), in page order.
-    let mut metas: Vec<(String, &str)> = Vec::new();
+    // (index of a known name, content), in page order, at most PER_KEY per name.
+    let mut metas: Vec<(u8, &str)> = Vec::new();
+    let mut per_key = [0u8; 64];
     let mut canonical: Option<&str> = None;
     let mut ld = Metadata::default();
     let mut pos = 0;
     while let Some(i) = memchr::memchr(b'<', &b[pos..]) {
         let lt = pos + i;
         if b[lt..].starts_with(b"<!--") {
-            pos = memchr::memmem::find(&b[lt + 4..], b"-->").map_or(b.len(), |e| lt + 7 + e);
+            pos = comment_end(b, lt);
             continue;
         }
-        let mut name_end = lt + 1;
-        while name_end < b.len() && b[name_end].is_ascii_alphanumeric() {
-            name_end += 1;
-        }
-        let name = &b[lt + 1..name_end];
-        if name.is_empty() {
+        // The spec's tag name: a letter, then anything up to white space, `/` or `>`.
+        if !b.get(lt + 1).is_some_and(u8::is_ascii_alphabetic) {
             pos = lt + 1;
             continue;
         }
+        let mut name_end = lt + 1;
+        while name_end < b.len()
+            && !matches!(
+                b[name_end],
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>'
+            )
+        {
+            name_end += 1;
+        }
+        let name = &b[lt + 1..name_end];
         let tag_end = find_tag_end(b, name_end);
-        let attrs = &html[name_end..tag_end.saturating_sub(1).max(name_end)];
+        let attrs = &html[name_end..attrs_end(b, name_end, tag_end)];
         pos = tag_end;
-        if name.eq_ignore_ascii_case(b"meta") {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"meta") {
             let a = attr_pairs(attrs);
-            let key = get(&a, "property")
-                .or_else(|| get(&a, "name"))
-                .or_else(|| get(&a, "itemprop"));
-            if let (Some(k), Some(v)) = (key, get(&a, "content")) {
+            let content = get(&a, "content");
+            let mut keys = |k: Option<&str>, prefix: &str| {
+                let (Some(k), Some(v)) = (k, content) else {
+                    return;
+                };
                 // `property="dc:description og:description"` names several.
-                for k in k.split_ascii_whitespace() {
-                    metas.push((k.to_ascii_lowercase(), v));
+                for k in k.split_ascii_whitespace().take(8) {
+                    let key = if prefix.is_empty() {
+                        known_key(k)
+                    } else {
+                        known_key(&format!("{prefix}{}", k.get(..40).unwrap_or(k)))
+                    };
+                    if let Some(i) = key
+                        && per_key[usize::from(i)] < PER_KEY as u8
+                    {
+                        per_key[usize::from(i)] += 1;
+                        metas.push((i, v));
+                    }
                 }
-            }
-        } else if name.eq_ignore_ascii_case(b"time") {
+            };
+            keys(get(&a, "property"), "");
+            keys(get(&a, "name"), "");
+            keys(get(&a, "itemprop"), "itemprop:");
+        } else if is(b"time") {
             // `<time itemprop="datePublished" datetime=...>`, `<time pubdate datetime=...>`.
             let a = attr_pairs(attrs);
             let published = get(&a, "itemprop")
                 .is_some_and(|p| p.eq_ignore_ascii_case("datepublished"))
                 || get(&a, "pubdate").is_some();
-            if published && let Some(v) = get(&a, "datetime") {
-                metas.push(("datepublished".into(), v));
+            if published
+                && let Some(v) = get(&a, "datetime")
+                && let Some(i) = known_key("itemprop:datepublished")
+                && per_key[usize::from(i)] < PER_KEY as u8
+            {
+                per_key[usize::from(i)] += 1;
+                metas.push((i, v));
             }
-        } else if name.eq_ignore_ascii_case(b"link") {
+        } else if is(b"link") {
             let a = attr_pairs(attrs);
             if canonical.is_none()
                 && get(&a, "rel").is_some_and(|r| {
@@ -114,15 +165,14 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
             {
                 canonical = get(&a, "href");
             }
-        } else if name.eq_ignore_ascii_case(b"script") || name.eq_ignore_ascii_case(b"style") {
-            // Raw text to the end tag; JSON-LD is read, other scripts skipped.
-            let close: &[u8] = if name.len() == 6 {
-                b"</script"
-            } else {
-                b"</style"
-            };
-            let end = find_ci(&b[pos..], close).map_or(b.len(), |e| pos + e);
-            let is_ld = name.len() == 6
+        } else if SKIP_RAW.iter().any(|r| is(r.as_bytes())) && !b[..tag_end].ends_with(b"/>") {
+            // Raw text to the end tag (script, style, template, textarea, title):
+            // JSON-LD is read, the rest skipped, never taken for tags.
+            let mut close = Vec::with_capacity(name.len() + 2);
+            close.extend_from_slice(b"</");
+            close.extend_from_slice(name);
+            let end = find_ci(&b[pos..], &close).map_or(b.len(), |e| pos + e);
+            let is_ld = is(b"script")
                 && get(&attr_pairs(attrs), "type")
                     .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/ld+json"));
             if is_ld && end - pos <= MAX_JSON_LD {
@@ -135,7 +185,7 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
         keys.iter().find_map(|k| {
             metas
                 .iter()
-                .filter(|(n, _)| n == k)
+                .filter(|(n, _)| key_name(*n) == *k)
                 .map(|(_, v)| clean(v))
                 .find(|v| !v.is_empty() && ok(v))
         })
@@ -197,9 +247,14 @@ fn absolute(u: &str) -> bool {
     (u.starts_with("https://") || u.starts_with("http://")) && !u.contains(char::is_whitespace)
 }
 
-/// Entity-decoded, white space collapsed, at most [`MAX_CHARS`] characters.
+/// Entity-decoded, white space collapsed, at most [`MAX_CHARS`] characters (the raw
+/// value is cut first, so a huge attribute costs no more than a long one).
 fn clean(v: &str) -> String {
-    let v = collapse(&decode_entities(v));
+    let mut cut = v.len().min(8 * MAX_CHARS);
+    while !v.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let v = collapse(&decode_entities(&v[..cut]));
     match v.char_indices().nth(MAX_CHARS) {
         Some((i, _)) => v[..i].to_string(),
         None => v,
@@ -250,48 +305,10 @@ pub fn iso_date(v: &str) -> Option<String> {
         .then(|| format!("{y:04}-{m:02}-{day:02}"))
 }
 
-/// Attribute name/value pairs of a tag (names lower-cased by the caller's compare).
+/// Attribute name/value pairs of a tag.
 fn attr_pairs(s: &str) -> Vec<(&str, &str)> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
     let mut i = 0;
-    while i < b.len() {
-        while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
-            i += 1;
-        }
-        let start = i;
-        while i < b.len() && !(b[i].is_ascii_whitespace() || b[i] == b'=' || b[i] == b'/') {
-            i += 1;
-        }
-        let name = &s[start..i];
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let mut value = "";
-        if i < b.len() && b[i] == b'=' {
-            i += 1;
-            while i < b.len() && b[i].is_ascii_whitespace() {
-                i += 1;
-            }
-            if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
-                let q = b[i];
-                let end = memchr::memchr(q, &b[i + 1..]).map_or(b.len(), |e| i + 1 + e);
-                value = &s[i + 1..end];
-                i = end + 1;
-            } else {
-                let v = i;
-                while i < b.len() && !b[i].is_ascii_whitespace() {
-                    i += 1;
-                }
-                value = &s[v..i];
-            }
-        } else if name.is_empty() {
-            i += 1;
-            continue;
-        }
-        out.push((name, value));
-    }
-    out
+    std::iter::from_fn(|| next_attr(s, &mut i)).collect()
 }
 
 /// The first value of an attribute, by name ignoring case.

@@ -118,9 +118,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         }
         // Comments, doctype, processing instructions.
         if b[lt..].starts_with(b"<!--") {
-            pos = memchr::memmem::find(&b[lt + 4..], b"-->")
-                .map(|i| lt + 4 + i + 3)
-                .unwrap_or(b.len());
+            pos = comment_end(b, lt);
             continue;
         }
         if b.get(lt + 1).is_some_and(|&c| c == b'!' || c == b'?') {
@@ -161,11 +159,11 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
             {
                 name_end += 1;
             }
-            tag = Tag::of(&b[name_start..name_end]);
+            tag = Tag::other(&b[name_start..name_end]);
         }
         let tag_end = find_tag_end(b, name_end);
         let name = &b[name_start..name_end];
-        let attrs = &html[name_end..tag_end.saturating_sub(1).max(name_end)];
+        let attrs = &html[name_end..attrs_end(b, name_end, tag_end)];
         pos = tag_end;
         let kind = tag_kind(tag);
         let is_block = kind & K_BLOCK != 0;
@@ -228,13 +226,15 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         if tag == TAG_A {
             // A link does not nest: `<a>` closes a link left open, as parsers do
             // (one unclosed `<a>` must not make the rest of the page link text).
+            // Only the link is closed: elements opened inside it stay open (a
+            // card link around a `<div>`), and inside a skipped subtree (an SVG, a
+            // button) nothing is closed.
             if in_link > 0
+                && skip_depth.is_none()
                 && let Some(i) = stack.iter().rposition(|e| e.tag == TAG_A)
             {
-                close_from(&mut stack, i, &mut in_link);
-                if skip_depth.is_some_and(|d| d > stack.len()) {
-                    skip_depth = None;
-                }
+                stack.remove(i);
+                in_link -= 1;
             }
             in_link += 1;
         }

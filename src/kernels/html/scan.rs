@@ -64,6 +64,73 @@ pub(super) fn find3(a: u8, b: u8, c: u8, hay: &[u8]) -> Option<usize> {
     find_any([a, b, c], hay, |h| memchr::memchr3(a, b, c, h))
 }
 
+/// The next attribute of a tag's attribute text from byte `*i`, as an HTML tokenizer
+/// reads it: a name, then `=` and a quoted or bare value (a name alone has value "").
+#[inline]
+pub(super) fn next_attr<'a>(s: &'a str, i: &mut usize) -> Option<(&'a str, &'a str)> {
+    let b = s.as_bytes();
+    loop {
+        while *i < b.len() && (b[*i].is_ascii_whitespace() || b[*i] == b'/') {
+            *i += 1;
+        }
+        if *i >= b.len() {
+            return None;
+        }
+        let name_start = *i;
+        while *i < b.len() && !(b[*i].is_ascii_whitespace() || b[*i] == b'=' || b[*i] == b'/') {
+            *i += 1;
+        }
+        let name = &s[name_start..*i];
+        while *i < b.len() && b[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+        if *i < b.len() && b[*i] == b'=' {
+            *i += 1;
+            while *i < b.len() && b[*i].is_ascii_whitespace() {
+                *i += 1;
+            }
+            if *i < b.len() && (b[*i] == b'"' || b[*i] == b'\'') {
+                let q = b[*i];
+                let end = find1(q, &b[*i + 1..]).map_or(b.len(), |e| *i + 1 + e);
+                let value = &s[*i + 1..end];
+                *i = end + 1;
+                return Some((name, value));
+            }
+            let start = *i;
+            while *i < b.len() && !b[*i].is_ascii_whitespace() {
+                *i += 1;
+            }
+            return Some((name, &s[start..*i]));
+        } else if name.is_empty() {
+            *i += 1; // a stray character: move on
+            continue;
+        }
+        return Some((name, ""));
+    }
+}
+
+/// Where a comment that starts at `lt` (`<!--`) ends: `<!-->` and `<!--->` are whole
+/// (empty) comments, as the spec has them; otherwise after the next `-->`.
+pub(super) fn comment_end(b: &[u8], lt: usize) -> usize {
+    if b[lt + 4..].starts_with(b">") {
+        lt + 5
+    } else if b[lt + 4..].starts_with(b"->") {
+        lt + 6
+    } else {
+        memchr::memmem::find(&b[lt + 4..], b"-->").map_or(b.len(), |i| lt + 7 + i)
+    }
+}
+
+/// Where a tag's attributes end: before its `>`, or at the end of a page cut off
+/// inside the tag (never inside a character).
+pub(super) fn attrs_end(b: &[u8], name_end: usize, tag_end: usize) -> usize {
+    if tag_end > name_end && b[tag_end - 1] == b'>' {
+        tag_end - 1
+    } else {
+        tag_end.max(name_end)
+    }
+}
+
 pub(super) fn find_tag_end(b: &[u8], from: usize) -> usize {
     // As an HTML tokenizer does: a quote opens a quoted value only right after `=`
     // (whitespace between allowed); a stray apostrophe elsewhere is just a character.
@@ -140,42 +207,8 @@ impl<'a> Attrs<'a> {
         let mut hidden_style = false;
         let mut seen_style = false;
         lower.clear();
-        let b = s.as_bytes();
         let mut i = 0;
-        while i < b.len() {
-            while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
-                i += 1;
-            }
-            let name_start = i;
-            while i < b.len() && !(b[i].is_ascii_whitespace() || b[i] == b'=' || b[i] == b'/') {
-                i += 1;
-            }
-            let name = &s[name_start..i];
-            while i < b.len() && b[i].is_ascii_whitespace() {
-                i += 1;
-            }
-            let mut value = "";
-            if i < b.len() && b[i] == b'=' {
-                i += 1;
-                while i < b.len() && b[i].is_ascii_whitespace() {
-                    i += 1;
-                }
-                if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
-                    let q = b[i];
-                    let end = find1(q, &b[i + 1..]).map_or(b.len(), |e| i + 1 + e);
-                    value = &s[i + 1..end];
-                    i = end + 1;
-                } else {
-                    let start = i;
-                    while i < b.len() && !b[i].is_ascii_whitespace() {
-                        i += 1;
-                    }
-                    value = &s[start..i];
-                }
-            } else if name.is_empty() {
-                i += 1; // a stray character: move on
-                continue;
-            }
+        while let Some((name, value)) = next_attr(s, &mut i) {
             let is = |n: &str| name.len() == n.len() && name.eq_ignore_ascii_case(n);
             let slot = if is("class") {
                 0

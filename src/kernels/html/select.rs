@@ -134,10 +134,16 @@ pub(super) fn select(all_blocks: &Blocks, relaxed: bool) -> String {
     out
 }
 
-/// Every block outside tag, role and hiding boilerplate, when together they are
+/// Every block outside boilerplate and not mostly links, when together they are
 /// under [`FALLBACK_BELOW`] bytes (a page of one line); otherwise nothing.
 pub(super) fn tiny_page(all_blocks: &Blocks) -> String {
-    let visible = || all_blocks.list.iter().filter(|b| !b.hard);
+    // Neither boilerplate by class (a menu, a cookie notice) nor mostly link text.
+    let visible = || {
+        all_blocks
+            .list
+            .iter()
+            .filter(|b| !b.boiler && b.link_chars * 2 < all_blocks.text(b).chars().count().max(1))
+    };
     if visible()
         .map(|b| all_blocks.text(b).len() + 1)
         .sum::<usize>()

@@ -28,6 +28,17 @@ impl Tag {
         Tag(v | 1 << 127)
     }
 
+    /// A name with characters no known tag has (`a.length`, `script\0`): always the
+    /// hashed form, so it never equals a known tag however its bytes pack.
+    pub(super) fn other(name: &[u8]) -> Tag {
+        let mut v: u128 = 0x6c62272e07bb014262b821756295c58d;
+        for &c in name {
+            v ^= c.to_ascii_lowercase() as u128;
+            v = v.wrapping_mul(0x0000000001000000000000000000013B);
+        }
+        Tag(v | 1 << 127)
+    }
+
     /// [`Tag::of`] for a name scanned from a page (letters, digits, `-`, `:`): up to
     /// 16 bytes in one load, lower-cased by setting bit 5 of each byte, which those
     /// characters other than `A`–`Z` already have.
@@ -341,15 +352,30 @@ pub(super) fn class_kinds(values: &[&str]) -> u8 {
 }
 
 /// Class words run together without a separator ("postcomments", "commentlist",
-/// "storybody", "relatedlinks"): a boilerplate stem at either end of the word, or a
-/// content name followed by a generic content word. Only ends are compared (no
-/// lookups), so an unknown word costs a few byte comparisons.
+/// "storybody", "relatedlinks"): a boilerplate stem at either end of the word with a
+/// class or part word for the rest, or a content name followed by a generic content
+/// word. Only the ends are compared until a stem matches, so an unknown word costs a
+/// few byte comparisons.
 pub(super) fn compound_kind(w: &str) -> u8 {
     if w.len() < 7 {
         return 0;
     }
+    // The rest must start with a class word, a part name or a digit:
+    // `commentlist`, `postcomments`, `relatedarticlerow`, `footer1`, not
+    // `socialite`, `unrelated`, `commenter` or `filesharing`.
+    let part = |r: &str| {
+        r.bytes().next().is_some_and(|c| c.is_ascii_digit())
+            || (2..=r.len()).any(|i| {
+                r.get(..i)
+                    .is_some_and(|p| CLASS_WORDS.contains_key(p) || PART_WORDS.contains(&p))
+            })
+    };
     for stem in COMPOUND_BOILER {
-        if (w.starts_with(stem) && !w.starts_with("commentar")) || w.ends_with(stem) {
+        let rest = w
+            .strip_prefix(stem)
+            .filter(|r| part(r))
+            .or_else(|| w.strip_suffix(stem).filter(|r| part(r)));
+        if rest.is_some() {
             return CLASS_WORDS.get(stem).copied().unwrap_or(0);
         }
     }
@@ -362,6 +388,51 @@ pub(super) fn compound_kind(w: &str) -> u8 {
     }
     0
 }
+
+/// Names of parts that class words are run together with.
+const PART_WORDS: &[&str] = &[
+    "list",
+    "links",
+    "link",
+    "box",
+    "wrap",
+    "wrapper",
+    "area",
+    "section",
+    "block",
+    "container",
+    "item",
+    "items",
+    "form",
+    "count",
+    "title",
+    "header",
+    "head",
+    "area",
+    "bar",
+    "panel",
+    "module",
+    "page",
+    "site",
+    "user",
+    "top",
+    "bottom",
+    "left",
+    "right",
+    "inner",
+    "outer",
+    "holder",
+    "thread",
+    "buttons",
+    "button",
+    "icons",
+    "icon",
+    "widget",
+    "wrap",
+    "zone",
+    "col",
+    "column",
+];
 
 /// Boilerplate words recognised at the ends of a compound word (see
 /// [`compound_kind`]): long and distinctive enough not to end unrelated words.

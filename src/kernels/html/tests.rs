@@ -504,3 +504,98 @@ fn metadata_from_json_ld_open_graph_and_meta_names() {
         1000
     );
 }
+
+/// The hostile review's inputs for the issue-24 changes.
+#[test]
+fn hostile_pages_for_links_tags_metadata_and_tiny_pages() {
+    let para = "This paragraph is the article: long enough, with no links in it, to be \
+                taken as main content by any reasonable extractor.";
+    let ex = |html: &str| extract(html, Duration::from_secs(1)).unwrap().text;
+    // A page cut off inside a tag, ending in a multi-byte character: no panic.
+    for page in [
+        "<p>text</p><img alt=\"caf\u{FFFD}",
+        "<p>x</p><o:p\u{FFFD}",
+        "<a\u{FFFD}",
+    ] {
+        let _ = ex(page);
+        let _ = metadata(page, None);
+    }
+    // `content=Jane` at the very end is not cut to "Jan".
+    assert_eq!(
+        metadata("<meta name=author content=Jane", None)
+            .author
+            .as_deref(),
+        Some("Jane")
+    );
+    // A card link around a block: only the link closes at the next `<a>`; the
+    // article after the card is kept.
+    let t = ex(&format!(
+        "<html><body><div class=entry-content><p>{para}</p><a class=card><div>teaser \
+         <a>x</a> tail</div></a><p>{para} Second.</p><p>{para} Third.</p></div></body></html>"
+    ));
+    assert!(t.contains("Second.") && t.contains("Third."), "{t}");
+    // Inside a skipped subtree (an SVG in a link) nothing is closed or leaked.
+    let t = ex(&format!(
+        "<html><body><p>{para}</p><p><a href=/x><svg><a href=#i><text>SVGLABEL</text></a>\
+         <text>SVGMORE</text></svg>Link</a></p><p>{para}</p></body></html>"
+    ));
+    assert!(!t.contains("SVGLABEL") && !t.contains("SVGMORE"), "{t}");
+    // A tiny page of menu links, a cookie notice and a share link stays empty.
+    assert_eq!(
+        ex(
+            "<html><body><div class=menu><a href=/>Home</a> <a href=/a>About</a></div>\
+            <div class=cookie-notice>Accept cookies</div><p><a href=/s>Share on Facebook</a></p></body></html>"
+        ),
+        ""
+    );
+    // A NUL in a tag name is not the tag without it: `<script\0>` does not swallow
+    // the article.
+    let t = ex(&format!(
+        "<html><body><script\0>x</script\0><p>{para}</p><p>{para}</p></body></html>"
+    ));
+    assert!(t.contains("This paragraph"), "{t}");
+    // `<!-->` is a whole comment.
+    let t = ex(&format!(
+        "<html><body><!--><p>{para}</p><p>{para}</p><!-- x --></body></html>"
+    ));
+    assert!(t.contains("This paragraph"), "{t}");
+    // Topic words are not boilerplate stems.
+    for w in [
+        "socialite",
+        "unrelated",
+        "commenter",
+        "antisocial",
+        "filesharing",
+        "cookiecutter",
+        "navigational",
+        "relatedness",
+    ] {
+        assert_eq!(class_kinds(&[w]) & W_BOILER, 0, "{w}");
+    }
+    // Metadata: raw-text elements and custom elements are not tags; microdata is
+    // read after the page-level names.
+    let m = metadata(
+        r#"<textarea><meta name=author content=Evil></textarea><script-loader>
+<meta name=description content=Seen></script-loader><!-->
+<div itemscope itemtype=https://schema.org/Comment><meta itemprop=author content=Commenter></div>
+<meta name=author content=Real>"#,
+        None,
+    );
+    assert_eq!(m.author.as_deref(), Some("Real"));
+    assert_eq!(m.description.as_deref(), Some("Seen"));
+    // One tag naming a key thousands of times over a huge value: bounded work.
+    let keys = "description ".repeat(5000);
+    let page = format!(
+        r#"<meta property="{keys}" content="{}x">"#,
+        " ".repeat(400_000)
+    );
+    assert_eq!(metadata(&page, None).description, None);
+    let page = format!(
+        r#"<meta property="{keys}" content="{}">"#,
+        "word ".repeat(100_000)
+    );
+    assert_eq!(
+        metadata(&page, None).description.unwrap().chars().count(),
+        1000
+    );
+}
