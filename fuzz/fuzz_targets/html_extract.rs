@@ -1,5 +1,5 @@
-//! Main-text extraction on arbitrary bytes (decoded as the WARC reader decodes them):
-//! never panics, always returns within its CPU budget.
+//! Main-text extraction and the metadata scan on arbitrary bytes (decoded as the WARC
+//! reader decodes them): never panic, extraction returns within its CPU budget.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::time::{Duration, Instant};
@@ -10,4 +10,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = mdf::kernels::html::extract(&text, Duration::from_millis(200));
     assert!(t.elapsed() < Duration::from_secs(2), "the CPU budget was not honoured");
     let _ = mdf::kernels::html::decode_entities(&text);
+    let _ = mdf::kernels::html::metadata(&text, Some("https://e.com/2008/01/16/x"));
 });
