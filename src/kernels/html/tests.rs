@@ -599,3 +599,19 @@ fn hostile_pages_for_links_tags_metadata_and_tiny_pages() {
         1000
     );
 }
+
+/// A Chinese or Japanese sentence of 30 characters says as much as an English one of
+/// 60: the length thresholds count CJK characters twice (a blog of short Chinese
+/// lines was taken for boilerplate).
+#[test]
+fn cjk_lines_count_as_long_as_what_they_say() {
+    let line = "一波波接續性低溫寒流報到已將新竹尖石鄉後山一帶層層山巒披上嫣紅的彩衣";
+    assert!(line.chars().count() < 50 && units(line, line.chars().count()) >= 50);
+    let body: String = (0..6).map(|i| format!("<p>{line}{i}</p>")).collect();
+    let page = format!(
+        "<html><body><div class=menu><a href=/>首頁</a></div><div>{body}</div></body></html>"
+    );
+    let t = extract(&page, Duration::from_secs(1)).unwrap().text;
+    assert_eq!(t.lines().count(), 6, "{t}");
+    assert_eq!(units("plain ascii", 11), 11);
+}
