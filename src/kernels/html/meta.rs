@@ -68,17 +68,16 @@ fn known_key(k: &str) -> Option<u8> {
         .and_then(|i| u8::try_from(i).ok())
 }
 
-fn key_name(i: u8) -> &'static str {
-    [AUTHOR, DATE, SITE, DESCRIPTION, &["og:url"]]
-        .iter()
-        .flat_map(|l| l.iter())
-        .nth(usize::from(i))
-        .copied()
-        .unwrap_or("")
-}
-
 /// Values kept per name (the first ones win anyway).
-const PER_KEY: usize = 4;
+const PER_KEY: u8 = 4;
+
+/// Keeps `v` for the name `i` unless that name already has [`PER_KEY`] values.
+fn keep<'a>(metas: &mut Vec<(u8, &'a str)>, per_key: &mut [u8; 64], i: u8, v: &'a str) {
+    if per_key[usize::from(i)] < PER_KEY {
+        per_key[usize::from(i)] += 1;
+        metas.push((i, v));
+    }
+}
 
 /// Reads the page's metadata in one pass over its tags; `url`, the page's address,
 /// gives the date where the page declares none and its path carries one
@@ -89,6 +88,7 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
     let mut metas: Vec<(u8, &str)> = Vec::new();
     let mut per_key = [0u8; 64];
     let mut canonical: Option<&str> = None;
+    let mut scratch = Vec::new();
     let mut ld = Metadata::default();
     let mut pos = 0;
     while let Some(i) = memchr::memchr(b'<', &b[pos..]) {
@@ -102,15 +102,7 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
             pos = lt + 1;
             continue;
         }
-        let mut name_end = lt + 1;
-        while name_end < b.len()
-            && !matches!(
-                b[name_end],
-                b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>'
-            )
-        {
-            name_end += 1;
-        }
+        let name_end = tag_name_end(b, lt + 1);
         let name = &b[lt + 1..name_end];
         let tag_end = find_tag_end(b, name_end);
         let attrs = &html[name_end..attrs_end(b, name_end, tag_end)];
@@ -130,11 +122,8 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
                     } else {
                         known_key(&format!("{prefix}{}", k.get(..40).unwrap_or(k)))
                     };
-                    if let Some(i) = key
-                        && per_key[usize::from(i)] < PER_KEY as u8
-                    {
-                        per_key[usize::from(i)] += 1;
-                        metas.push((i, v));
+                    if let Some(i) = key {
+                        keep(&mut metas, &mut per_key, i, v);
                     }
                 }
             };
@@ -150,10 +139,8 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
             if published
                 && let Some(v) = get(&a, "datetime")
                 && let Some(i) = known_key("itemprop:datepublished")
-                && per_key[usize::from(i)] < PER_KEY as u8
             {
-                per_key[usize::from(i)] += 1;
-                metas.push((i, v));
+                keep(&mut metas, &mut per_key, i, v);
             }
         } else if is(b"link") {
             let a = attr_pairs(attrs);
@@ -168,24 +155,22 @@ pub fn metadata(html: &str, url: Option<&str>) -> Metadata {
         } else if SKIP_RAW.iter().any(|r| is(r.as_bytes())) && !b[..tag_end].ends_with(b"/>") {
             // Raw text to the end tag (script, style, template, textarea, title):
             // JSON-LD is read, the rest skipped, never taken for tags.
-            let mut close = Vec::with_capacity(name.len() + 2);
-            close.extend_from_slice(b"</");
-            close.extend_from_slice(name);
-            let end = find_ci(&b[pos..], &close).map_or(b.len(), |e| pos + e);
+            let (end, next) = raw_text_end(b, pos, name, &mut scratch);
             let is_ld = is(b"script")
                 && get(&attr_pairs(attrs), "type")
                     .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/ld+json"));
             if is_ld && end - pos <= MAX_JSON_LD {
                 json_ld(&html[pos..end], &mut ld);
             }
-            pos = memchr::memchr(b'>', &b[end..]).map_or(b.len(), |e| end + e + 1);
+            pos = next;
         }
     }
     let meta = |keys: &[&str], ok: &dyn Fn(&str) -> bool| {
         keys.iter().find_map(|k| {
+            let k = known_key(k);
             metas
                 .iter()
-                .filter(|(n, _)| key_name(*n) == *k)
+                .filter(|(n, _)| Some(*n) == k)
                 .map(|(_, v)| clean(v))
                 .find(|v| !v.is_empty() && ok(v))
         })

@@ -94,6 +94,7 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
     // Scratch reused from tag to tag: the lower-cased attributes, and what
     // `Attrs::parse` needs.
     let (mut lower_attrs, mut scratch) = (String::new(), String::new());
+    let mut raw_scratch = Vec::new();
     let flags = |stack: &[Elem]| {
         let last = stack.last();
         (
@@ -145,20 +146,8 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         // The spec's tag name runs to white space, `/` or `>`: `<a.length` in a
         // script that leaked into the body is an unknown element, not a link.
         let mut tag = Tag::of_name(&b[name_start..name_end]);
-        if name_end < b.len()
-            && !matches!(
-                b[name_end],
-                b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>'
-            )
-        {
-            while name_end < b.len()
-                && !matches!(
-                    b[name_end],
-                    b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>'
-                )
-            {
-                name_end += 1;
-            }
+        if tag_name_end(b, name_end) > name_end {
+            name_end = tag_name_end(b, name_end);
             tag = Tag::other(&b[name_start..name_end]);
         }
         let tag_end = find_tag_end(b, name_end);
@@ -194,21 +183,14 @@ pub fn extract(html: &str, budget: Duration) -> Result<Extracted, ExtractError> 
         // swallow the page up to the next one.
         if kind & K_SKIP_RAW != 0 && !b[..tag_end].ends_with(b"/>") {
             // Raw text up to the matching end tag.
-            scratch.clear();
-            scratch.push_str("</");
-            scratch.push_str(&html[name_start..name_end]);
-            let end = find_ci(&b[pos..], scratch.as_bytes())
-                .map(|i| pos + i)
-                .unwrap_or(b.len());
+            let (end, next) = raw_text_end(b, pos, name, &mut raw_scratch);
             if tag == TAG_TITLE && title.is_none() {
                 let t = collapse(&decode_entities(&html[pos..end]));
                 if !t.is_empty() {
                     title = Some(t);
                 }
             }
-            pos = memchr::memchr(b'>', &b[end..])
-                .map(|i| end + i + 1)
-                .unwrap_or(b.len());
+            pos = next;
             continue;
         }
         if tag == TAG_BR {

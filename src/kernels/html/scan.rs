@@ -109,6 +109,33 @@ pub(super) fn next_attr<'a>(s: &'a str, i: &mut usize) -> Option<(&'a str, &'a s
     }
 }
 
+/// Where a tag name that continues at `i` ends by the spec's rule: at white space,
+/// `/` or `>` (`<a.length` is one unknown name, not `a`).
+pub(super) fn tag_name_end(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && !matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0c | b'/' | b'>') {
+        i += 1;
+    }
+    i
+}
+
+/// Raw text (script, style, title, ...) from `pos` to its end tag `</name`, ignoring
+/// case: where the text ends, and where scanning goes on (after that tag's `>`).
+pub(super) fn raw_text_end(
+    b: &[u8],
+    pos: usize,
+    name: &[u8],
+    scratch: &mut Vec<u8>,
+) -> (usize, usize) {
+    scratch.clear();
+    scratch.extend_from_slice(b"</");
+    scratch.extend_from_slice(name);
+    let end = find_ci(&b[pos..], scratch).map_or(b.len(), |i| pos + i);
+    (
+        end,
+        memchr::memchr(b'>', &b[end..]).map_or(b.len(), |i| end + i + 1),
+    )
+}
+
 /// Where a comment that starts at `lt` (`<!--`) ends: `<!-->` and `<!--->` are whole
 /// (empty) comments, as the spec has them; otherwise after the next `-->`.
 pub(super) fn comment_end(b: &[u8], lt: usize) -> usize {
