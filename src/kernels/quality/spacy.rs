@@ -49,7 +49,142 @@ fn push<'a>(s: &'a str, out: &mut Vec<&'a str>) {
 }
 
 fn prefix_len(s: &str) -> usize {
+    if let Some(n) = prefix_ascii(s) {
+        return n;
+    }
     EN.prefix.find(s).ok().flatten().map_or(0, |m| m.end())
+}
+
+/// ASCII punctuation that is a prefix and a suffix of its own (spaCy's `LIST_PUNCT` and
+/// `LIST_QUOTES`, the ASCII ones).
+fn affix_punct(c: u8) -> bool {
+    matches!(
+        c,
+        b',' | b':'
+            | b';'
+            | b'!'
+            | b'?'
+            | b'('
+            | b')'
+            | b'['
+            | b']'
+            | b'{'
+            | b'}'
+            | b'<'
+            | b'>'
+            | b'_'
+            | b'#'
+            | b'*'
+            | b'&'
+            | b'\''
+            | b'"'
+            | b'`'
+    )
+}
+
+/// [`prefix_len`] when `s` starts with an ASCII character: the patterns' ASCII
+/// branches by hand, none of which looks past the third character (`US$`). `None`
+/// leaves it to the patterns. Kept equal to them by `affixes_by_hand_are_the_patterns`.
+fn prefix_ascii(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let &c = b.first()?;
+    if !c.is_ascii() {
+        return None;
+    }
+    Some(match c {
+        // `\+(?![0-9])`
+        b'+' => usize::from(!b.get(1).is_some_and(u8::is_ascii_digit)),
+        // `\.\.+`
+        b'.' => match b.iter().take_while(|&&x| x == b'.').count() {
+            1 => 0,
+            n => n,
+        },
+        b'%' | b'=' | b'$' => 1,
+        c if affix_punct(c) => 1,
+        b'U' if b.starts_with(b"US$") => 3,
+        b'C' | b'A' if b.get(1) == Some(&b'$') => 2,
+        _ => 0,
+    })
+}
+
+/// The units spaCy's suffix cuts off a number, the ASCII ones (`(?<=[0-9])(?:km|...)`).
+const ASCII_UNITS: &[&str] = &[
+    "km", "m", "dm", "cm", "mm", "ha", "nm", "yd", "in", "ft", "kg", "g", "mg", "t", "lb", "oz",
+    "m/s", "km/h", "kmh", "mph", "hPa", "Pa", "mbar", "mb", "MB", "kb", "KB", "gb", "GB", "tb",
+    "TB", "T", "G", "M", "K",
+];
+
+/// [`suffix_len`] when the end of `s` is ASCII: the patterns' ASCII branches by hand
+/// (a period after a lower-case letter, a digit or punctuation, or after two upper-case
+/// letters; units and currency after a digit; `'s`). `None` where a character the
+/// answer depends on is not ASCII. Kept equal to the patterns by
+/// `affixes_by_hand_are_the_patterns`.
+fn suffix_ascii(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let n = b.len();
+    let &c = b.last()?;
+    let before = |k: usize| n.checked_sub(k + 1).map(|i| b[i]);
+    let digit_before = |k: usize| before(k).is_some_and(|x| x.is_ascii_digit());
+    if !c.is_ascii() {
+        return None;
+    }
+    Some(match c {
+        c if affix_punct(c) => 1,
+        b'+' | b'%' => usize::from(digit_before(1)),
+        b'$' => {
+            if b.ends_with(b"US$") && digit_before(3) {
+                3
+            } else if (b.ends_with(b"C$") || b.ends_with(b"A$")) && digit_before(2) {
+                2
+            } else {
+                usize::from(digit_before(1))
+            }
+        }
+        b'.' => {
+            let p = before(1)?;
+            if !p.is_ascii() {
+                return None;
+            }
+            if p.is_ascii_lowercase() || p.is_ascii_digit() {
+                1
+            } else if p == b'%' || p == b'-' || p == b'+' || p == b'|' || affix_punct(p) {
+                1
+            } else if p.is_ascii_uppercase() {
+                match before(2) {
+                    None => 0,
+                    Some(q) if !q.is_ascii() => return None,
+                    Some(q) => usize::from(q.is_ascii_uppercase()),
+                }
+            } else {
+                0
+            }
+        }
+        c if c.is_ascii_alphabetic() => {
+            // The letters at the end, and what comes before them.
+            let run = b
+                .iter()
+                .rev()
+                .take_while(|x| x.is_ascii_alphabetic())
+                .count();
+            if before(run).is_some_and(|x| !x.is_ascii()) {
+                // `µm`, `’s`, a letter the period rule's classes name.
+                return None;
+            }
+            let mut best = 0;
+            if (c == b's' || c == b'S') && before(1) == Some(b'\'') {
+                best = 2;
+            }
+            for u in ASCII_UNITS {
+                let u = u.as_bytes();
+                if u.len() > best && b.ends_with(u) && digit_before(u.len()) {
+                    best = u.len();
+                }
+            }
+            // `m/s`, `km/h`: a unit with a slash ends in a letter after one.
+            best
+        }
+        _ => 0,
+    })
 }
 
 /// The suffix at the end of `s`: searched in its last 48 characters (every suffix
@@ -59,6 +194,9 @@ fn suffix_len(s: &str) -> usize {
     let dots = s.len() - s.trim_end_matches('.').len();
     if dots >= 2 {
         return dots;
+    }
+    if let Some(n) = suffix_ascii(s) {
+        return n;
     }
     let start = s.char_indices().rev().nth(47).map_or(0, |(i, _)| i);
     let w = &s[start..];
@@ -245,7 +383,10 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     if !string.is_empty() {
         if let Some(p) = special(string) {
             push_parts(string, p, out);
-        } else if EN.url.is_match(string).unwrap_or(false) {
+        } else if string.contains('.') && EN.url.is_match(string).unwrap_or(false) {
+            // (Every address the pattern takes has a period in its host.)
+            out.push(string);
+        } else if no_infix(string) {
             out.push(string);
         } else {
             let mut start = 0;
@@ -270,6 +411,18 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     for s in suffixes.into_iter().rev() {
         push(s, out);
     }
+}
+
+/// Whether the infix pattern cannot match in `s`: ASCII without any character an
+/// infix is made of (every other infix is a non-ASCII symbol or dash).
+fn no_infix(s: &str) -> bool {
+    s.is_ascii()
+        && !s.bytes().any(|b| {
+            matches!(
+                b,
+                b'.' | b'+' | b'-' | b'*' | b'^' | b',' | b'~' | b':' | b'<' | b'>' | b'=' | b'/'
+            )
+        })
 }
 
 /// The words of `text` as datatrove's English word tokenizer gives them: spaCy's
@@ -336,6 +489,74 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(&toks(text), want, "{text:?}");
         }
+    }
+
+    fn prefix_pattern(s: &str) -> usize {
+        EN.prefix.find(s).ok().flatten().map_or(0, |m| m.end())
+    }
+
+    fn suffix_pattern(s: &str) -> usize {
+        EN.suffix
+            .find(s)
+            .ok()
+            .flatten()
+            .map_or(0, |m| m.end() - m.start())
+    }
+
+    /// The hand-written ASCII affixes, infix and URL shortcuts answer as spaCy's
+    /// patterns do: every string of up to three characters over ASCII and a few
+    /// characters the patterns name (`°`, `µ`, `’`, `é`, `É`, `中`, `…`), every unit
+    /// and currency after a digit, a letter and a symbol, and every span of the tests'
+    /// texts.
+    #[test]
+    fn affixes_by_hand_are_the_patterns() {
+        let mut alphabet: Vec<char> = (0x20u8..0x7f).map(char::from).collect();
+        alphabet.extend(['°', 'µ', '’', 'é', 'É', '中', '…', '\u{a0}']);
+        let mut checked = 0usize;
+        let mut check = |t: &str| {
+            if let Some(n) = prefix_ascii(t) {
+                assert_eq!(n, prefix_pattern(t), "prefix of {t:?}");
+                checked += 1;
+            }
+            let dots = t.len() - t.trim_end_matches('.').len();
+            if dots < 2
+                && let Some(n) = suffix_ascii(t)
+            {
+                assert_eq!(n, suffix_pattern(t), "suffix of {t:?}");
+                checked += 1;
+            }
+            if no_infix(t) {
+                assert!(EN.infix.find(t).ok().flatten().is_none(), "infix in {t:?}");
+            }
+            if !t.contains('.') {
+                assert!(!EN.url.is_match(t).unwrap_or(false), "URL {t:?}");
+            }
+        };
+        let mut t = String::new();
+        for &a in &alphabet {
+            check(a.encode_utf8(&mut [0; 4]));
+            for &b in &alphabet {
+                t.clear();
+                t.extend([a, b]);
+                check(&t);
+                for &c in &alphabet {
+                    t.clear();
+                    t.extend([a, b, c]);
+                    check(&t);
+                }
+            }
+        }
+        let units = ASCII_UNITS.iter().copied().chain([
+            "µm", "µg", "km²", "$", "US$", "C$", "A$", "€", "%", "+", "'s", "’s", "'S", ".",
+        ]);
+        for u in units {
+            for pre in ["5", "a", "A", "°", "µ", ".", "5a", "55", "x5", "°5"] {
+                for word in ["", "x", "X", "9"] {
+                    check(&format!("{word}{pre}{u}"));
+                }
+            }
+        }
+        assert!(checked > 1_000_000, "{checked}");
     }
 
     /// Hostile spans end, and quickly: a long run of prefixes, a long word with a
