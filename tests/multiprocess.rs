@@ -881,8 +881,8 @@ fn a_worker_process_sizes_its_task_slots_from_its_cores() {
     let spec = slow_spec_n(d.path(), &d.path().join("out-b"), 9);
     let job = submit_slow(&spec, &d.path().join("jobs-b"), 1_000_000);
     let o = run_ok(mdf().args(["worker", "--job", &job]));
-    // A task counts as two cores (worker::slots::TASK_CORES).
-    let slots = (cores / 2).max(1);
+    // A task counts as one core (worker::slots::TASK_CORES).
+    let slots = cores.max(1);
     let want = format!(
         "mdf worker: {slots} task slot{} ({cores} core{}, stages need up to 1 each)",
         if slots == 1 { "" } else { "s" },

@@ -587,6 +587,14 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut idle_rounds = 0u32;
     let mut phases_done = 0usize;
     let mut merged_generation = 0u64;
+    // The other slots' ended tasks merged so far, and their wake-up calls.
+    let mut ended_seen = 0usize;
+    let mut wake = opts.listings.as_ref().map(|s| s.wake());
+    let tell_ended = |key: &(usize, String)| {
+        if let Some(s) = &opts.listings {
+            s.ended(key.clone());
+        }
+    };
     let mut consecutive_lost = 0u32;
     // A storage request's result; on an outage, wait and start the round again.
     macro_rules! or_back_off {
@@ -621,12 +629,16 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                     &retry,
                     opts.listings.as_deref(),
                     &mut merged_generation,
-                    poll / 2
+                    poll / 2,
+                    &mut ended_seen,
                 )
                 .await
             );
             need_refresh = false;
             consecutive_lost = 0;
+            if let Some(rx) = wake.as_mut() {
+                rx.borrow_and_update();
+            }
         }
         if view.all_terminal() {
             report.job_complete = true;
@@ -664,6 +676,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                     Ok(task::Outcome::Committed) => {
                         report.committed += 1;
                         report.backups_won += 1;
+                        tell_ended(&key);
                         view.terminal.insert(key);
                         if let Err(e) =
                             shards::after_task(&ctx, &store, &mut view, p, &task, None).await
@@ -672,6 +685,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                         }
                     }
                     Ok(task::Outcome::AlreadyCommitted) => {
+                        tell_ended(&key);
                         view.terminal.insert(key);
                     }
                     Ok(_) => {}
@@ -701,11 +715,21 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                     || (attempts > 0 && opts.drain_after_task.load(Ordering::Relaxed))
             };
             let poll = ctx.flag_poll(Duration::from_millis(500));
-            while tokio::time::Instant::now() < until && !leaving() {
+            let mut woken = false;
+            while tokio::time::Instant::now() < until && !leaving() && !woken {
                 let slice = until.min(tokio::time::Instant::now() + poll);
-                tokio::time::sleep_until(slice).await;
+                match wake.as_mut() {
+                    // Another slot of this process ended a task: look now.
+                    Some(rx) => {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(slice) => {}
+                            r = rx.changed() => woken = r.is_ok(),
+                        }
+                    }
+                    None => tokio::time::sleep_until(slice).await,
+                }
             }
-            idle_rounds += 1;
+            idle_rounds = if woken { 0 } else { idle_rounds + 1 };
             need_refresh = true;
             continue;
         };
@@ -728,6 +752,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             if let Ok(true) = crate::dedup::propagate::converged_before(&sc, p).await {
                 let settled = task::commit_converged(&ctx, p, p, Some(&task)).await;
                 let picked = settled.iter().any(|(q, t)| *q == p && *t == task);
+                settled.iter().for_each(&tell_ended);
                 view.terminal.extend(settled);
                 // Not settled (the store failing): lease and skip it the usual way,
                 // which waits out an outage, rather than trying again at once.
@@ -802,6 +827,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         );
         if ended {
             view.terminal.insert(key.clone());
+            tell_ended(&key);
             if let Err(e) =
                 shards::after_task(&ctx, &store, &mut view, p, &task, Some(took_ms)).await
             {
@@ -856,7 +882,12 @@ async fn refresh(
     shared: Option<&slots::SharedListings>,
     merged: &mut u64,
     max_age: Duration,
+    ended_seen: &mut usize,
 ) -> Result<(), ProtoError> {
+    // What the process's other slots ended since: terminal whatever a listing says.
+    if let Some(s) = shared {
+        s.merge_ended(&mut view.terminal, ended_seen);
+    }
     if let Some(l) = shared.and_then(|s| s.recent(max_age)) {
         if l.generation != *merged {
             view.terminal.extend(l.terminal.iter().cloned());

@@ -5,10 +5,10 @@
 //! A task's pipeline is three threads (reader, stages, writer) and its stages' kernels
 //! split each batch over the process's kernel pool (one thread per core). The reader
 //! (inflate, WARC parsing, charset detection) is serial: about a fifth of a text
-//! task's CPU, so one task alone cannot keep a large machine busy; but each task
-//! brings its own reader, writer and batches, so more tasks than needed contend for
-//! cores and caches. Slots = cores ÷ max(2, the heaviest stage's `resources.cpu`)
-//! (see [`TASK_CORES`]), and the shared kernel pool (not a pool per slot) keeps the
+//! task's CPU, so one task alone cannot keep a large machine busy, and a task's serial
+//! stretches (between batches, its reader, its stages' own code) leave cores another
+//! task fills. Slots = cores ÷ max(1, the heaviest stage's `resources.cpu`) (see
+//! [`TASK_CORES`]), and the shared kernel pool (not a pool per slot) keeps the
 //! CPU-bound kernel threads at the core count however many slots are busy.
 use super::{WorkerError, WorkerOptions, WorkerReport, run};
 use crate::store::Registry;
@@ -33,12 +33,57 @@ pub struct Listing {
 /// S3's per-prefix limit and a SlowDown storm). A view a little older is what a
 /// lagging LIST gives, which the protocol already tolerates: every claim and commit
 /// checks by key.
-#[derive(Debug, Default)]
+///
+/// The slots also tell each other of the tasks they end: a slot that commits (or fails
+/// for good) a task appends it to `ended` and bumps `wake`, and an idle slot waiting
+/// out its poll interval wakes at once and takes the new terminal tasks into its view
+/// without listing. A barrier one slot crosses is crossed for every slot of the
+/// process at the same moment, not a poll interval later (docs/PROTOCOL.md, "Task
+/// slots").
+#[derive(Debug)]
 pub struct SharedListings {
     last: Mutex<Option<Arc<Listing>>>,
+    ended: Mutex<Vec<(usize, String)>>,
+    wake: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for SharedListings {
+    fn default() -> Self {
+        SharedListings {
+            last: Mutex::new(None),
+            ended: Mutex::new(Vec::new()),
+            wake: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl SharedListings {
+    /// A slot ended `task` (committed, failed for good, or found committed): the
+    /// other slots see it terminal from their next refresh, and the idle ones wake.
+    pub fn ended(&self, task: (usize, String)) {
+        let n = {
+            let mut e = self.ended.lock().expect("ended tasks");
+            e.push(task);
+            e.len()
+        };
+        self.wake.send_replace(n);
+    }
+
+    /// Adds the tasks other slots ended since `*seen` (an index into them) to
+    /// `terminal`.
+    pub fn merge_ended(&self, terminal: &mut HashSet<(usize, String)>, seen: &mut usize) {
+        let e = self.ended.lock().expect("ended tasks");
+        if *seen < e.len() {
+            terminal.extend(e[*seen..].iter().cloned());
+            *seen = e.len();
+        }
+    }
+
+    /// Wakes when a slot ends a task after the receiver last looked.
+    pub fn wake(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.wake.subscribe()
+    }
+
     /// The latest listing if it is at most `max_age` old.
     pub fn recent(&self, max_age: Duration) -> Option<Arc<Listing>> {
         self.last
@@ -70,12 +115,15 @@ pub fn cores() -> usize {
         .unwrap_or(1)
 }
 
-/// The cores one running task keeps busy by itself: its reader and writer threads and
-/// its share of the kernel pool. Measured on 2 cores (docs/PERFORMANCE.md, issue 32):
-/// one text task alone used 1.5–1.65 of them, and a second task at once bought
-/// nothing (images) or cost 15 % (text) — the two pipelines' readers, writers and
-/// batches contend for the cores and caches the kernel pool was already using.
-pub const TASK_CORES: f64 = 2.0;
+/// The cores a task slot counts for: one. A running task keeps more than one core busy
+/// at times (its reader and writer threads and its share of the kernel pool), but
+/// between batches and in its serial stretches it leaves cores idle that another
+/// task's reader or kernels fill. Measured on 2 cores (docs/PERFORMANCE.md, issue
+/// 32): two tasks at once against one, held-out text 0.95 of the wall time at the same
+/// CPU, images equal. (Two tasks cost 15 % for text while the spaCy patterns' caches
+/// were per thread and a slot waited out its poll interval at every barrier another
+/// slot crossed; neither is so now.)
+pub const TASK_CORES: f64 = 1.0;
 
 /// Task slots on `cores` for a job whose heaviest stage asks `max_stage_cpu` cores
 /// (`resources.cpu`): a task counts as the larger of that and [`TASK_CORES`]; as many
@@ -207,25 +255,26 @@ mod tests {
 
     #[test]
     fn slots_fill_the_cores_at_the_heaviest_stage() {
-        // A 64-core spot instance: 32 tasks of one-core stages (a task keeps two
-        // cores busy), 16 of a job with a stage asking 4.
-        assert_eq!(task_slots(64, 1.0), 32);
+        // A 64-core spot instance: 64 tasks of one-core stages, 16 of a job with a
+        // stage asking 4.
+        assert_eq!(task_slots(64, 1.0), 64);
         assert_eq!(task_slots(64, 4.0), 16);
         assert_eq!(task_slots(64, 3.0), 21);
         // A container with `--cpus 2.5` (available_parallelism gives 2), a laptop.
-        assert_eq!(task_slots(2, 1.0), 1);
-        assert_eq!(task_slots(8, 1.0), 4);
-        assert_eq!(task_slots(9, 1.5), 4);
+        assert_eq!(task_slots(2, 1.0), 2);
+        assert_eq!(task_slots(8, 1.0), 8);
+        assert_eq!(task_slots(9, 1.5), 6);
         // Never zero, whatever the stage asks.
         assert_eq!(task_slots(1, 1.0), 1);
         assert_eq!(task_slots(2, 8.0), 1);
-        assert_eq!(task_slots(4, 0.0), 2);
-        assert_eq!(task_slots(4, f64::NAN), 2);
+        assert_eq!(task_slots(4, 0.0), 4);
+        assert_eq!(task_slots(4, f64::NAN), 4);
+        assert_eq!(task_slots(4, 0.5), 4);
     }
 
     #[test]
     fn a_memory_limit_caps_the_slots() {
-        // A pod with 8 GiB on a 96-core node: 48 slots by cores, 16 by memory.
+        // A pod with 8 GiB on a 96-core node: 96 slots by cores, 16 by memory.
         assert_eq!(fit_memory(task_slots(96, 1.0), Some(8 << 30)), 16);
         assert_eq!(fit_memory(4, Some(100 << 20)), 1);
         assert_eq!(fit_memory(4, None), 4);
@@ -244,6 +293,42 @@ mod tests {
         assert_eq!(sh.recent(Duration::from_secs(60)).unwrap().generation, 2);
         std::thread::sleep(Duration::from_millis(20));
         assert!(sh.recent(Duration::from_millis(10)).is_none());
+    }
+
+    /// A task one slot ends is terminal in the other slots' views at their next
+    /// refresh, each task once, and an idle slot's wait ends at once.
+    #[tokio::test]
+    async fn an_ended_task_wakes_the_other_slots() {
+        let sh = Arc::new(SharedListings::default());
+        let mut rx = sh.wake();
+        rx.borrow_and_update();
+        let waiter = {
+            let mut rx = rx.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_secs(30), rx.changed()).await
+            })
+        };
+        tokio::task::yield_now().await;
+        sh.ended((0, "a".into()));
+        assert!(
+            matches!(waiter.await.unwrap(), Ok(Ok(()))),
+            "the idle slot woke"
+        );
+        let (mut view, mut seen) = (HashSet::new(), 0);
+        sh.merge_ended(&mut view, &mut seen);
+        assert_eq!((view.len(), seen), (1, 1));
+        sh.ended((2, "b".into()));
+        sh.merge_ended(&mut view, &mut seen);
+        sh.merge_ended(&mut view, &mut seen);
+        assert_eq!(seen, 2);
+        assert!(view.contains(&(2, "b".to_string())) && view.contains(&(0, "a".to_string())));
+        // A slot that looked after the last end does not wake.
+        rx.borrow_and_update();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), rx.changed())
+                .await
+                .is_err()
+        );
     }
 
     #[test]
