@@ -150,6 +150,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             output_schema: Arc::new(phase.output_schema.clone()),
             out_dir: direct_out.child(&t.task_id),
             props: crate::io::write::parquet::properties(&spec.output),
+            data_props: crate::io::write::parquet::properties(&spec.output),
             target_file_bytes: spec.output.target_file_bytes,
             writer: &crate::io::write::parquet::Parquet,
             task: "bench".into(),

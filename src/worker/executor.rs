@@ -424,6 +424,11 @@ async fn records(
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: run.out_dir(),
         props: crate::io::write::parquet::properties(&spec.output),
+        data_props: if last {
+            crate::io::write::parquet::properties(&spec.output)
+        } else {
+            crate::io::write::parquet::intermediate_properties(&spec.output)
+        },
         target_file_bytes: if last {
             spec.output.target_file_bytes
         } else {

@@ -51,7 +51,11 @@ pub struct PipelineSpec {
     /// The written schema (a projection of the last stage's schema).
     pub output_schema: SchemaRef,
     pub out_dir: Uri,
+    /// Parquet settings of the rejects and side tables (the output's).
     pub props: WriterProperties,
+    /// Parquet settings of the data the task writes: the output's in the last phase,
+    /// faster ones where it stages data for the next phase.
+    pub data_props: WriterProperties,
     pub target_file_bytes: u64,
     /// The records' writer: `output.format`'s in the last phase, Parquet before.
     pub writer: &'static dyn Writer,
@@ -180,7 +184,7 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
         handle: spec.handle.clone(),
         dir: spec.out_dir.clone(),
         schema: spec.output_schema.clone(),
-        props: spec.props.clone(),
+        props: spec.data_props.clone(),
         target_bytes: spec.target_file_bytes,
         task: spec.task.clone(),
         tokens: spec.tokens.clone(),
