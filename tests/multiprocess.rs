@@ -579,7 +579,13 @@ job: {{max_files_per_task: 1, lease_ttl_secs: 2, heartbeat_secs: 1, poll_millis:
             let p = job_dir.join(format!("leases/p00/{task}/{f}"));
             serde_json::from_slice::<serde_json::Value>(&std::fs::read(p).unwrap()).unwrap()
         })
-        .any(|v| v["worker"] == "rescuer" && v["lost"].as_u64().unwrap_or(0) > 0);
+        // (The rescuer's task slots are `rescuer`, `rescuer-1`, ...: one per core.)
+        .any(|v| {
+            v["worker"]
+                .as_str()
+                .is_some_and(|w| w == "rescuer" || w.starts_with("rescuer-"))
+                && v["lost"].as_u64().unwrap_or(0) > 0
+        });
     assert!(
         took_over,
         "the rescuer took the zombie's expired lease over"
@@ -881,10 +887,16 @@ fn a_worker_process_sizes_its_task_slots_from_its_cores() {
     let spec = slow_spec_n(d.path(), &d.path().join("out-b"), 9);
     let job = submit_slow(&spec, &d.path().join("jobs-b"), 1_000_000);
     let o = run_ok(mdf().args(["worker", "--job", &job]));
-    // A task counts as one core (worker::slots::TASK_CORES).
-    let slots = cores.max(1);
+    // A task counts as one core (worker::slots::TASK_CORES), capped at 1 GiB of a
+    // cgroup memory limit a slot (SLOT_MEMORY).
+    let limit = mdf::worker::slots::memory_limit();
+    let slots = mdf::worker::slots::fit_memory(cores.max(1), limit);
+    let capped = match limit {
+        Some(m) if slots < cores => format!(", {} MiB memory limit", m >> 20),
+        _ => String::new(),
+    };
     let want = format!(
-        "mdf worker: {slots} task slot{} ({cores} core{}, stages need up to 1 each)",
+        "mdf worker: {slots} task slot{} ({cores} core{}, stages need up to 1 each{capped})",
         if slots == 1 { "" } else { "s" },
         if cores == 1 { "" } else { "s" }
     );

@@ -138,7 +138,7 @@ enum Cmd {
         #[command(flatten)]
         spec: SpecArgs,
         /// In-process workers (default: sized as `mdf worker` sizes its task slots: the
-        /// cores this process may use over max(2, the largest stage resources.cpu)).
+        /// cores this process may use over max(1, the largest stage resources.cpu)).
         #[arg(long)]
         workers: Option<usize>,
         /// Where job manifests live.
@@ -203,8 +203,8 @@ enum Cmd {
         #[arg(long)]
         max_tasks: Option<u64>,
         /// Tasks this process runs at once (default: the cores it may use, which
-        /// honours taskset and a container's CPU quota, over max(2, the job's largest
-        /// stage resources.cpu), capped by a cgroup memory limit at 512 MiB a slot;
+        /// honours taskset and a container's CPU quota, over max(1, the job's largest
+        /// stage resources.cpu), capped by a cgroup memory limit at 1 GiB a slot;
         /// 1 for --resources gpu or with --max-tasks). Containers that reserve CPU
         /// without a quota (a Kubernetes request, an AWS Batch VCPU) set MDF_SLOTS.
         #[arg(long, value_name = "N", env = "MDF_SLOTS")]

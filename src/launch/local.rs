@@ -45,7 +45,7 @@ impl Backend for Local {
             for i in 0..n {
                 let child = std::process::Command::new(&exe)
                     // One task each: the user asked for N processes, and N processes
-                    // sized to the whole machine would run N × cores/2 tasks.
+                    // sized to the whole machine would run N × cores tasks.
                     .args([
                         "worker",
                         "--job",

@@ -587,12 +587,20 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut idle_rounds = 0u32;
     let mut phases_done = 0usize;
     let mut merged_generation = 0u64;
-    // The other slots' ended tasks merged so far, and their wake-up calls.
-    let mut ended_seen = 0usize;
+    // The process's ended tasks merged into the view so far (a count), and the
+    // counter an idle slot waits on for more.
+    let mut ended_seen = 0u64;
     let mut wake = opts.listings.as_ref().map(|s| s.wake());
-    let tell_ended = |key: &(usize, String)| {
-        if let Some(s) = &opts.listings {
-            s.ended(key.clone());
+    let mut idle_until: Option<tokio::time::Instant> = None;
+    // Tells the other slots, and takes what they ended meanwhile (this slot's own end
+    // is then not news that wakes it).
+    let tell_ended = |key: &(usize, String), view: &mut View, seen: &mut u64| -> bool {
+        match &opts.listings {
+            Some(s) => {
+                s.ended(key.clone());
+                s.merge_ended(&mut view.terminal, seen)
+            }
+            None => true,
         }
     };
     let mut consecutive_lost = 0u32;
@@ -620,6 +628,13 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         {
             break;
         }
+        // What the process's other slots ended: terminal whatever a listing says.
+        // (Merged before listing, so an end during the listing is merged next time.)
+        if let Some(s) = &opts.listings
+            && !s.merge_ended(&mut view.terminal, &mut ended_seen)
+        {
+            need_refresh = true;
+        }
         if need_refresh {
             or_back_off!(
                 refresh(
@@ -630,15 +645,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                     opts.listings.as_deref(),
                     &mut merged_generation,
                     poll / 2,
-                    &mut ended_seen,
                 )
                 .await
             );
             need_refresh = false;
             consecutive_lost = 0;
-            if let Some(rx) = wake.as_mut() {
-                rx.borrow_and_update();
-            }
         }
         if view.all_terminal() {
             report.job_complete = true;
@@ -670,14 +681,17 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             ) {
                 attempts += 1;
                 idle_rounds = 0;
+                idle_until = None;
                 report.backups += 1;
                 let key = (p, task.clone());
                 match task::run(&ctx, p, &task, held, slot, true).await {
                     Ok(task::Outcome::Committed) => {
                         report.committed += 1;
                         report.backups_won += 1;
-                        tell_ended(&key);
-                        view.terminal.insert(key);
+                        view.terminal.insert(key.clone());
+                        if !tell_ended(&key, &mut view, &mut ended_seen) {
+                            need_refresh = true;
+                        }
                         if let Err(e) =
                             shards::after_task(&ctx, &store, &mut view, p, &task, None).await
                         {
@@ -685,8 +699,10 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                         }
                     }
                     Ok(task::Outcome::AlreadyCommitted) => {
-                        tell_ended(&key);
-                        view.terminal.insert(key);
+                        view.terminal.insert(key.clone());
+                        if !tell_ended(&key, &mut view, &mut ended_seen) {
+                            need_refresh = true;
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -704,11 +720,15 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 phases_done = done;
                 idle_rounds = 0;
             }
-            let wait = idle_wait(poll, idle_rounds, view.peak_inflight);
-            let wait =
-                wait + Duration::from_millis(ctx.entropy.below(wait.as_millis() as u64 / 2 + 1));
+            // An idle round's end: kept across wake-ups, so in-process ends that keep
+            // waking this slot never put off its listing of what other processes did.
+            let until = *idle_until.get_or_insert_with(|| {
+                let wait = idle_wait(poll, idle_rounds, view.peak_inflight);
+                let wait = wait
+                    + Duration::from_millis(ctx.entropy.below(wait.as_millis() as u64 / 2 + 1));
+                tokio::time::Instant::now() + wait
+            });
             // In slices: a shutdown or spot notice must not wait out a long idle round.
-            let until = tokio::time::Instant::now() + wait;
             let leaving = || {
                 ctx.shutdown.load(Ordering::Relaxed)
                     || opts.drain.load(Ordering::Relaxed)
@@ -719,17 +739,25 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             while tokio::time::Instant::now() < until && !leaving() && !woken {
                 let slice = until.min(tokio::time::Instant::now() + poll);
                 match wake.as_mut() {
-                    // Another slot of this process ended a task: look now.
+                    // Another slot of this process ended a task this one has not
+                    // merged: look again at once, at the view (no request).
                     Some(rx) => {
+                        let seen = ended_seen;
                         tokio::select! {
                             _ = tokio::time::sleep_until(slice) => {}
-                            r = rx.changed() => woken = r.is_ok(),
+                            r = rx.wait_for(|&n| n > seen) => woken = r.is_ok(),
                         }
                     }
                     None => tokio::time::sleep_until(slice).await,
                 }
             }
-            idle_rounds = if woken { 0 } else { idle_rounds + 1 };
+            if woken {
+                // Merged at the top of the loop; the round's listing and its backoff
+                // stay as they were (other processes' work is seen by listing).
+                continue;
+            }
+            idle_until = None;
+            idle_rounds += 1;
             need_refresh = true;
             continue;
         };
@@ -752,7 +780,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             if let Ok(true) = crate::dedup::propagate::converged_before(&sc, p).await {
                 let settled = task::commit_converged(&ctx, p, p, Some(&task)).await;
                 let picked = settled.iter().any(|(q, t)| *q == p && *t == task);
-                settled.iter().for_each(&tell_ended);
+                for k in &settled {
+                    if !tell_ended(k, &mut view, &mut ended_seen) {
+                        need_refresh = true;
+                    }
+                }
                 view.terminal.extend(settled);
                 // Not settled (the store failing): lease and skip it the usual way,
                 // which waits out an outage, rather than trying again at once.
@@ -792,6 +824,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         let held = match or_back_off!(claim) {
             Claim::Acquired(h) => {
                 idle_rounds = 0;
+                idle_until = None;
                 h
             }
             Claim::Busy { until_ms } => {
@@ -827,7 +860,9 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
         );
         if ended {
             view.terminal.insert(key.clone());
-            tell_ended(&key);
+            if !tell_ended(&key, &mut view, &mut ended_seen) {
+                need_refresh = true;
+            }
             if let Err(e) =
                 shards::after_task(&ctx, &store, &mut view, p, &task, Some(took_ms)).await
             {
@@ -882,12 +917,7 @@ async fn refresh(
     shared: Option<&slots::SharedListings>,
     merged: &mut u64,
     max_age: Duration,
-    ended_seen: &mut usize,
 ) -> Result<(), ProtoError> {
-    // What the process's other slots ended since: terminal whatever a listing says.
-    if let Some(s) = shared {
-        s.merge_ended(&mut view.terminal, ended_seen);
-    }
     if let Some(l) = shared.and_then(|s| s.recent(max_age)) {
         if l.generation != *merged {
             view.terminal.extend(l.terminal.iter().cloned());

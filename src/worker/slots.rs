@@ -35,23 +35,35 @@ pub struct Listing {
 /// checks by key.
 ///
 /// The slots also tell each other of the tasks they end: a slot that commits (or fails
-/// for good) a task appends it to `ended` and bumps `wake`, and an idle slot waiting
-/// out its poll interval wakes at once and takes the new terminal tasks into its view
-/// without listing. A barrier one slot crosses is crossed for every slot of the
-/// process at the same moment, not a poll interval later (docs/PROTOCOL.md, "Task
-/// slots").
+/// for good) a task appends it to a log and bumps a counter, and an idle slot waiting
+/// out its poll interval wakes at once, takes the new terminal tasks into its view and
+/// picks again from that view, without a request. A barrier one slot crosses is
+/// crossed for every slot of the process at the same moment, not a poll interval
+/// later; what other processes do is still seen by listing, as before
+/// (docs/OPERATIONS.md, "Sizing workers").
 #[derive(Debug)]
 pub struct SharedListings {
     last: Mutex<Option<Arc<Listing>>>,
-    ended: Mutex<Vec<(usize, String)>>,
-    wake: tokio::sync::watch::Sender<usize>,
+    ended: Mutex<EndedLog>,
+    wake: tokio::sync::watch::Sender<u64>,
 }
+
+/// The last [`ENDED_KEPT`] tasks the process's slots ended; `base` is the number of
+/// older ones dropped.
+#[derive(Debug, Default)]
+struct EndedLog {
+    base: u64,
+    tasks: std::collections::VecDeque<(usize, String)>,
+}
+
+/// Ended tasks the log keeps: a slot further behind than this lists the job instead.
+pub const ENDED_KEPT: usize = 4096;
 
 impl Default for SharedListings {
     fn default() -> Self {
         SharedListings {
             last: Mutex::new(None),
-            ended: Mutex::new(Vec::new()),
+            ended: Mutex::new(EndedLog::default()),
             wake: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -59,28 +71,39 @@ impl Default for SharedListings {
 
 impl SharedListings {
     /// A slot ended `task` (committed, failed for good, or found committed): the
-    /// other slots see it terminal from their next refresh, and the idle ones wake.
+    /// other slots see it terminal when they next merge, and the idle ones wake.
     pub fn ended(&self, task: (usize, String)) {
         let n = {
             let mut e = self.ended.lock().expect("ended tasks");
-            e.push(task);
-            e.len()
+            e.tasks.push_back(task);
+            if e.tasks.len() > ENDED_KEPT {
+                e.tasks.pop_front();
+                e.base += 1;
+            }
+            e.base + e.tasks.len() as u64
         };
         self.wake.send_replace(n);
     }
 
-    /// Adds the tasks other slots ended since `*seen` (an index into them) to
-    /// `terminal`.
-    pub fn merge_ended(&self, terminal: &mut HashSet<(usize, String)>, seen: &mut usize) {
+    /// Adds the tasks ended since `*seen` (a count of ended tasks) to `terminal` and
+    /// moves `*seen` to the latest. False when some of them have left the log: the
+    /// caller's view misses them and it must list the job.
+    #[must_use]
+    pub fn merge_ended(&self, terminal: &mut HashSet<(usize, String)>, seen: &mut u64) -> bool {
         let e = self.ended.lock().expect("ended tasks");
-        if *seen < e.len() {
-            terminal.extend(e[*seen..].iter().cloned());
-            *seen = e.len();
+        let end = e.base + e.tasks.len() as u64;
+        let complete = *seen >= e.base;
+        let from = (*seen).max(e.base);
+        if from < end {
+            terminal.extend(e.tasks.range((from - e.base) as usize..).cloned());
         }
+        *seen = end;
+        complete
     }
 
-    /// Wakes when a slot ends a task after the receiver last looked.
-    pub fn wake(&self) -> tokio::sync::watch::Receiver<usize> {
+    /// The count of ended tasks, watched: an idle slot waits for it to pass what it
+    /// merged.
+    pub fn wake(&self) -> tokio::sync::watch::Receiver<u64> {
         self.wake.subscribe()
     }
 
@@ -120,9 +143,10 @@ pub fn cores() -> usize {
 /// between batches and in its serial stretches it leaves cores idle that another
 /// task's reader or kernels fill. Measured on 2 cores (docs/PERFORMANCE.md, issue
 /// 32): two tasks at once against one, held-out text 0.95 of the wall time at the same
-/// CPU, images equal. (Two tasks cost 15 % for text while the spaCy patterns' caches
-/// were per thread and a slot waited out its poll interval at every barrier another
-/// slot crossed; neither is so now.)
+/// CPU, images equal. (Two tasks cost 15 % for text while most spans ran spaCy's
+/// patterns, through a cache each kernel thread filled anew, and while a slot waited
+/// out its poll interval at every barrier another slot crossed; now the patterns run
+/// only for spans with non-ASCII ends and the slots wake each other.)
 pub const TASK_CORES: f64 = 1.0;
 
 /// Task slots on `cores` for a job whose heaviest stage asks `max_stage_cpu` cores
@@ -200,9 +224,10 @@ pub async fn run_slots(
 
 /// Memory a task slot is given when a memory limit caps the slots: its batches in
 /// flight at the defaults (~80 MiB), the operators' working sets, a dedup map task's
-/// key buffer and the Parquet writers' pages, with room (measured peaks: 200–320 MiB
-/// for a whole text or image job).
-pub const SLOT_MEMORY: u64 = 512 << 20;
+/// key buffer and the Parquet writers' pages (measured peaks: 200–320 MiB for a whole
+/// text or image job), and a dedup reduce task's key table, 1 GiB by default
+/// (`memory_bytes`, docs/DEDUP.md): every slot may run one at once.
+pub const SLOT_MEMORY: u64 = 1 << 30;
 
 /// This process's memory limit, from its cgroup (v2 `memory.max`, v1
 /// `memory.limit_in_bytes`); `None` when there is none.
@@ -274,8 +299,8 @@ mod tests {
 
     #[test]
     fn a_memory_limit_caps_the_slots() {
-        // A pod with 8 GiB on a 96-core node: 96 slots by cores, 16 by memory.
-        assert_eq!(fit_memory(task_slots(96, 1.0), Some(8 << 30)), 16);
+        // A pod with 8 GiB on a 96-core node: 96 slots by cores, 8 by memory.
+        assert_eq!(fit_memory(task_slots(96, 1.0), Some(8 << 30)), 8);
         assert_eq!(fit_memory(4, Some(100 << 20)), 1);
         assert_eq!(fit_memory(4, None), 4);
         assert_eq!(fit_memory(4, Some(64 << 30)), 4);
@@ -295,40 +320,51 @@ mod tests {
         assert!(sh.recent(Duration::from_millis(10)).is_none());
     }
 
-    /// A task one slot ends is terminal in the other slots' views at their next
-    /// refresh, each task once, and an idle slot's wait ends at once.
+    /// A task one slot ends is terminal in the other slots' views when they merge,
+    /// each once; an idle slot waiting for more than it merged wakes at once; a slot
+    /// that fell behind the log is told to list.
     #[tokio::test]
     async fn an_ended_task_wakes_the_other_slots() {
         let sh = Arc::new(SharedListings::default());
-        let mut rx = sh.wake();
-        rx.borrow_and_update();
+        let (mut view, mut seen) = (HashSet::new(), 0u64);
         let waiter = {
-            let mut rx = rx.clone();
+            let mut rx = sh.wake();
             tokio::spawn(async move {
-                tokio::time::timeout(Duration::from_secs(30), rx.changed()).await
+                tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|&n| n > 0))
+                    .await
+                    .map(|r| r.map(|n| *n))
             })
         };
         tokio::task::yield_now().await;
         sh.ended((0, "a".into()));
         assert!(
-            matches!(waiter.await.unwrap(), Ok(Ok(()))),
+            matches!(waiter.await.unwrap(), Ok(Ok(1))),
             "the idle slot woke"
         );
-        let (mut view, mut seen) = (HashSet::new(), 0);
-        sh.merge_ended(&mut view, &mut seen);
+        assert!(sh.merge_ended(&mut view, &mut seen));
         assert_eq!((view.len(), seen), (1, 1));
         sh.ended((2, "b".into()));
-        sh.merge_ended(&mut view, &mut seen);
-        sh.merge_ended(&mut view, &mut seen);
+        assert!(sh.merge_ended(&mut view, &mut seen));
+        assert!(sh.merge_ended(&mut view, &mut seen));
         assert_eq!(seen, 2);
         assert!(view.contains(&(2, "b".to_string())) && view.contains(&(0, "a".to_string())));
-        // A slot that looked after the last end does not wake.
-        rx.borrow_and_update();
+        // Nothing ended since the merge: a wait for more does not end.
+        let mut rx = sh.wake();
         assert!(
-            tokio::time::timeout(Duration::from_millis(50), rx.changed())
+            tokio::time::timeout(Duration::from_millis(50), rx.wait_for(|&n| n > seen))
                 .await
                 .is_err()
         );
+        // The log keeps the last ENDED_KEPT: a slot further behind must list.
+        for i in 0..ENDED_KEPT + 10 {
+            sh.ended((1, format!("t{i}")));
+        }
+        let (mut v2, mut s2) = (HashSet::new(), 2u64);
+        assert!(!sh.merge_ended(&mut v2, &mut s2), "fell behind");
+        assert_eq!(s2, (ENDED_KEPT + 12) as u64);
+        assert_eq!(v2.len(), ENDED_KEPT);
+        let mut s3 = s2 - 5;
+        assert!(sh.merge_ended(&mut v2, &mut s3));
     }
 
     #[test]

@@ -132,7 +132,9 @@ pub fn properties(out: &OutputSpec) -> WriterProperties {
 /// itself is written from the decoded rows, so it is the same bytes either way.
 pub fn intermediate_properties(out: &OutputSpec) -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(PqCompression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_compression(PqCompression::ZSTD(
+            ZstdLevel::try_new(1).unwrap_or_default(),
+        ))
         .set_max_row_group_row_count(Some(out.row_group_rows))
         .set_created_by(format!("mdf {}", env!("CARGO_PKG_VERSION")))
         .build()

@@ -83,8 +83,9 @@ fn affix_punct(c: u8) -> bool {
 }
 
 /// [`prefix_len`] when `s` starts with an ASCII character: the patterns' ASCII
-/// branches by hand, none of which looks past the third character (`US$`). `None`
-/// leaves it to the patterns. Kept equal to them by `affixes_by_hand_are_the_patterns`.
+/// branches by hand (`US$` the longest but for a run of periods, measured whole).
+/// `None` leaves it to the patterns. Kept equal to them by
+/// `affixes_by_hand_are_the_patterns`.
 fn prefix_ascii(s: &str) -> Option<usize> {
     let b = s.as_bytes();
     let &c = b.first()?;
@@ -117,7 +118,8 @@ const ASCII_UNITS: &[&str] = &[
 /// [`suffix_len`] when the end of `s` is ASCII: the patterns' ASCII branches by hand
 /// (a period after a lower-case letter, a digit or punctuation, or after two upper-case
 /// letters; units and currency after a digit; `'s`). `None` where a character the
-/// answer depends on is not ASCII. Kept equal to the patterns by
+/// answer depends on is not ASCII. Only for an `s` that does not end in two or more
+/// periods ([`suffix_len`] measures that run first). Kept equal to the patterns by
 /// `affixes_by_hand_are_the_patterns`.
 fn suffix_ascii(s: &str) -> Option<usize> {
     let b = s.as_bytes();
@@ -180,7 +182,6 @@ fn suffix_ascii(s: &str) -> Option<usize> {
                     best = u.len();
                 }
             }
-            // `m/s`, `km/h`: a unit with a slash ends in a letter after one.
             best
         }
         _ => 0,
