@@ -147,9 +147,12 @@ fn suffix_ascii(s: &str) -> Option<usize> {
             if !p.is_ascii() {
                 return None;
             }
-            if p.is_ascii_lowercase() || p.is_ascii_digit() {
-                1
-            } else if p == b'%' || p == b'-' || p == b'+' || p == b'|' || affix_punct(p) {
+            // `(?<=[0-9{al}{e}{p}(?:{q})])\.`: its class, the ASCII members.
+            if p.is_ascii_lowercase()
+                || p.is_ascii_digit()
+                || matches!(p, b'%' | b'-' | b'+' | b'|')
+                || affix_punct(p)
+            {
                 1
             } else if p.is_ascii_uppercase() {
                 match before(2) {
