@@ -280,9 +280,9 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
         job.as_str()
     );
 
-    // One instance gets a rebalance recommendation: its worker runs one task, takes
-    // no other, and terminates its instance without shrinking the group, which
-    // launches a replacement.
+    // One instance gets a rebalance recommendation: each of its worker's task slots
+    // runs one task, takes no other, and the worker terminates its instance without
+    // shrinking the group, which launches a replacement.
     let at_risk = Imds::start(&instances[0]);
     at_risk.rebalance();
     let o = run_ok(
@@ -292,7 +292,22 @@ fn a_fleet_follows_its_groups_job_tag_and_scales_itself_to_zero() {
     );
     let text = stderr(&o);
     assert!(text.contains("rebalance recommendation"), "{text}");
-    assert!(text.contains(": 1 committed, 0 failed"), "{text}");
+    let slots: usize = text
+        .split("mdf worker: ")
+        .nth(1)
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no slots line: {text}"));
+    let committed: usize = text
+        .split(" committed, 0 failed")
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    assert!(
+        (1..=slots).contains(&committed),
+        "one task a slot at most: {text}"
+    );
     assert!(text.contains("the group replaces it"), "{text}");
     let g = moto_fleet(&ep, &["describe", &group]);
     assert_eq!(g["DesiredCapacity"], 3, "no capacity lost: {g}");

@@ -333,6 +333,35 @@ pub(super) fn all_duplicate_chars(w: &WordIds, n: usize) -> usize {
     chars
 }
 
+/// Characters of the words that lie in a later occurrence of some `m`-gram (a window
+/// equal to an earlier one; a hash collision counts as one). A repeated n-gram with
+/// n ≥ m is made of such m-grams, and the repeats [`all_duplicate_chars`] counts do
+/// not overlap, so for every n ≥ m it counts at most this: a duplicated-n-gram rule
+/// whose threshold this does not pass cannot fire, and its pass is skipped.
+pub(super) fn repeated_window_chars(w: &WordIds, m: usize) -> usize {
+    let keys = window_keys(&w.ids, m);
+    if keys.is_empty() {
+        return 0;
+    }
+    let mut first: FastMap<u64, u32> = FastMap::default();
+    first.reserve(keys.len());
+    // Words covered so far run to `covered` (windows come in order).
+    let (mut covered, mut chars) = (0usize, 0usize);
+    for (i, k) in keys.iter().enumerate() {
+        let j = *first.entry(*k).or_insert(i as u32) as usize;
+        if j == i {
+            continue;
+        }
+        let from = covered.max(i);
+        let to = i + m;
+        if from < to {
+            chars += w.chars[from..to].iter().map(|&c| c as usize).sum::<usize>();
+            covered = to;
+        }
+    }
+    chars
+}
+
 pub(super) fn top_name(n: usize) -> &'static str {
     match n {
         2 => "top_2_gram",
@@ -415,7 +444,14 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
             return Some(top_name(n));
         }
     }
+    // A bound on every pass's count from one pass over the shortest n-grams: most
+    // pages repeat too little for any rule to fire, and skip all six passes.
+    let m = r.dup_n_grams.iter().map(|&(n, _)| n).min().unwrap_or(0);
+    let bound = (m > 0 && r.dup_n_grams.len() > 1).then(|| repeated_window_chars(&words, m));
     for &(n, frac) in &r.dup_n_grams {
+        if bound.is_some_and(|b| b as f64 / len <= frac) {
+            continue;
+        }
         if all_duplicate_chars(&words, n) as f64 / len > frac {
             return Some(dup_name(n));
         }

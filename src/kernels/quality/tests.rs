@@ -446,3 +446,43 @@ fn fineweb_rule_by_rule() {
         .collect();
     assert_eq!(fineweb_quality(&list, &f), Some("list_ratio"));
 }
+
+/// The bound the duplicated-n-gram rules are skipped by is never below what any of
+/// them counts, on sequences from heavily repeating to hardly repeating, for every
+/// shortest n-gram length m and every n ≥ m (a bound below would skip a rule that
+/// fires).
+#[test]
+fn the_repetition_bound_covers_every_longer_n_gram() {
+    let vocab: Vec<String> = (0..200)
+        .map(|i| "w".repeat(1 + i % 7) + &i.to_string())
+        .collect();
+    let mut x = 99u64;
+    let mut tight = 0;
+    for size in [1usize, 2, 3, 5, 20, 200] {
+        for len in [0usize, 3, 9, 60, 700] {
+            let words: Vec<&str> = (0..len)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    vocab[(x >> 33) as usize % size].as_str()
+                })
+                .collect();
+            let ids = WordIds::new(&words);
+            for m in 1..=6 {
+                let b = repeated_window_chars(&ids, m);
+                for n in m..=10 {
+                    let d = all_duplicate_chars(&ids, n);
+                    assert!(b >= d, "size {size} len {len} m {m} n {n}: {b} < {d}");
+                    tight += usize::from(b == d && d > 0);
+                }
+            }
+        }
+    }
+    // Where n = m and every repeat is non-overlapping the bound is exact, so it is
+    // not a loose constant.
+    assert!(tight > 0);
+    // A page without a repeated 5-gram has a bound of 0.
+    let words: Vec<&str> = vocab.iter().take(50).map(String::as_str).collect();
+    assert_eq!(repeated_window_chars(&WordIds::new(&words), 5), 0);
+}
