@@ -334,14 +334,7 @@ fn rolling_ngram_keys_agree_with_naive_counting() {
     let vocab = ["a", "bb", "ccc", "dé", "e"];
     let mut x = 12345u64;
     for len in [0usize, 1, 5, 40, 400] {
-        let words: Vec<&str> = (0..len)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                vocab[(x >> 33) as usize % vocab.len()]
-            })
-            .collect();
+        let words: Vec<&str> = random_words(&mut x, &vocab, len);
         let ids = WordIds::new(&words);
         for n in 1..=10 {
             assert_eq!(
@@ -456,18 +449,12 @@ fn the_repetition_bound_covers_every_longer_n_gram() {
     let vocab: Vec<String> = (0..200)
         .map(|i| "w".repeat(1 + i % 7) + &i.to_string())
         .collect();
+    let vocab: Vec<&str> = vocab.iter().map(String::as_str).collect();
     let mut x = 99u64;
     let mut tight = 0;
     for size in [1usize, 2, 3, 5, 20, 200] {
         for len in [0usize, 3, 9, 60, 700] {
-            let words: Vec<&str> = (0..len)
-                .map(|_| {
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    vocab[(x >> 33) as usize % size].as_str()
-                })
-                .collect();
+            let words = random_words(&mut x, &vocab[..size], len);
             let ids = WordIds::new(&words);
             for m in 1..=6 {
                 let b = repeated_window_chars(&ids, m);
@@ -483,6 +470,18 @@ fn the_repetition_bound_covers_every_longer_n_gram() {
     // not a loose constant.
     assert!(tight > 0);
     // A page without a repeated 5-gram has a bound of 0.
-    let words: Vec<&str> = vocab.iter().take(50).map(String::as_str).collect();
+    let words: Vec<&str> = vocab[..50].to_vec();
     assert_eq!(repeated_window_chars(&WordIds::new(&words), 5), 0);
+}
+
+/// `len` words drawn from `vocab` by a linear congruential generator seeded by `x`.
+fn random_words<'a>(x: &mut u64, vocab: &[&'a str], len: usize) -> Vec<&'a str> {
+    (0..len)
+        .map(|_| {
+            *x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            vocab[(*x >> 33) as usize % vocab.len()]
+        })
+        .collect()
 }
