@@ -142,8 +142,8 @@ pub fn cores() -> usize {
 /// at times (its reader and writer threads and its share of the kernel pool), but
 /// between batches and in its serial stretches it leaves cores idle that another
 /// task's reader or kernels fill. Measured on 2 cores (docs/PERFORMANCE.md, issue
-/// 32): two tasks at once against one, held-out text 0.95 of the wall time at the same
-/// CPU, images equal. (Two tasks cost 15 % for text while most spans ran spaCy's
+/// 32): two tasks at once against one, held-out text 0.94 of the wall time and images
+/// 0.96, at 1–3 % more CPU. (Two tasks cost 15 % for text while most spans ran spaCy's
 /// patterns, through a cache each kernel thread filled anew, and while a slot waited
 /// out its poll interval at every barrier another slot crossed; now the patterns run
 /// only for spans with non-ASCII ends and the slots wake each other.)
