@@ -74,7 +74,7 @@ pub struct Memory {
     pub dedup: u64,
     /// Operator assets on disk (held at about 4× that in memory).
     pub assets_on_disk: u64,
-    /// The process-wide image decode cache, when an image stage runs.
+    /// A task's share of the process-wide image decode cache, when an image stage runs.
     pub image_cache: u64,
 }
 

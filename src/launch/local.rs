@@ -101,6 +101,7 @@ pub fn in_process(
     shutdown: Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<Result<WorkerReport, worker::WorkerError>>> {
     let entropy = Entropy::from_os();
+    crate::ops::size_image_decode_cache(workers);
     // In-process workers are task slots of one process: they share listings.
     let listings = Arc::new(crate::worker::slots::SharedListings::default());
     (0..workers)

@@ -90,7 +90,7 @@ pub fn missing() -> Drop {
 /// (`image_quality` then `image_hash`, both at `min_side` 64 by default) decode each
 /// image once. Keyed by a hash of the bytes with the decode parameters, so a hit
 /// returns exactly what decoding would: results never depend on cache state. At most
-/// [`CACHE_BYTES`] of pixels are kept; entries already read again go first, then the
+/// [`cache_bytes`] of pixels are kept; entries already read again go first, then the
 /// oldest (so parallel tasks filling the cache do not evict what the next stage of
 /// each is about to read).
 pub fn decode_cached(
@@ -132,7 +132,8 @@ pub fn decode_cached(
         c.fresh.push_back(key);
         c.bytes += size;
     }
-    while c.bytes > CACHE_BYTES {
+    let cap = cache_bytes();
+    while c.bytes > cap {
         let Some(k) = c.used.pop_front().or_else(|| c.fresh.pop_front()) else {
             break;
         };
@@ -147,9 +148,22 @@ pub fn decode_cached(
     d
 }
 
-/// Pixels the decode cache may hold: two tasks' 32 MiB batches of ~30 KiB JPEGs
-/// decoded at 1/4 scale are ~80 MiB.
-pub const CACHE_BYTES: usize = 128 << 20;
+/// Pixels the decode cache may hold for each task the process runs at once: a task's
+/// 32 MiB batch of ~30 KiB JPEGs decoded at 1/4 scale is ~40 MiB.
+pub const CACHE_BYTES_PER_TASK: usize = 64 << 20;
+
+/// Tasks the process runs at once, as its worker set them ([`set_tasks`]).
+static TASKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(2);
+
+/// Sizes the decode cache for `n` tasks at once (a worker process's task slots).
+pub fn set_tasks(n: usize) {
+    TASKS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The cache's size: [`CACHE_BYTES_PER_TASK`] a task, for at least two (128 MiB).
+pub fn cache_bytes() -> usize {
+    CACHE_BYTES_PER_TASK.saturating_mul(TASKS.load(std::sync::atomic::Ordering::Relaxed).max(2))
+}
 
 type Key = (u128, usize, Option<u32>, u64, u64);
 
@@ -175,6 +189,20 @@ static CACHE: std::sync::LazyLock<std::sync::Mutex<Cache>> =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The decode cache grows with the tasks the process runs at once (a 64-core
+    /// worker's 64 slots get 4 GiB, 64 MiB each), never below two tasks' worth.
+    #[test]
+    fn the_decode_cache_is_sized_by_the_tasks_at_once() {
+        let before = TASKS.load(std::sync::atomic::Ordering::Relaxed);
+        set_tasks(64);
+        assert_eq!(cache_bytes(), 4 << 30);
+        set_tasks(1);
+        assert_eq!(cache_bytes(), 128 << 20);
+        set_tasks(0);
+        assert_eq!(cache_bytes(), 128 << 20);
+        set_tasks(before);
+    }
 
     #[test]
     fn a_second_decode_of_the_same_bytes_is_a_cache_hit() {

@@ -190,9 +190,15 @@ pub trait Operator: Send + Sync {
     }
 }
 
-/// The bytes of decoded pixels the image stages' shared cache may hold per process.
+/// The bytes of decoded pixels the image stages' shared cache may hold for each task a
+/// process runs at once (the cache is the process's, sized by its task slots).
 pub fn image_decode_cache_bytes() -> usize {
-    image_common::CACHE_BYTES
+    image_common::CACHE_BYTES_PER_TASK
+}
+
+/// Sizes the image stages' shared decode cache for `tasks` at once.
+pub fn size_image_decode_cache(tasks: usize) {
+    image_common::set_tasks(tasks);
 }
 
 /// Builds an operator of stage `stage` from its params, recording every error in

@@ -171,6 +171,7 @@ pub async fn run_slots(
     slots: usize,
     make: impl Fn(usize) -> WorkerOptions,
 ) -> Result<WorkerReport, WorkerError> {
+    crate::ops::size_image_decode_cache(slots);
     if slots <= 1 {
         return run(reg, make(0)).await;
     }
