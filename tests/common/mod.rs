@@ -299,9 +299,20 @@ pub fn lease_records(jobs: &Path, phase: &str) -> Vec<serde_json::Value> {
 }
 
 /// Kills worker `id` (its process `worker`) a little after it first holds a lease of
-/// `phase` under `jobs` (or after a minute), and reaps it.
+/// `phase` under `jobs` (or after a minute), and reaps it. Any of the process's task
+/// slots counts (`id`, `id-1`, ...: one per core).
 pub fn kill_once_it_holds(jobs: &Path, worker: &mut std::process::Child, id: &str, phase: &str) {
-    let holds = || lease_records(jobs, phase).iter().any(|v| v["worker"] == id);
+    let slot = |w: &str| {
+        w == id
+            || w.strip_prefix(id)
+                .and_then(|r| r.strip_prefix('-'))
+                .is_some_and(|n| n.parse::<usize>().is_ok())
+    };
+    let holds = || {
+        lease_records(jobs, phase)
+            .iter()
+            .any(|v| v["worker"].as_str().is_some_and(slot))
+    };
     let t0 = std::time::Instant::now();
     while !holds() && t0.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(20));
