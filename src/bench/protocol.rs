@@ -139,6 +139,7 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             .acquire_owned()
             .await
             .map_err(BenchError::step("a pipeline slot"))?;
+        let props = crate::io::write::parquet::properties(&spec.output);
         let p = PipelineSpec {
             registry: direct_reg.clone(),
             handle: tokio::runtime::Handle::current(),
@@ -149,8 +150,8 @@ pub async fn protocol(b: &ProtocolBench) -> Result<ProtocolReport, BenchError> {
             stages: stages[0].clone(),
             output_schema: Arc::new(phase.output_schema.clone()),
             out_dir: direct_out.child(&t.task_id),
-            props: crate::io::write::parquet::properties(&spec.output),
-            data_props: crate::io::write::parquet::properties(&spec.output),
+            props: props.clone(),
+            data_props: props,
             target_file_bytes: spec.output.target_file_bytes,
             writer: &crate::io::write::parquet::Parquet,
             task: "bench".into(),

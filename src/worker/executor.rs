@@ -413,6 +413,7 @@ async fn records(
         .get(phase + 1)
         .filter(|p| p.kind == PhaseKind::Reduce)
         .and_then(|p| p.dedup.clone());
+    let props = crate::io::write::parquet::properties(&spec.output);
     let pspec = PipelineSpec {
         registry: run.reg.clone(),
         handle: tokio::runtime::Handle::current(),
@@ -423,9 +424,9 @@ async fn records(
         stages,
         output_schema: Arc::new(plan.output_schema.clone()),
         out_dir: run.out_dir(),
-        props: crate::io::write::parquet::properties(&spec.output),
+        props: props.clone(),
         data_props: if last {
-            crate::io::write::parquet::properties(&spec.output)
+            props
         } else {
             crate::io::write::parquet::intermediate_properties(&spec.output)
         },

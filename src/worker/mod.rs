@@ -592,9 +592,11 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
     let mut ended_seen = 0u64;
     let mut wake = opts.listings.as_ref().map(|s| s.wake());
     let mut idle_until: Option<tokio::time::Instant> = None;
-    // Tells the other slots, and takes what they ended meanwhile (this slot's own end
-    // is then not news that wakes it).
+    // A task this slot ended: terminal in its view, told to the other slots, and what
+    // they ended meanwhile taken too (this slot's own end is then not news that wakes
+    // it). False when the view missed ends that left the log: list the job.
     let tell_ended = |key: &(usize, String), view: &mut View, seen: &mut u64| -> bool {
+        view.terminal.insert(key.clone());
         match &opts.listings {
             Some(s) => {
                 s.ended(key.clone());
@@ -688,10 +690,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                     Ok(task::Outcome::Committed) => {
                         report.committed += 1;
                         report.backups_won += 1;
-                        view.terminal.insert(key.clone());
-                        if !tell_ended(&key, &mut view, &mut ended_seen) {
-                            need_refresh = true;
-                        }
+                        need_refresh |= !tell_ended(&key, &mut view, &mut ended_seen);
                         if let Err(e) =
                             shards::after_task(&ctx, &store, &mut view, p, &task, None).await
                         {
@@ -699,10 +698,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                         }
                     }
                     Ok(task::Outcome::AlreadyCommitted) => {
-                        view.terminal.insert(key.clone());
-                        if !tell_ended(&key, &mut view, &mut ended_seen) {
-                            need_refresh = true;
-                        }
+                        need_refresh |= !tell_ended(&key, &mut view, &mut ended_seen);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -781,11 +777,8 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
                 let settled = task::commit_converged(&ctx, p, p, Some(&task)).await;
                 let picked = settled.iter().any(|(q, t)| *q == p && *t == task);
                 for k in &settled {
-                    if !tell_ended(k, &mut view, &mut ended_seen) {
-                        need_refresh = true;
-                    }
+                    need_refresh |= !tell_ended(k, &mut view, &mut ended_seen);
                 }
-                view.terminal.extend(settled);
                 // Not settled (the store failing): lease and skip it the usual way,
                 // which waits out an outage, rather than trying again at once.
                 if picked {
@@ -859,10 +852,7 @@ pub async fn run(reg: &Registry, opts: WorkerOptions) -> Result<WorkerReport, Wo
             Ok(task::Outcome::Committed | task::Outcome::Failed | task::Outcome::AlreadyCommitted)
         );
         if ended {
-            view.terminal.insert(key.clone());
-            if !tell_ended(&key, &mut view, &mut ended_seen) {
-                need_refresh = true;
-            }
+            need_refresh |= !tell_ended(&key, &mut view, &mut ended_seen);
             if let Err(e) =
                 shards::after_task(&ctx, &store, &mut view, p, &task, Some(took_ms)).await
             {
