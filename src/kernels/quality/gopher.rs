@@ -338,16 +338,24 @@ pub(super) fn all_duplicate_chars(w: &WordIds, n: usize) -> usize {
 /// n ≥ m is made of such m-grams, and the repeats [`all_duplicate_chars`] counts do
 /// not overlap, so for every n ≥ m it counts at most this: a duplicated-n-gram rule
 /// whose threshold this does not pass cannot fire, and its pass is skipped.
-pub(super) fn repeated_window_chars(w: &WordIds, m: usize) -> usize {
+///
+/// With `prefix` (per window of the (m-1)-gram pass, whether its key occurs more
+/// than once; [`top_n_gram`]), windows whose prefix is unique are unique m-grams
+/// and are passed over.
+pub(super) fn repeated_window_chars(w: &WordIds, m: usize, prefix: Option<&[bool]>) -> usize {
     let keys = window_keys(&w.ids, m);
     if keys.is_empty() {
         return 0;
     }
+    let live = |i: usize| prefix.is_none_or(|p| p[i]);
     let mut first: FastMap<u64, u32> = FastMap::default();
-    first.reserve(keys.len());
+    first.reserve(keys.iter().enumerate().filter(|&(i, _)| live(i)).count());
     // Words covered so far run to `covered` (windows come in order).
     let (mut covered, mut chars) = (0usize, 0usize);
     for (i, k) in keys.iter().enumerate() {
+        if !live(i) {
+            continue;
+        }
         let j = *first.entry(*k).or_insert(i as u32) as usize;
         if j == i {
             continue;
@@ -360,6 +368,51 @@ pub(super) fn repeated_window_chars(w: &WordIds, m: usize) -> usize {
         }
     }
     chars
+}
+
+/// The most frequent n-gram (first seen wins ties, as `Counter.most_common` does) as
+/// (its first window, its count), and per window whether its key occurs more than
+/// once. With `prefix` (the flags of the (n-1)-gram pass), only flagged windows are
+/// counted: any other window starts a unique (n-1)-gram, so its n-gram is unique too
+/// and cannot be the most frequent unless every n-gram is (then the first window is).
+pub(super) fn top_n_gram(
+    w: &WordIds,
+    n: usize,
+    keys: &[u64],
+    prefix: Option<&[bool]>,
+) -> (Option<(usize, usize)>, Vec<bool>) {
+    let same = |a: usize, b: usize| w.ids[a..a + n] == w.ids[b..b + n];
+    let live = |i: usize| prefix.is_none_or(|p| p[i]);
+    // key -> (count, first window with it, windows with it, collisions included)
+    let mut counts: FastMap<u64, (usize, usize, usize)> = FastMap::default();
+    counts.reserve(keys.iter().enumerate().filter(|&(i, _)| live(i)).count());
+    for (i, k) in keys.iter().enumerate() {
+        if !live(i) {
+            continue;
+        }
+        let e = counts.entry(*k).or_insert((0, i, 0));
+        e.2 += 1;
+        if e.1 == i || same(e.1, i) {
+            e.0 += 1;
+        }
+    }
+    let mut best: Option<(usize, usize)> = None;
+    let mut flags = vec![false; keys.len()];
+    for (i, k) in keys.iter().enumerate() {
+        if !live(i) {
+            continue;
+        }
+        let (c, first, all) = counts[k];
+        flags[i] = all > 1;
+        if first == i && best.is_none_or(|(_, bc)| c > bc) {
+            best = Some((i, c));
+        }
+    }
+    // Only unique n-grams: the first window is the first of the most frequent.
+    if best.is_none_or(|(_, c)| c < 2) && !keys.is_empty() {
+        best = Some((0, 1));
+    }
+    (best, flags)
 }
 
 pub(super) fn top_name(n: usize) -> &'static str {
@@ -414,29 +467,21 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
         return Some("dup_line_char_frac");
     }
     let words = WordIds::new(&words_by(text, r.words));
+    // Per window of the last pass (its n): whether another window has its key. An
+    // n-gram occurs twice only if its first n-1 words do, so the next pass (n+1)
+    // counts only the windows whose prefix was flagged: the rest are unique n-grams.
+    let mut repeated: Option<(usize, Vec<bool>)> = None;
     for &(n, frac) in &r.top_n_grams {
         if words.ids.len() < n {
             continue;
         }
         let keys = window_keys(&words.ids, n);
-        let same = |a: usize, b: usize| words.ids[a..a + n] == words.ids[b..b + n];
-        // key -> (count, first window with it)
-        let mut counts: FastMap<u64, (usize, usize)> = FastMap::default();
-        counts.reserve(keys.len());
-        for (i, k) in keys.iter().enumerate() {
-            let e = counts.entry(*k).or_insert((0, i));
-            if e.1 == i || same(e.1, i) {
-                e.0 += 1;
-            }
-        }
-        // The most frequent n-gram (first seen wins ties, as Counter.most_common does).
-        let mut best: Option<(usize, usize)> = None;
-        for (i, k) in keys.iter().enumerate() {
-            let (c, first) = counts[k];
-            if first == i && best.is_none_or(|(_, bc)| c > bc) {
-                best = Some((i, c));
-            }
-        }
+        let prefix = repeated
+            .take()
+            .filter(|(m, _)| *m + 1 == n)
+            .map(|(_, flags)| flags);
+        let (best, flags) = top_n_gram(&words, n, &keys, prefix.as_deref());
+        repeated = Some((n, flags));
         // Its characters as datatrove joins it: with a space between words.
         if let Some((i, c)) = best
             && ((words.chars_of(i, n) + n - 1) * c) as f64 / len > frac
@@ -447,7 +492,12 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
     // A bound on every pass's count from one pass over the shortest n-grams: most
     // pages repeat too little for any rule to fire, and skip all six passes.
     let m = r.dup_n_grams.iter().map(|&(n, _)| n).min().unwrap_or(0);
-    let bound = (m > 0 && r.dup_n_grams.len() > 1).then(|| repeated_window_chars(&words, m));
+    let prefix = repeated
+        .as_ref()
+        .filter(|(n, _)| n + 1 == m)
+        .map(|(_, flags)| flags.as_slice());
+    let bound =
+        (m > 0 && r.dup_n_grams.len() > 1).then(|| repeated_window_chars(&words, m, prefix));
     for &(n, frac) in &r.dup_n_grams {
         if bound.is_some_and(|b| b as f64 / len <= frac) {
             continue;

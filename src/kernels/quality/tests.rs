@@ -457,7 +457,7 @@ fn the_repetition_bound_covers_every_longer_n_gram() {
             let words = random_words(&mut x, &vocab[..size], len);
             let ids = WordIds::new(&words);
             for m in 1..=6 {
-                let b = repeated_window_chars(&ids, m);
+                let b = repeated_window_chars(&ids, m, None);
                 for n in m..=10 {
                     let d = all_duplicate_chars(&ids, n);
                     assert!(b >= d, "size {size} len {len} m {m} n {n}: {b} < {d}");
@@ -471,7 +471,56 @@ fn the_repetition_bound_covers_every_longer_n_gram() {
     assert!(tight > 0);
     // A page without a repeated 5-gram has a bound of 0.
     let words: Vec<&str> = vocab[..50].to_vec();
-    assert_eq!(repeated_window_chars(&WordIds::new(&words), 5), 0);
+    assert_eq!(repeated_window_chars(&WordIds::new(&words), 5, None), 0);
+}
+
+/// The top-n-gram passes that count only windows whose (n-1)-gram prefix repeats
+/// find what a plain count finds (`Counter.most_common`: the largest count, first
+/// seen on ties), and the bound pass pruned the same way is the bound unpruned.
+#[test]
+fn pruned_n_gram_passes_are_the_full_passes() {
+    let vocab: Vec<String> = (0..50).map(|i| format!("v{i}")).collect();
+    let vocab: Vec<&str> = vocab.iter().map(String::as_str).collect();
+    let mut x = 7u64;
+    let mut found = 0;
+    for size in [1usize, 2, 3, 6, 50] {
+        for len in [0usize, 1, 2, 4, 9, 60, 400] {
+            let words = random_words(&mut x, &vocab[..size], len);
+            let ids = WordIds::new(&words);
+            let mut flags: Option<Vec<bool>> = None;
+            for n in 2..=6usize {
+                if ids.ids.len() < n {
+                    flags = None;
+                    continue;
+                }
+                // A plain count, in order of first appearance.
+                let mut order: Vec<&[u32]> = Vec::new();
+                let mut counts = std::collections::HashMap::new();
+                for w in ids.ids.windows(n) {
+                    let c = counts.entry(w).or_insert(0usize);
+                    if *c == 0 {
+                        order.push(w);
+                    }
+                    *c += 1;
+                }
+                let top = order.iter().map(|w| counts[w]).max().expect("windows");
+                let first = order.iter().find(|w| counts[*w] == top).expect("top");
+                let at = ids.ids.windows(n).position(|w| w == *first).expect("seen");
+                let keys = window_keys(&ids.ids, n);
+                let (full, f_full) = top_n_gram(&ids, n, &keys, None);
+                let (pruned, f_pruned) = top_n_gram(&ids, n, &keys, flags.as_deref());
+                assert_eq!(full, Some((at, top)), "size {size} len {len} n {n}");
+                assert_eq!(pruned, full, "size {size} len {len} n {n}");
+                // Pruned windows are unique: their flags agree with the full pass's.
+                assert_eq!(f_pruned, f_full, "size {size} len {len} n {n}");
+                let b = repeated_window_chars(&ids, n + 1, Some(&f_full));
+                assert_eq!(b, repeated_window_chars(&ids, n + 1, None));
+                found += usize::from(top > 1);
+                flags = Some(f_full);
+            }
+        }
+    }
+    assert!(found > 10, "the sequences repeat n-grams");
 }
 
 /// `len` words drawn from `vocab` by a linear congruential generator seeded by `x`.
