@@ -347,6 +347,8 @@ pub(super) fn repeated_window_chars(w: &WordIds, m: usize, prefix: Option<&[bool
     if keys.is_empty() {
         return 0;
     }
+    // Flags of another length are not the (m-1)-gram pass's: not used.
+    let prefix = prefix.filter(|p| p.len() == keys.len() + 1);
     let live = |i: usize| prefix.is_none_or(|p| p[i]);
     let mut first: FastMap<u64, u32> = FastMap::default();
     first.reserve(keys.iter().enumerate().filter(|&(i, _)| live(i)).count());
@@ -375,6 +377,11 @@ pub(super) fn repeated_window_chars(w: &WordIds, m: usize, prefix: Option<&[bool
 /// once. With `prefix` (the flags of the (n-1)-gram pass), only flagged windows are
 /// counted: any other window starts a unique (n-1)-gram, so its n-gram is unique too
 /// and cannot be the most frequent unless every n-gram is (then the first window is).
+///
+/// As before the pruning, a window whose 64-bit key collides with an earlier,
+/// different n-gram's is not counted; which windows can meet such a collision differs
+/// (pruned windows never occupy a key), so on a collision, unlikely past any real
+/// page's length, the count can differ from the unpruned pass's.
 pub(super) fn top_n_gram(
     w: &WordIds,
     n: usize,
@@ -382,6 +389,8 @@ pub(super) fn top_n_gram(
     prefix: Option<&[bool]>,
 ) -> (Option<(usize, usize)>, Vec<bool>) {
     let same = |a: usize, b: usize| w.ids[a..a + n] == w.ids[b..b + n];
+    // Flags of another length are not the (n-1)-gram pass's: not used.
+    let prefix = prefix.filter(|p| p.len() == keys.len() + 1);
     let live = |i: usize| prefix.is_none_or(|p| p[i]);
     // key -> (count, first window with it, windows with it, collisions included)
     let mut counts: FastMap<u64, (usize, usize, usize)> = FastMap::default();
@@ -472,7 +481,8 @@ pub fn gopher_repetition(text: &str, r: &GopherRepetition) -> Option<&'static st
     // counts only the windows whose prefix was flagged: the rest are unique n-grams.
     let mut repeated: Option<(usize, Vec<bool>)> = None;
     for &(n, frac) in &r.top_n_grams {
-        if words.ids.len() < n {
+        // A 0-gram rule has no n-gram to count (it never fires).
+        if n == 0 || words.ids.len() < n {
             continue;
         }
         let keys = window_keys(&words.ids, n);

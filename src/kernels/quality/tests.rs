@@ -523,6 +523,91 @@ fn pruned_n_gram_passes_are_the_full_passes() {
     assert!(found > 10, "the sequences repeat n-grams");
 }
 
+/// `gopher_repetition`'s n-gram rules, in any order, with gaps, repeats and a 0-gram,
+/// give the verdict of a plain count: the first rule in the list whose share passes
+/// its threshold (top n-grams: the most frequent, first seen on ties, times its
+/// characters joined by spaces; duplicated n-grams: `all_duplicate_chars`, which the
+/// pruning does not touch).
+#[test]
+fn repetition_verdicts_with_any_rule_lists_are_a_plain_counts() {
+    let vocab: Vec<String> = (0..12)
+        .map(|i| "x".repeat(1 + i % 4) + &i.to_string())
+        .collect();
+    let vocab: Vec<&str> = vocab.iter().map(String::as_str).collect();
+    let top_lists: [&[usize]; 7] = [
+        &[2, 3, 4],
+        &[4, 3, 2],
+        &[3, 2],
+        &[2, 4],
+        &[0, 1, 2],
+        &[1, 2, 3, 4, 5],
+        &[3, 3, 4],
+    ];
+    let dup_lists: [&[usize]; 4] = [&[5, 6, 7, 8, 9, 10], &[3, 5], &[1, 2], &[0, 4]];
+    let (mut x, mut fired, mut cases) = (3u64, 0, 0);
+    for size in [1usize, 2, 3, 5, 12] {
+        for len in [0usize, 1, 3, 8, 40, 150] {
+            let words = random_words(&mut x, &vocab[..size], len);
+            let text = words.join(" ");
+            if text.trim().is_empty() {
+                continue;
+            }
+            let ids = WordIds::new(&words);
+            let chars = text.chars().count() as f64;
+            for tops in top_lists {
+                for dups in dup_lists {
+                    for frac in [0.05, 0.3, 0.6] {
+                        let r = GopherRepetition {
+                            dup_line_frac: None,
+                            dup_para_frac: None,
+                            dup_line_char_frac: None,
+                            dup_para_char_frac: None,
+                            top_n_grams: tops.iter().map(|&n| (n, frac)).collect(),
+                            dup_n_grams: dups.iter().map(|&n| (n, frac / 2.0)).collect(),
+                            words: WordSplit::Whitespace,
+                        };
+                        let top = |n: usize| -> Option<&'static str> {
+                            if n == 0 || words.len() < n {
+                                return None;
+                            }
+                            let mut order: Vec<&[&str]> = Vec::new();
+                            let mut counts = std::collections::HashMap::new();
+                            for w in words.windows(n) {
+                                let c = counts.entry(w).or_insert(0usize);
+                                if *c == 0 {
+                                    order.push(w);
+                                }
+                                *c += 1;
+                            }
+                            let most = order.iter().map(|w| counts[w]).max()?;
+                            let g = order.iter().find(|w| counts[*w] == most)?;
+                            let len = g.join(" ").chars().count();
+                            ((len * most) as f64 / chars > frac).then(|| top_name(n))
+                        };
+                        let want = tops.iter().find_map(|&n| top(n)).or_else(|| {
+                            dups.iter().find_map(|&n| {
+                                (n > 0 && all_duplicate_chars(&ids, n) as f64 / chars > frac / 2.0)
+                                    .then(|| dup_name(n))
+                            })
+                        });
+                        assert_eq!(
+                            gopher_repetition(&text, &r),
+                            want,
+                            "{text:?} tops {tops:?} dups {dups:?} frac {frac}"
+                        );
+                        cases += 1;
+                        fired += usize::from(want.is_some());
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        fired > cases / 10 && fired < cases * 9 / 10,
+        "{fired} of {cases}"
+    );
+}
+
 /// `len` words drawn from `vocab` by a linear congruential generator seeded by `x`.
 fn random_words<'a>(x: &mut u64, vocab: &[&'a str], len: usize) -> Vec<&'a str> {
     (0..len)
