@@ -150,7 +150,10 @@ pub fn c4_quality(
         if c.filter_policy && policy {
             continue;
         }
-        n_sentences += sentences(line);
+        // Only the rule's minimum is compared: once reached, no line needs counting.
+        if n_sentences < c.min_num_sentences {
+            n_sentences += sentences(line);
+        }
         if !out.is_empty() {
             out.push('\n');
         }
