@@ -446,9 +446,7 @@ fn fineweb_rule_by_rule() {
 /// fires).
 #[test]
 fn the_repetition_bound_covers_every_longer_n_gram() {
-    let vocab: Vec<String> = (0..200)
-        .map(|i| "w".repeat(1 + i % 7) + &i.to_string())
-        .collect();
+    let vocab = vocabulary(200, 7);
     let vocab: Vec<&str> = vocab.iter().map(String::as_str).collect();
     let mut x = 99u64;
     let mut tight = 0;
@@ -530,9 +528,7 @@ fn pruned_n_gram_passes_are_the_full_passes() {
 /// pruning does not touch).
 #[test]
 fn repetition_verdicts_with_any_rule_lists_are_a_plain_counts() {
-    let vocab: Vec<String> = (0..12)
-        .map(|i| "x".repeat(1 + i % 4) + &i.to_string())
-        .collect();
+    let vocab = vocabulary(12, 4);
     let vocab: Vec<&str> = vocab.iter().map(String::as_str).collect();
     let top_lists: [&[usize]; 7] = [
         &[2, 3, 4],
@@ -606,6 +602,13 @@ fn repetition_verdicts_with_any_rule_lists_are_a_plain_counts() {
         fired > cases / 10 && fired < cases * 9 / 10,
         "{fired} of {cases}"
     );
+}
+
+/// `n` distinct words of 1 to `lengths` letters and a number.
+fn vocabulary(n: usize, lengths: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| "w".repeat(1 + i % lengths) + &i.to_string())
+        .collect()
 }
 
 /// `len` words drawn from `vocab` by a linear congruential generator seeded by `x`.
