@@ -86,14 +86,8 @@ impl MinHasher {
     }
 
     pub fn signature_of(&self, shingles: &[u64]) -> Vec<u32> {
-        let k = self.k();
-        let mut sig = vec![u32::MAX; k];
-        for &x in shingles {
-            for ((s, &a), &b) in sig.iter_mut().zip(&self.a).zip(&self.b) {
-                let h = (a.wrapping_mul(x).wrapping_add(b) >> 32) as u32;
-                *s = (*s).min(h);
-            }
-        }
+        let mut sig = vec![u32::MAX; self.k()];
+        min_hashes(&self.a, &self.b, shingles, &mut sig);
         sig
     }
 
@@ -109,6 +103,25 @@ impl MinHasher {
     pub fn collision_probability(&self, j: f64) -> f64 {
         1.0 - (1.0 - j.powi(self.rows as i32)).powi(self.bands as i32)
     }
+}
+
+/// Per permutation `i`, the least of `(a[i]·x + b[i]) >> 32` over the shingles `x`,
+/// folded into `sig`.
+#[inline(always)]
+fn min_hashes_generic(a: &[u64], b: &[u64], shingles: &[u64], sig: &mut [u32]) {
+    for &x in shingles {
+        for ((s, &a), &b) in sig.iter_mut().zip(a).zip(b) {
+            let h = (a.wrapping_mul(x).wrapping_add(b) >> 32) as u32;
+            *s = (*s).min(h);
+        }
+    }
+}
+
+super::avx2_dispatch! {
+    /// [`min_hashes_generic`], with AVX2 where the CPU has it: the baseline's SSE2
+    /// has no 64-bit multiply, so the permutations ran one at a time; AVX2 does
+    /// four at once (the same wrapping arithmetic, so the same signature).
+    fn min_hashes(a: &[u64], b: &[u64], shingles: &[u64], sig: &mut [u32]) -> () => min_hashes_generic
 }
 
 /// The band keys of a signature stored as little-endian u32s (as the `minhash`
@@ -171,6 +184,24 @@ pub fn simplify(text: &str) -> String {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// The dispatched min-hash loop (AVX2 where the CPU has it) folds exactly what the
+    /// plain loop folds, for any permutation count and any shingles.
+    #[test]
+    fn dispatched_min_hashes_are_the_plain_loops() {
+        let mut next = crate::kernels::xorshift(11);
+        for k in [1usize, 3, 4, 7, 112, 129] {
+            let a: Vec<u64> = (0..k).map(|_| next() | 1).collect();
+            let b: Vec<u64> = (0..k).map(|_| next()).collect();
+            for n in [0usize, 1, 5, 300] {
+                let xs: Vec<u64> = (0..n).map(|_| next()).collect();
+                let (mut fast, mut plain) = (vec![u32::MAX; k], vec![u32::MAX; k]);
+                min_hashes(&a, &b, &xs, &mut fast);
+                min_hashes_generic(&a, &b, &xs, &mut plain);
+                assert_eq!(fast, plain, "k {k} n {n}");
+            }
+        }
+    }
 
     fn words(seed: u64, n: usize) -> Vec<String> {
         let mut x = seed;
