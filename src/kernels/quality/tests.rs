@@ -477,7 +477,7 @@ fn the_repetition_bound_covers_every_longer_n_gram() {
 /// seen on ties), and the bound pass pruned the same way is the bound unpruned.
 #[test]
 fn pruned_n_gram_passes_are_the_full_passes() {
-    let vocab: Vec<String> = (0..50).map(|i| format!("v{i}")).collect();
+    let vocab = vocabulary(50, 1);
     let vocab: Vec<&str> = vocab.iter().map(String::as_str).collect();
     let mut x = 7u64;
     let mut found = 0;
@@ -491,19 +491,7 @@ fn pruned_n_gram_passes_are_the_full_passes() {
                     flags = None;
                     continue;
                 }
-                // A plain count, in order of first appearance.
-                let mut order: Vec<&[u32]> = Vec::new();
-                let mut counts = std::collections::HashMap::new();
-                for w in ids.ids.windows(n) {
-                    let c = counts.entry(w).or_insert(0usize);
-                    if *c == 0 {
-                        order.push(w);
-                    }
-                    *c += 1;
-                }
-                let top = order.iter().map(|w| counts[w]).max().expect("windows");
-                let first = order.iter().find(|w| counts[*w] == top).expect("top");
-                let at = ids.ids.windows(n).position(|w| w == *first).expect("seen");
+                let (at, top) = plain_top(&ids.ids, n).expect("windows");
                 let keys = window_keys(&ids.ids, n);
                 let (full, f_full) = top_n_gram(&ids, n, &keys, None);
                 let (pruned, f_pruned) = top_n_gram(&ids, n, &keys, flags.as_deref());
@@ -566,18 +554,8 @@ fn repetition_verdicts_with_any_rule_lists_are_a_plain_counts() {
                             if n == 0 || words.len() < n {
                                 return None;
                             }
-                            let mut order: Vec<&[&str]> = Vec::new();
-                            let mut counts = std::collections::HashMap::new();
-                            for w in words.windows(n) {
-                                let c = counts.entry(w).or_insert(0usize);
-                                if *c == 0 {
-                                    order.push(w);
-                                }
-                                *c += 1;
-                            }
-                            let most = order.iter().map(|w| counts[w]).max()?;
-                            let g = order.iter().find(|w| counts[*w] == most)?;
-                            let len = g.join(" ").chars().count();
+                            let (at, most) = plain_top(&words, n)?;
+                            let len = words[at..at + n].join(" ").chars().count();
                             ((len * most) as f64 / chars > frac).then(|| top_name(n))
                         };
                         let want = tops.iter().find_map(|&n| top(n)).or_else(|| {
@@ -602,6 +580,23 @@ fn repetition_verdicts_with_any_rule_lists_are_a_plain_counts() {
         fired > cases / 10 && fired < cases * 9 / 10,
         "{fired} of {cases}"
     );
+}
+
+/// The most frequent `n`-gram of `seq` by a plain count, as `Counter.most_common`
+/// answers (the largest count, the first seen on ties): its first position and count.
+fn plain_top<T: Eq + std::hash::Hash>(seq: &[T], n: usize) -> Option<(usize, usize)> {
+    let mut order: Vec<&[T]> = Vec::new();
+    let mut counts = std::collections::HashMap::new();
+    for w in seq.windows(n) {
+        let c = counts.entry(w).or_insert(0usize);
+        if *c == 0 {
+            order.push(w);
+        }
+        *c += 1;
+    }
+    let most = order.iter().map(|w| counts[w]).max()?;
+    let first = order.iter().find(|w| counts[*w] == most)?;
+    Some((seq.windows(n).position(|w| w == *first)?, most))
 }
 
 /// `n` distinct words of 1 to `lengths` letters and a number.
