@@ -4,7 +4,7 @@ often their verdicts (keep or drop) agree, per filter and per half, and where th
 part (docs/FILTERS.md, issue 24).
 
     python3 scripts/filter-agreement.py MDF [--words whitespace|uax29|spacy] [--dump FILE]
-        [--dt-cache FILE]
+        [--dt-cache FILE] [--texts FILE]
 
 MDF is an mdf binary (release build). The texts are the ground-truth main texts of
 ../shared/data/extraction-wceb (every source; real pages' text, 2,900 of them, mostly
@@ -15,7 +15,10 @@ with its filters' defaults (English). mdf runs one job per filter, its defaults 
 `words:` for the filters that split words, and its kept and rejected records are read
 back. Prints a table (filter, half, pages, agreement, mdf-only drops, datatrove-only
 drops) and, per filter, the most frequent disagreeing (mdf reason, datatrove reason)
-pairs; --dump FILE writes every disagreement as JSON Lines.
+pairs; --dump FILE writes every disagreement as JSON Lines. --texts FILE takes the texts
+from a JSON Lines file of {"doc", "text"} instead (e.g. html_extract's output on
+../shared/data/extraction-dev, pages the word splits were never adjusted on), halved
+the same way.
 """
 import argparse
 import collections
@@ -37,6 +40,20 @@ FILTERS = ["gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality
 WORDS = {"gopher_quality", "gopher_repetition", "fineweb_quality"}
 
 
+def half_of(key):
+    return "tuning" if zlib.crc32(key.encode()) % 2 == 0 else "held-out"
+
+
+def texts_file(path):
+    docs = []
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            if (d.get("text") or "").strip():
+                docs.append({"doc": d["doc"], "text": d["text"], "half": half_of(d["doc"])})
+    return docs
+
+
 def corpus():
     docs = []
     for gt in sorted(glob.glob(os.path.join(DATA, "*", "ground-truth.json"))):
@@ -48,8 +65,7 @@ def corpus():
             if not text.strip():
                 continue
             key = f"{source}/{pid}"
-            half = "tuning" if zlib.crc32(key.encode()) % 2 == 0 else "held-out"
-            docs.append({"doc": key, "text": text, "half": half})
+            docs.append({"doc": key, "text": text, "half": half_of(key)})
     return docs
 
 
@@ -129,8 +145,9 @@ def main():
     ap.add_argument("--words", default=None)
     ap.add_argument("--dump", default=None)
     ap.add_argument("--dt-cache", default=None, help="datatrove's verdicts, kept between runs")
+    ap.add_argument("--texts", default=None, help='JSON Lines of {"doc", "text"} to use instead')
     a = ap.parse_args()
-    docs = corpus()
+    docs = texts_file(a.texts) if a.texts else corpus()
     halves = {d["doc"]: d["half"] for d in docs}
     if a.dt_cache and os.path.exists(a.dt_cache):
         with open(a.dt_cache) as f:

@@ -11,7 +11,9 @@ use fancy_regex::Regex;
 use std::sync::LazyLock;
 
 struct En {
+    #[cfg(test)]
     prefix: Regex,
+    #[cfg(test)]
     suffix: Regex,
     infix: Regex,
     url: Regex,
@@ -22,27 +24,123 @@ static EN: LazyLock<En> = LazyLock::new(|| {
     En {
         // Anchored as a whole: each branch starts with `^`, but an unanchored search
         // would still try them all at every position.
+        #[cfg(test)]
         prefix: re(&format!("^(?:{PREFIX})")),
+        #[cfg(test)]
         suffix: re(SUFFIX),
         infix: re(INFIX),
         url: re(URL),
     }
 });
 
-/// Whether spaCy's English tokenizer has a special case for exactly `s`.
-pub(super) fn is_special(s: &str) -> bool {
-    special(s).is_some()
+/// The prefix and suffix patterns on the `regex` crate (finite automata, linear in the
+/// text), for the ends that are not ASCII. On fancy-regex's backtracking VM one suffix
+/// search took 45–95 µs, so a run of non-ASCII marks (`哈哈！！！…`, `»»»`, emoji),
+/// one suffix per step of the affix loop, cut a page at 20–60 KB/s. The look-around
+/// they hold moves out: the prefix's one look-ahead (`^\+(?![0-9])`) is on an ASCII
+/// `+`, answered by hand; each suffix `(?<=X)Y$` becomes `X(Y)$`, its own automaton
+/// (`X` is fixed-width, so the leftmost match has the longest `Y`). Python's
+/// alternation and the `regex` crate's are both leftmost-first, and every suffix
+/// ends at `$`, so the longest suffix any branch matches is the one spaCy takes.
+/// Kept equal to the patterns by `automata_are_the_patterns`.
+struct Automata {
+    prefix: regex::Regex,
+    /// The suffix branches without look-behind, as one.
+    suffix: regex::Regex,
+    /// The look-behind branches, `X(Y)$` each.
+    suffix_behind: Vec<regex::Regex>,
 }
 
-fn special(s: &str) -> Option<&'static [&'static str]> {
+/// The top-level branches of a pattern (split at `|` outside classes and groups).
+fn branches(p: &str) -> Vec<&str> {
+    let (mut out, mut start, mut depth, mut class, mut esc) = (Vec::new(), 0, 0i32, false, false);
+    for (i, c) in p.char_indices() {
+        if esc {
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '[' if !class => class = true,
+            ']' if class => class = false,
+            '(' if !class => depth += 1,
+            ')' if !class => depth -= 1,
+            '|' if !class && depth == 0 => {
+                out.push(&p[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&p[start..]);
+    out
+}
+
+/// `(?<=X)Y` as `(X, Y)`; `None` for a branch without look-behind.
+fn look_behind(b: &str) -> Option<(&str, &str)> {
+    let rest = b.strip_prefix("(?<=")?;
+    let (mut depth, mut class, mut esc) = (1i32, false, false);
+    for (i, c) in rest.char_indices() {
+        if esc {
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '[' if !class => class = true,
+            ']' if class => class = false,
+            '(' if !class => depth += 1,
+            ')' if !class => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((&rest[..i], &rest[i + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+static AUTOMATA: LazyLock<Automata> = LazyLock::new(|| {
+    let re = |p: &str| regex::Regex::new(p).expect("spaCy's patterns compile as automata");
+    let prefix: Vec<&str> = branches(PREFIX)
+        .into_iter()
+        .filter(|b| !b.contains("(?!"))
+        .collect();
+    let (mut plain, mut behind) = (Vec::new(), Vec::new());
+    for b in branches(SUFFIX) {
+        match look_behind(b) {
+            Some((x, y)) => behind.push(re(&format!("(?:{x})({y})"))),
+            None => plain.push(b),
+        }
+    }
+    Automata {
+        prefix: re(&format!("^(?:{})", prefix.join("|"))),
+        suffix: re(&format!("(?:{})", plain.join("|"))),
+        suffix_behind: behind,
+    }
+});
+
+/// Whether spaCy's English tokenizer has a special case for exactly `s`.
+pub(super) fn is_special(s: &str) -> bool {
+    special::<true>(s).is_some()
+}
+
+/// The special case for exactly `s`: English's (`EXCEPTIONS`), or none (the language-neutral
+/// rules of the `uax29` split).
+fn special<const EXCEPTIONS: bool>(s: &str) -> Option<&'static [&'static str]> {
+    if !EXCEPTIONS {
+        return None;
+    }
     SPECIALS
         .binary_search_by(|(k, _)| (*k).cmp(s))
         .ok()
         .map(|i| SPECIALS[i].1)
 }
 
-fn push<'a>(s: &'a str, out: &mut Vec<&'a str>) {
-    match special(s) {
+fn push<'a, const EXCEPTIONS: bool>(s: &'a str, out: &mut Vec<&'a str>) {
+    match special::<EXCEPTIONS>(s) {
         Some(p) => push_parts(s, p, out),
         None => out.push(s),
     }
@@ -52,7 +150,8 @@ fn prefix_len(s: &str) -> usize {
     if let Some(n) = prefix_ascii(s) {
         return n;
     }
-    EN.prefix.find(s).ok().flatten().map_or(0, |m| m.end())
+    // Not ASCII first: the look-ahead branch (an ASCII `+`) cannot match.
+    AUTOMATA.prefix.find(s).map_or(0, |m| m.end())
 }
 
 /// ASCII punctuation that is a prefix and a suffix of its own (spaCy's `LIST_PUNCT` and
@@ -204,11 +303,14 @@ fn suffix_len(s: &str) -> usize {
     }
     let start = s.char_indices().rev().nth(47).map_or(0, |(i, _)| i);
     let w = &s[start..];
-    EN.suffix
-        .find(w)
-        .ok()
-        .flatten()
-        .map_or(0, |m| m.end() - m.start())
+    let a = &*AUTOMATA;
+    let mut best = a.suffix.find(w).map_or(0, |m| m.len());
+    for r in &a.suffix_behind {
+        if let Some(y) = r.captures(w).and_then(|c| c.get(1)) {
+            best = best.max(y.len());
+        }
+    }
+    best
 }
 
 /// Spans longer than this (bytes) are cut by UAX #29 instead: spaCy's affix loop is
@@ -228,11 +330,14 @@ fn matcher(key: &str) -> Option<&'static [&'static str]> {
 /// The most tokens a special-case matcher pattern has (`MATCHER`).
 const MAX_SPECIAL_TOKENS: usize = 11;
 
+type SpanCache = std::cell::RefCell<crate::kernels::FastMap<Box<str>, Box<[u16]>>>;
+
 thread_local! {
     /// Spans seen on this thread and where their tokens end (spaCy keeps such a cache
-    /// too): words repeat, and the patterns are slow to run.
-    static CACHE: std::cell::RefCell<crate::kernels::FastMap<Box<str>, Box<[u16]>>> =
-        std::cell::RefCell::new(crate::kernels::FastMap::default());
+    /// too): words repeat, and the patterns are slow to run. One per rule set: with
+    /// English's special cases, and without.
+    static CACHE: SpanCache = SpanCache::default();
+    static CACHE_NEUTRAL: SpanCache = SpanCache::default();
 }
 
 /// Spans the cache holds at most before it starts over.
@@ -240,22 +345,23 @@ const CACHE_SPANS: usize = 200_000;
 
 /// One run of text without white space, as spaCy cuts it ([`span_uncached`]),
 /// remembered per thread.
-fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+fn span<'a, const EXCEPTIONS: bool>(s: &'a str, out: &mut Vec<&'a str>) {
     // A word of letters (Unicode L*) only has no affix, infix or URL in it: it is
     // itself or a special case (`dont`, `Im`).
     if s.chars().all(is_letter) {
-        push(s, out);
+        push::<EXCEPTIONS>(s, out);
         return;
     }
     if s.len() > MAX_SPAN {
-        super::segment::uax29_tokens(s, out);
+        super::segment::plain_uax29_span(s, out);
         return;
     }
     if s.len() > MAX_CACHED {
-        span_uncached(s, out);
+        span_uncached::<EXCEPTIONS>(s, out);
         return;
     }
-    let hit = CACHE.with(|c| {
+    let cache = if EXCEPTIONS { &CACHE } else { &CACHE_NEUTRAL };
+    let hit = cache.with(|c| {
         c.borrow().get(s).map(|ends| {
             let mut at = 0;
             for &e in ends.iter() {
@@ -268,13 +374,13 @@ fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
         return;
     }
     let first = out.len();
-    span_uncached(s, out);
+    span_uncached::<EXCEPTIONS>(s, out);
     let base = s.as_ptr() as usize;
     let ends: Box<[u16]> = out[first..]
         .iter()
         .map(|t| (t.as_ptr() as usize - base + t.len()) as u16)
         .collect();
-    CACHE.with(|c| {
+    cache.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= CACHE_SPANS {
             c.clear();
@@ -299,10 +405,10 @@ fn is_letter(c: char) -> bool {
 /// special-case matcher (`_retokenize_special_spans`): a run of tokens that is a
 /// matcher key's own tokens becomes that special case, longest first, leftmost first.
 /// (spaCy's matcher also matches across a single space; here it stays in a span.)
-fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+fn span_uncached<'a, const EXCEPTIONS: bool>(s: &'a str, out: &mut Vec<&'a str>) {
     let mut toks = Vec::new();
-    cut(s, &mut toks);
-    if toks.len() < 2 {
+    cut::<EXCEPTIONS>(s, &mut toks);
+    if !EXCEPTIONS || toks.len() < 2 {
         out.extend(toks);
         return;
     }
@@ -315,7 +421,7 @@ fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
             let (a, z) = (at(toks[i]), at(toks[i + n - 1]) + toks[i + n - 1].len());
             let key = &s[a..z];
             if matcher(key).is_some_and(|pat| pat == &toks[i..i + n])
-                && let Some(p) = special(key)
+                && let Some(p) = special::<EXCEPTIONS>(key)
             {
                 push_parts(key, p, out);
                 i += n;
@@ -331,8 +437,8 @@ fn span_uncached<'a>(s: &'a str, out: &mut Vec<&'a str>) {
 }
 
 /// One run of text without white space, as spaCy's `_tokenize` cuts it.
-fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
-    if let Some(p) = special(s) {
+fn cut<'a, const EXCEPTIONS: bool>(s: &'a str, out: &mut Vec<&'a str>) {
+    if let Some(p) = special::<EXCEPTIONS>(s) {
         push_parts(s, p, out);
         return;
     }
@@ -342,14 +448,14 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     let mut string = s;
     let mut last = usize::MAX;
     while !string.is_empty() && string.len() != last {
-        if special(string).is_some() {
+        if special::<EXCEPTIONS>(string).is_some() {
             break;
         }
         last = string.len();
         let pre = prefix_len(string);
         if pre != 0 {
             let minus_pre = &string[pre..];
-            if !minus_pre.is_empty() && special(minus_pre).is_some() {
+            if !minus_pre.is_empty() && special::<EXCEPTIONS>(minus_pre).is_some() {
                 prefixes.push(&string[..pre]);
                 string = minus_pre;
                 break;
@@ -358,7 +464,7 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
         let suf = suffix_len(&string[pre..]);
         if suf != 0 {
             let minus_suf = &string[..string.len() - suf];
-            if !minus_suf.is_empty() && special(minus_suf).is_some() {
+            if !minus_suf.is_empty() && special::<EXCEPTIONS>(minus_suf).is_some() {
                 suffixes.push(&string[string.len() - suf..]);
                 string = minus_suf;
                 break;
@@ -375,17 +481,17 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
             suffixes.push(&string[string.len() - suf..]);
             string = &string[..string.len() - suf];
         }
-        if special(string).is_some() {
+        if special::<EXCEPTIONS>(string).is_some() {
             break;
         }
     }
     // _attach_tokens: the prefixes, the middle (a special case, a URL, or cut at its
     // infixes), the suffixes innermost first.
     for p in prefixes {
-        push(p, out);
+        push::<EXCEPTIONS>(p, out);
     }
     if !string.is_empty() {
-        if let Some(p) = special(string) {
+        if let Some(p) = special::<EXCEPTIONS>(string) {
             push_parts(string, p, out);
         } else if string.contains('.') && EN.url.is_match(string).unwrap_or(false) {
             // (Every address the pattern takes has a period in its host.)
@@ -413,7 +519,7 @@ fn cut<'a>(s: &'a str, out: &mut Vec<&'a str>) {
         }
     }
     for s in suffixes.into_iter().rev() {
-        push(s, out);
+        push::<EXCEPTIONS>(s, out);
     }
 }
 
@@ -432,7 +538,15 @@ fn no_infix(s: &str) -> bool {
 /// The words of `text` as datatrove's English word tokenizer gives them: spaCy's
 /// tokens without the white-space ones, appended to `out`.
 pub fn tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
-    super::segment::for_each_span(text, |s| span(s, out));
+    super::segment::for_each_span(text, |s| span::<true>(s, out));
+}
+
+/// One run of text without white space cut by the patterns alone: spaCy's prefix,
+/// suffix, infix and URL patterns as English uses them (built from spaCy's character
+/// classes, which cover every script it knows), without English's special cases
+/// (abbreviations, contractions, emoticons). The base of the `uax29` split.
+pub(super) fn neutral_span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    span::<false>(s, out);
 }
 
 #[cfg(test)]
@@ -493,6 +607,67 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(&toks(text), want, "{text:?}");
         }
+    }
+
+    /// The automata answer as the patterns do where an end is not ASCII: on every
+    /// character the patterns name (literally or as a range's end) and every 251st code
+    /// point, alone and beside the characters a look-behind or a longer branch turns
+    /// on, and on every pair of the characters the patterns name literally.
+    #[test]
+    fn automata_are_the_patterns() {
+        let escaped = |src: &str| -> Vec<char> {
+            let b = src.as_bytes();
+            let mut out = Vec::new();
+            for i in 0..b.len() {
+                let n = match (b[i], b.get(i + 1)) {
+                    (b'\\', Some(b'u')) => 4,
+                    (b'\\', Some(b'U')) => 8,
+                    _ => continue,
+                };
+                if let Some(h) = src.get(i + 2..i + 2 + n)
+                    && let Ok(v) = u32::from_str_radix(h, 16)
+                    && let Some(c) = char::from_u32(v)
+                {
+                    out.push(c);
+                }
+            }
+            out
+        };
+        let mut literal: Vec<char> = format!("{PREFIX}{SUFFIX}")
+            .chars()
+            .filter(|c| !c.is_ascii())
+            .collect();
+        literal.sort_unstable();
+        literal.dedup();
+        let mut chars = literal.clone();
+        chars.extend(escaped(PREFIX));
+        chars.extend(escaped(SUFFIX));
+        chars.extend((0x80..0x11_0000).step_by(251).filter_map(char::from_u32));
+        chars.retain(|c| !c.is_ascii());
+        chars.sort_unstable();
+        chars.dedup();
+        let mut checked = 0usize;
+        let mut check = |t: &str| {
+            assert_eq!(prefix_len(t), prefix_pattern(t), "prefix of {t:?}");
+            assert_eq!(suffix_len(t), suffix_pattern(t), "suffix of {t:?}");
+            checked += 1;
+        };
+        let ctx = [
+            "", "5", "a", "A", "AB", "°", "°C", "中", "x5", "..", "’", "km",
+        ];
+        for &c in &chars {
+            for x in ctx {
+                check(&format!("{x}{c}"));
+                check(&format!("{c}{x}"));
+            }
+        }
+        for &a in &literal {
+            for &b in &literal {
+                check(&format!("{a}{b}"));
+                check(&format!("5{a}{b}"));
+            }
+        }
+        assert!(checked > 100_000, "{checked}");
     }
 
     fn prefix_pattern(s: &str) -> usize {
