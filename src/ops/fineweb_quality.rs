@@ -22,8 +22,9 @@ params! {
         /// The text column.
         field: String = "text",
         /// How words are cut: `whitespace` (white-space tokens, punctuation cut off
-        /// their ends; fast), `uax29` (Unicode word segmentation shaped as spaCy's
-        /// tokens) or `spacy` (spaCy's English tokenizer: the words datatrove counts);
+        /// their ends; fast), `uax29` (spaCy's patterns without English's special
+        /// cases, Han and kana cut by Unicode word segmentation: language-neutral) or
+        /// `spacy` (spaCy's English tokenizer: the words datatrove counts);
         /// docs/FILTERS.md.
         words: String = "whitespace",
         /// The least fraction of lines ending in terminal punctuation:
