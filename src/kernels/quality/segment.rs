@@ -106,19 +106,19 @@ fn url_like(s: &str) -> bool {
 }
 
 /// English clitics spaCy's exceptions cut off a word: `n't` and `'s`, `'re`, `'ve`,
-/// `'ll`, `'d`, `'m` (either apostrophe). The byte where the clitic starts.
+/// `'ll`, `'d`, `'m` (either apostrophe), in lower case as its exceptions spell them
+/// (`Don't` is `Do` `n't`; `DON'T` stays whole). The byte where the clitic starts.
 fn clitic(w: &str) -> Option<usize> {
-    let lower = |s: &str| s.to_ascii_lowercase();
     for (i, c) in w.char_indices().rev().take(4) {
         if c != '\'' && c != '\u{2019}' {
             continue;
         }
-        let rest = lower(&w[i + c.len_utf8()..]);
+        let rest = &w[i + c.len_utf8()..];
         let before = &w[..i];
-        if rest == "t" && lower(before).ends_with('n') && before.len() > 1 {
+        if rest == "t" && before.ends_with('n') && before.len() > 1 {
             return Some(i - 1);
         }
-        if matches!(rest.as_str(), "s" | "re" | "ve" | "ll" | "d" | "m")
+        if matches!(rest, "s" | "re" | "ve" | "ll" | "d" | "m")
             && before.chars().last().is_some_and(char::is_alphabetic)
         {
             return Some(i);
@@ -532,6 +532,7 @@ mod tests {
             ]
         );
         assert_eq!(toks("we'll I've"), ["we", "'ll", "I", "'ve"]);
+        assert_eq!(toks("Don't DON'T I'M"), ["Do", "n't", "DON'T", "I'M"]);
     }
 
     /// English's special cases are not applied: spaCy keeps `i.e.` and `Mr.` whole,
