@@ -51,55 +51,67 @@ struct Automata {
     suffix_behind: Vec<regex::Regex>,
 }
 
-/// The top-level branches of a pattern (split at `|` outside classes and groups).
-fn branches(p: &str) -> Vec<&str> {
-    let (mut out, mut start, mut depth, mut class, mut esc) = (Vec::new(), 0, 0i32, false, false);
+/// Calls `f` with each character of a pattern outside escapes and classes and the group
+/// depth after it (`(` one more, `)` one less), until `f` answers false.
+fn walk(p: &str, mut f: impl FnMut(usize, char, i32) -> bool) {
+    let (mut depth, mut class, mut esc) = (0i32, false, false);
     for (i, c) in p.char_indices() {
         if esc {
             esc = false;
             continue;
         }
         match c {
-            '\\' => esc = true,
-            '[' if !class => class = true,
-            ']' if class => class = false,
-            '(' if !class => depth += 1,
-            ')' if !class => depth -= 1,
-            '|' if !class && depth == 0 => {
-                out.push(&p[start..i]);
-                start = i + 1;
+            '\\' => {
+                esc = true;
+                continue;
             }
+            '[' if !class => {
+                class = true;
+                continue;
+            }
+            ']' if class => {
+                class = false;
+                continue;
+            }
+            _ if class => continue,
+            '(' => depth += 1,
+            ')' => depth -= 1,
             _ => {}
         }
+        if !f(i, c, depth) {
+            return;
+        }
     }
+}
+
+/// The top-level branches of a pattern (split at `|` outside classes and groups).
+fn branches(p: &str) -> Vec<&str> {
+    let (mut out, mut start) = (Vec::new(), 0);
+    walk(p, |i, c, depth| {
+        if c == '|' && depth == 0 {
+            out.push(&p[start..i]);
+            start = i + 1;
+        }
+        true
+    });
     out.push(&p[start..]);
     out
 }
 
 /// `(?<=X)Y` as `(X, Y)`; `None` for a branch without look-behind.
 fn look_behind(b: &str) -> Option<(&str, &str)> {
-    let rest = b.strip_prefix("(?<=")?;
-    let (mut depth, mut class, mut esc) = (1i32, false, false);
-    for (i, c) in rest.char_indices() {
-        if esc {
-            esc = false;
-            continue;
-        }
-        match c {
-            '\\' => esc = true,
-            '[' if !class => class = true,
-            ']' if class => class = false,
-            '(' if !class => depth += 1,
-            ')' if !class => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some((&rest[..i], &rest[i + 1..]));
-                }
-            }
-            _ => {}
-        }
+    if !b.starts_with("(?<=") {
+        return None;
     }
-    None
+    let mut close = None;
+    walk(b, |i, c, depth| {
+        if c == ')' && depth == 0 {
+            close = Some(i);
+        }
+        close.is_none()
+    });
+    let close = close?;
+    Some((&b[4..close], &b[close + 1..]))
 }
 
 static AUTOMATA: LazyLock<Automata> = LazyLock::new(|| {
