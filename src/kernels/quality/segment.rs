@@ -163,8 +163,11 @@ fn push_word<'a>(w: &'a str, out: &mut Vec<&'a str>) {
     }
 }
 
-/// A run of text without white space.
-fn span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+/// A run without white space longer than spaCy's patterns are run on
+/// ([`super::spacy`]'s `MAX_SPAN`): cut by UAX #29 alone, with a run of periods kept
+/// as one token, `.` between a lower- and an upper-case letter and `:` before a letter
+/// cut out, English clitics cut off and a URL kept whole.
+pub(super) fn plain_uax29_span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
     // A URL: its leading and trailing punctuation cut off, the rest one token.
     let core_start = s
         .char_indices()
@@ -246,9 +249,9 @@ pub(super) fn for_each_span<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
 /// The words of `text` as the `uax29` split cuts them, appended to `out`: each run
 /// without white space cut by spaCy's patterns without English's special cases
 /// ([`super::spacy::neutral_span`]); English clitics cut off a word (`do` `n't`); a
-/// piece holding Han or kana cut at its Unicode word boundaries (UAX #29: each
-/// ideograph, a run of katakana, punctuation apart), where spaCy's English keeps a
-/// whole clause of them as one token. White space is dropped as datatrove drops it.
+/// piece holding Han or kana cut where UAX #29 puts a word boundary with Han or kana on
+/// a side ([`cut_han_and_kana`]), where spaCy's English keeps a whole clause of them as
+/// one token. White space is dropped as datatrove drops it.
 pub fn uax29_tokens<'a>(text: &'a str, out: &mut Vec<&'a str>) {
     let mut toks = Vec::new();
     for_each_span(text, |s| {
@@ -306,14 +309,6 @@ fn han_or_kana(c: char) -> bool {
             | '\u{1b000}'..='\u{1b16f}'
             | '\u{20000}'..='\u{323af}'
     )
-}
-
-/// A run without white space longer than spaCy's patterns are run on
-/// ([`super::spacy`]'s `MAX_SPAN`): cut by UAX #29 alone, with a run of periods kept
-/// as one token, `.` between a lower- and an upper-case letter and `:` before a letter
-/// cut out, English clitics cut off and a URL kept whole.
-pub(super) fn plain_uax29_span<'a>(s: &'a str, out: &mut Vec<&'a str>) {
-    span(s, out);
 }
 
 /// Python's `str.splitlines()` (what datatrove's C4 and Gopher rules cut lines with):
