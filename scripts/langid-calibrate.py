@@ -115,9 +115,10 @@ def main():
     subprocess.run([a.mdf, "bench", "langid", "--data", os.path.join(DATA, "langid", "lingua-testdata-sentences"),
                     "--dump", dump, "--texts", a.pages], check=True, capture_output=True)
     rows = [r for r in map(json.loads, open(dump)) if r["got"] is not None]
-    lacking = set(subprocess.run([a.mdf, "bench", "langid", "--data", os.path.join(
+    out = subprocess.run([a.mdf, "bench", "langid", "--data", os.path.join(
         DATA, "langid", "lingua-testdata-sentences"), "--per-language", "1"],
-        check=True, capture_output=True, text=True).stdout.split("(not scored): ")[1].split(", "))
+        check=True, capture_output=True, text=True).stdout
+    lacking = set(out.split("(not scored): ")[1].split(", ")) if "(not scored): " in out else set()
     for r in rows:
         r["half"] = half(r["set"] + "/" + r["id"])
     for r in rows:

