@@ -12,11 +12,12 @@ fn accuracy_on_lingua_test_sentences() {
         r.per_language.len()
     );
     assert!(
-        r.macro_accuracy >= 0.92,
+        r.macro_accuracy >= 0.96,
         "macro accuracy {:.3}",
         r.macro_accuracy
     );
     for (l, a) in &r.per_language {
-        assert!(*a >= 0.6, "{l}: {a:.3}");
+        // Urdu's first 100 include sentences behind an English heading: 0.61.
+        assert!(*a >= 0.55, "{l}: {a:.3}");
     }
 }

@@ -471,7 +471,10 @@ mod tests {
         assert_eq!(weight("ab", 1), None);
         // "zzz zz": 3 + 1 bigrams and one trigram over 5 letters, scaled to a million.
         let zz = weight("zz", 2).unwrap() as f64;
-        assert!((zz - ((3.0 / 5.0 * 1e6 + 0.5) / 0.5f64).ln()).abs() < 1e-3, "{zz}");
+        assert!(
+            (zz - ((3.0 / 5.0 * 1e6 + 0.5) / 0.5f64).ln()).abs() < 1e-3,
+            "{zz}"
+        );
         // Unseen: α over the kept mass (500 + 200 + 100; the unigram is not kept) + αV.
         let unseen = (0.5f64 / (800.0 + 0.5 * 50_000.0)).ln() as f32;
         assert!((t.classes[0].2 - unseen).abs() < 1e-5, "{}", t.classes[0].2);
