@@ -224,10 +224,13 @@ fn scripts_of(letters: impl Iterator<Item = (char, f64)>) -> (u64, usize) {
     (bits, main)
 }
 
+/// A class's n-grams: (letters, pseudo-count).
+type Grams = Vec<(Vec<char>, f64)>;
+
 /// One class's n-grams, each counted once: (text, pseudo-count). Kept: the
 /// [`CAPS`] most frequent of each length (ties by the text, so the choice does not
 /// depend on the input's order).
-fn capped(mut grams: Vec<(Vec<char>, f64)>) -> Vec<(Vec<char>, f64)> {
+fn capped(mut grams: Grams) -> Grams {
     grams.sort_by(|a, b| {
         a.0.len()
             .cmp(&b.0.len())
@@ -250,7 +253,7 @@ fn capped(mut grams: Vec<(Vec<char>, f64)>) -> Vec<(Vec<char>, f64)> {
 ///   Cyrillic Azerbaijani, ...).
 pub fn train(udhr: &str, lingua: &str) -> Trained {
     // (language, its n-grams), in order of first appearance.
-    let mut sources: Vec<(String, Vec<(Vec<char>, f64)>)> = Vec::new();
+    let mut sources: Vec<(String, Grams)> = Vec::new();
     for line in lingua.lines() {
         let mut f = line.split('\t');
         let (Some(lang), Some(gram), Some(count)) = (f.next(), f.next(), f.next()) else {
@@ -266,7 +269,7 @@ pub fn train(udhr: &str, lingua: &str) -> Trained {
             grams.push((gram, count));
         }
     }
-    let mut classes: Vec<(String, u64, Vec<(Vec<char>, f64)>)> = sources
+    let mut classes: Vec<(String, u64, Grams)> = sources
         .into_iter()
         .map(|(lang, grams)| {
             let grams = capped(grams);
