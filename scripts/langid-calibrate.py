@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fits and measures the built-in language identifier's score (kernels/lang.rs,
 `calibrated`): a logistic function of the identifier's evidence (the leader's
-tempered log-odds over the runner-up, log of the n-grams scored, the share of them
-the model knows), so that the score reads as the probability that the answer is right.
+tempered log-odds over the runner-up, log of the n-grams scored, how well the leader's
+model fits the text), so that the score reads as the probability that the answer is right.
 
     pip install lingua-language-detector numpy
     cargo build --release
@@ -61,7 +61,7 @@ def pages_jsonl(mdf, path):
 
 def features(r):
     m = min(r["margin"], 10.0)
-    return [m, math.log(max(r["ngrams"], 1)), r["known"], 1.0]
+    return [m, math.log(max(r["ngrams"], 1)), r["fit"], 1.0]
 
 
 def score(w, r):

@@ -1000,7 +1000,9 @@ pub use crate::protocol::hash16;
 /// Phase fingerprints: what the phase computes, chained through earlier phases. Every
 /// input that changes a phase's output is in it: the mdf version, the input format,
 /// schema and download settings, each stage's operator and parameters, the version of
-/// each asset file a stage loads, and the output settings of the last phase.
+/// each asset file a stage loads, the identity of a model built into the binary that a
+/// stage uses (the language identifier's tables), and the output settings of the last
+/// phase.
 ///
 /// A phase that ends in a dedup writes its keys cut into the dedup's partitions, so
 /// the resolved partition count (`partitions` maps phase index to it) is part of that
@@ -1013,6 +1015,7 @@ pub fn fingerprints(
 ) -> Vec<String> {
     let phases = spec.phases();
     let stage_assets = ops::stage_assets(spec);
+    let builtin = ops::stage_builtin_models(spec);
     let mut prev = serde_json::to_string(&json!({
         "format": spec.input.format,
         "schema": input_schema,
@@ -1029,7 +1032,14 @@ pub fn fingerprints(
     for (pi, idxs) in phases.iter().enumerate() {
         let stages: Vec<_> = idxs
             .iter()
-            .map(|&i| json!({"name": spec.stages[i].name, "op": spec.stages[i].op, "params": spec.stages[i].params}))
+            .map(|&i| {
+                let mut st = json!({"name": spec.stages[i].name, "op": spec.stages[i].op, "params": spec.stages[i].params});
+                // Stages without a built-in model keep the fingerprints they always had.
+                if let Some(m) = &builtin[i] {
+                    st["builtin_model"] = json!(m);
+                }
+                st
+            })
             .collect();
         let used: Vec<_> = idxs
             .iter()
@@ -1592,6 +1602,59 @@ mod tests {
             fp("a", "e1", &parts),
             "partitions of a dedup's map phase"
         );
+    }
+
+    #[test]
+    fn fingerprints_hold_the_built_in_language_model() {
+        let spec = |stage: serde_json::Value| {
+            Spec::from_value(serde_json::json!({
+                "version": 1, "input": {"uris": ["x.jsonl"]},
+                "stages": [stage], "output": {"uri": "out"}
+            }))
+            .unwrap()
+        };
+        let builtin = spec(serde_json::json!({"op": "language_filter"}));
+        let fasttext =
+            spec(serde_json::json!({"op": "language_filter", "params": {"model": "lid.176.ftz"}}));
+        let other = spec(serde_json::json!({"op": "text_length"}));
+        assert_eq!(
+            ops::stage_builtin_models(&builtin),
+            [Some(crate::kernels::lang::model_id())]
+        );
+        assert_eq!(ops::stage_builtin_models(&fasttext), [None]);
+        assert_eq!(ops::stage_builtin_models(&other), [None]);
+        // The identity enters the stage's part of the fingerprint, and only there:
+        // the same spec hashed without it (an earlier build's plan) differs.
+        let schema = Schema::empty();
+        let none = Default::default();
+        let fp = fingerprints(&builtin, &schema, &Default::default(), &none);
+        let id = crate::kernels::lang::model_id();
+        assert!(id.starts_with("langid-") && id.len() == 7 + 16, "{id}");
+        let prev = serde_json::to_string(&serde_json::json!({
+            "format": builtin.input.format, "schema": schema,
+            "max_record_bytes": builtin.input.max_record_bytes,
+            "download": builtin.input.download, "mdf": env!("CARGO_PKG_VERSION"),
+        }))
+        .unwrap();
+        let what = |with: bool| {
+            let mut st = serde_json::json!({"name": builtin.stages[0].name, "op": builtin.stages[0].op,
+                "params": builtin.stages[0].params});
+            if with {
+                st["builtin_model"] = serde_json::json!(id);
+            }
+            let mut w = serde_json::json!({"stages": [st], "protocol": VERSION,
+                "batch_rows": builtin.job.batch_rows});
+            let o = &builtin.output;
+            w["output"] = serde_json::json!({
+                "uri": o.uri, "compression": o.compression, "zstd_level": o.zstd_level,
+                "target_file_bytes": o.target_file_bytes, "row_group_rows": o.row_group_rows,
+                "drop_columns": o.drop_columns, "rejects": builtin.rejects.uri,
+                "include_record": builtin.rejects.include_record,
+            });
+            hash16(&[&prev, &crate::spec::canonical_json(&w)])
+        };
+        assert_eq!(fp, [what(true)]);
+        assert_ne!(fp, [what(false)]);
     }
 
     #[test]

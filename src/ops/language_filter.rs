@@ -91,6 +91,9 @@ impl Operator for Op {
         ])
     }
 
+    fn builtin_model(&self) -> Option<String> {
+        self.model.is_none().then(lang::model_id)
+    }
     fn assets(&self) -> Vec<Asset> {
         self.model
             .iter()

@@ -151,6 +151,13 @@ pub trait Operator: Send + Sync {
     fn assets(&self) -> Vec<Asset> {
         vec![]
     }
+    /// The identity of a model built into the binary that the output depends on (the
+    /// language identifier's embedded tables), when the params use one: part of the
+    /// phase fingerprint, as an asset's version is, so `--reuse` never takes a phase
+    /// computed by another build's model.
+    fn builtin_model(&self) -> Option<String> {
+        None
+    }
     /// Receives the fetched assets, in the order `assets` listed them.
     fn load(&self, _assets: &[(Asset, bytes::Bytes)]) -> Result<(), LoadError> {
         Ok(())
@@ -412,6 +419,22 @@ pub fn stage_assets(spec: &Spec) -> Vec<Vec<Asset>> {
             match build_one(&st.name, &st.op, &o) {
                 Ok(Some(op)) => op.assets(),
                 _ => vec![],
+            }
+        })
+        .collect()
+}
+
+/// Per stage, the identity of the built-in model its output depends on
+/// ([`Operator::builtin_model`]).
+pub fn stage_builtin_models(spec: &Spec) -> Vec<Option<String>> {
+    spec.stages
+        .iter()
+        .map(|st| {
+            let sink = Sink::default();
+            let o = Obj::new(Some(&st.params), "params", &sink);
+            match build_one(&st.name, &st.op, &o) {
+                Ok(Some(op)) => op.builtin_model(),
+                _ => None,
             }
         })
         .collect()
