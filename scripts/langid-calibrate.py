@@ -61,7 +61,7 @@ def pages_jsonl(mdf, path):
 
 def features(r):
     m = min(r["margin"], 10.0)
-    return [m, math.log(max(r["ngrams"], 1)), r["fit"], 1.0]
+    return [m, math.log(max(r["ngrams"], 1)), r["fit"], 1.0 if r["udhr"] else 0.0, 1.0]
 
 
 def score(w, r):

@@ -87,7 +87,7 @@ pub fn langid_dump(
             "set": set, "id": id, "lang": lang, "got": got,
             "margin": e.map(|e| if e.margin.is_finite() { e.margin } else { 1e9 }),
             "ngrams": e.map(|e| e.ngrams), "known": e.map(|e| e.known),
-            "fit": e.map(|e| e.fit),
+            "fit": e.map(|e| e.fit), "udhr": e.map(|e| e.udhr),
         });
         writeln!(w, "{line}").map_err(BenchError::io(out))
     };

@@ -408,35 +408,37 @@ pub fn build_stages(spec: &Spec) -> Result<Vec<Arc<dyn Operator>>, SpecErrors> {
     }
 }
 
-/// The assets of each stage of `spec`, in stage order (none for a stage that does not
-/// build: validation reports it).
-pub fn stage_assets(spec: &Spec) -> Vec<Vec<Asset>> {
+/// `f` of each stage of `spec`'s operator, in stage order (`None` for a stage that does
+/// not build, or is not an operator: validation reports it).
+fn per_stage<T>(spec: &Spec, f: impl Fn(&dyn Operator) -> T) -> Vec<Option<T>> {
     spec.stages
         .iter()
         .map(|st| {
             let sink = Sink::default();
             let o = Obj::new(Some(&st.params), "params", &sink);
             match build_one(&st.name, &st.op, &o) {
-                Ok(Some(op)) => op.assets(),
-                _ => vec![],
+                Ok(Some(op)) => Some(f(op.as_ref())),
+                _ => None,
             }
         })
+        .collect()
+}
+
+/// The assets of each stage of `spec`, in stage order (none for a stage that does not
+/// build: validation reports it).
+pub fn stage_assets(spec: &Spec) -> Vec<Vec<Asset>> {
+    per_stage(spec, |op| op.assets())
+        .into_iter()
+        .map(Option::unwrap_or_default)
         .collect()
 }
 
 /// Per stage, the identity of the built-in model its output depends on
 /// ([`Operator::builtin_model`]).
 pub fn stage_builtin_models(spec: &Spec) -> Vec<Option<String>> {
-    spec.stages
-        .iter()
-        .map(|st| {
-            let sink = Sink::default();
-            let o = Obj::new(Some(&st.params), "params", &sink);
-            match build_one(&st.name, &st.op, &o) {
-                Ok(Some(op)) => op.builtin_model(),
-                _ => None,
-            }
-        })
+    per_stage(spec, |op| op.builtin_model())
+        .into_iter()
+        .map(Option::flatten)
         .collect()
 }
 

@@ -20,7 +20,8 @@
 //! The tables (`encode`, little-endian), read in place by `kernels::lang`:
 //! ```text
 //! MAGIC
-//! u32 classes; per class: u8 length, the language code, u64 scripts, f32 unseen
+//! u32 classes; per class: u8 length, the language code, u64 scripts, f32 unseen,
+//!     u8 1 if counted from the UDHR
 //! LETTER_BYTES bytes: the letter bitmap
 //! u32 slot bits b; 2^b slots of (u64 n-gram hash, u32 start, u32 end), open
 //!     addressing with linear probing from `slot_of`, load ≤ 1/2; end = 0: empty
@@ -82,12 +83,23 @@ pub fn compute_letter_bitmap() -> Vec<u8> {
     b
 }
 
-/// Lowercase letters, every run of other characters one space, a space at each end.
+/// Hebrew points and Arabic harakat: marks `char::is_alphabetic` holds that a text
+/// may or may not write (vowelled Hebrew, Arabic with tashkil). Dropped, so a
+/// vowelled word reads as the same word unvowelled, as lingua's counts have it.
+#[inline]
+fn pointing(c: char) -> bool {
+    matches!(c, '\u{0591}'..='\u{05C7}' | '\u{0610}'..='\u{061A}' | '\u{064B}'..='\u{065F}' | '\u{0670}' | '\u{06D6}'..='\u{06ED}')
+}
+
+/// Lowercase letters (Hebrew points and Arabic harakat dropped), every run of other characters one space, a space at each end.
 pub fn normalise(text: &str, out: &mut Vec<char>) {
     out.clear();
     out.push(' ');
     for ch in text.chars() {
         if is_letter(ch) {
+            if pointing(ch) {
+                continue;
+            }
             if ch.is_ascii() {
                 out.push(ch.to_ascii_lowercase());
             } else if ch == 'İ' {
@@ -216,6 +228,18 @@ fn script_of(c: char) -> Option<usize> {
         .map(|&(_, _, s)| s)
 }
 
+/// Letters of another known writing system than `script` become word breaks: the
+/// candidates are the classes of the text's main script, which know no n-gram of
+/// another, so such n-grams would only dilute the evidence (an Urdu sentence behind
+/// an English menu).
+pub fn keep_script(chars: &mut [char], script: usize) {
+    for c in chars.iter_mut() {
+        if *c != ' ' && script_of(*c).is_some_and(|s| s != script) {
+            *c = ' ';
+        }
+    }
+}
+
 /// Letters per writing system, and all letters.
 pub fn script_shares(text: &str) -> ([u32; 32], u32) {
     let mut n = [0u32; 32];
@@ -232,8 +256,9 @@ pub fn script_shares(text: &str) -> ([u32; 32], u32) {
 /// A trained model, before it is encoded.
 pub struct Trained {
     /// Per class: language code, scripts (bit per script number), log-probability of
-    /// an n-gram the class never saw.
-    pub classes: Vec<(String, u64, f32)>,
+    /// an n-gram the class never saw, whether it was counted from the UDHR (a short
+    /// text: real text in its language fits it less well than a lingua class's).
+    pub classes: Vec<(String, u64, f32, bool)>,
     /// Per distinct n-gram, by hash: its range of `postings`.
     pub index: Vec<(u64, u32, u32)>,
     /// (class, log-probability of the n-gram minus the class's unseen), by n-gram.
@@ -347,7 +372,7 @@ pub fn train(udhr: &str, lingua: &str) -> Trained {
     for (c, (lang, scripts, grams)) in classes.into_iter().enumerate() {
         counts.extend(grams.iter().map(|(g, n)| (gram_hash(g), c as u16, *n)));
         let unseen = (ALPHA / (TOTAL + ALPHA * VOCAB)).ln() as f32;
-        out.push((lang, scripts, unseen));
+        out.push((lang, scripts, unseen, c >= from_lingua));
     }
     counts.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut index = Vec::new();
@@ -378,11 +403,12 @@ pub fn encode(t: &Trained, letters: &[u8]) -> Vec<u8> {
     assert_eq!(letters.len(), LETTER_BYTES);
     let mut out = MAGIC.to_vec();
     out.extend((t.classes.len() as u32).to_le_bytes());
-    for (lang, scripts, unseen) in &t.classes {
+    for (lang, scripts, unseen, udhr) in &t.classes {
         out.push(u8::try_from(lang.len()).expect("a short language code"));
         out.extend(lang.as_bytes());
         out.extend(scripts.to_le_bytes());
         out.extend(unseen.to_le_bytes());
+        out.push(u8::from(*udhr));
     }
     out.extend(letters);
     // At most half full, so a probe for an absent hash meets an empty slot soon.
