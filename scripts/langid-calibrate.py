@@ -2,7 +2,7 @@
 """Fits and measures the built-in language identifier's score (kernels/lang.rs,
 `calibrated`): a logistic function of the identifier's evidence (the leader's
 tempered log-odds over the runner-up, log of the n-grams scored, how well the leader's
-model fits the text), so that the score reads as the probability that the answer is right.
+model fits the text, whether the leader's class was counted from the UDHR), so that the score reads as the probability that the answer is right.
 
     pip install lingua-language-detector numpy
     cargo build --release
