@@ -368,8 +368,8 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
 
 /// n-grams scored between checks for a decisive lead.
 const CHUNK: usize = 128;
-/// n-grams scored before a decisive lead may end the scoring: about 130 letters
-/// (a letter starts up to four n-grams).
+/// n-grams scored before a decisive lead may end the scoring: about 170 letters (a
+/// letter starts up to three n-grams). Fewer weakened the score (docs/FILTERS.md).
 const SURE_AFTER: usize = 4 * CHUNK;
 /// The tempered log-odds of the leader over the runner-up that end the scoring early.
 /// The tempered margin is a per-n-gram average (times [`EFFECTIVE_NGRAMS`]), so more

@@ -5,7 +5,7 @@
 //!
 //! Features: the letter 2- to 4-grams inside words (a word is a run of letters,
 //! `char::is_alphabetic`, lowercased), as lingua counts them. Training data:
-//! lingua's published n-gram frequencies for 54 of its languages
+//! lingua's published n-gram frequencies for 52 of its languages
 //! (`lingua.tsv.gz`, pseudo-counts out of [`SCALE`] letters, written by
 //! `scripts/langid-lingua.py`), and the Universal Declaration of Human Rights
 //! (`udhr.tsv.gz`) for the languages and writing systems lingua lacks, counted here
@@ -91,7 +91,8 @@ fn pointing(c: char) -> bool {
     matches!(c, '\u{0591}'..='\u{05C7}' | '\u{0610}'..='\u{061A}' | '\u{064B}'..='\u{065F}' | '\u{0670}' | '\u{06D6}'..='\u{06ED}')
 }
 
-/// Lowercase letters (Hebrew points and Arabic harakat dropped), every run of other characters one space, a space at each end.
+/// Lowercase letters (Hebrew points and Arabic harakat dropped), every run of other
+/// characters one space, a space at each end.
 pub fn normalise(text: &str, out: &mut Vec<char>) {
     out.clear();
     out.push(' ');
@@ -369,9 +370,9 @@ pub fn train(udhr: &str, lingua: &str) -> Trained {
     // (n-gram, class, pseudo-count) of every class, sorted by n-gram below.
     let mut counts: Vec<(u64, u16, f64)> = Vec::new();
     let mut out = Vec::with_capacity(classes.len());
+    let unseen = (ALPHA / (TOTAL + ALPHA * VOCAB)).ln() as f32;
     for (c, (lang, scripts, grams)) in classes.into_iter().enumerate() {
         counts.extend(grams.iter().map(|(g, n)| (gram_hash(g), c as u16, *n)));
-        let unseen = (ALPHA / (TOTAL + ALPHA * VOCAB)).ln() as f32;
         out.push((lang, scripts, unseen, c >= from_lingua));
     }
     counts.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
