@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 #[path = "langid/model.rs"]
 mod features;
-use features::{CJK, HANGUL, KANA, keep_script, ngrams, normalise, script_shares};
+use features::{CJK, HANGUL, KANA, keep_script, ngrams_until, normalise, script_shares};
 
 /// The model's tables, written by the build script (`build.rs`, from
 /// `langid/lingua.tsv.gz` and `langid/udhr.tsv.gz`; layout in `langid/model.rs`) and
@@ -160,9 +160,9 @@ impl Model {
 }
 
 /// Detection reads at most this many bytes of a document: all of a shorter one,
-/// else [`WINDOWS`] windows spread over it (its middle, beginning and end, read in
-/// that order), so a page whose first lines are a menu or a quotation in another
-/// language is judged by its body.
+/// else [`WINDOWS`] windows spread over it (its middle, beginning and end), so a page
+/// whose first lines are a menu or a quotation in another language is judged by its
+/// body, and one whose middle quotes another language by its head and tail too.
 const MAX_BYTES: usize = 6144;
 const WINDOWS: usize = 3;
 const _: () = assert!(WINDOWS == 3, "sample() reads the middle, head and tail");
@@ -226,8 +226,8 @@ fn sample(text: &str) -> Vec<&str> {
         }
         i
     };
-    // The middle first: scoring stops once one language leads decisively, and a
-    // page's middle is its body more often than its head is.
+    // The middle first: each pass of the scoring reads the windows in this order,
+    // and a page's middle is its body more often than its head is.
     [1, 0, 2]
         .into_iter()
         .map(|k| {
@@ -303,44 +303,67 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
         .collect();
     // Per language, the class whose score is its best.
     let mut best_class = vec![candidates[0]; best.len()];
-    // Each window's n-grams are made only when it is reached: a document decided
-    // by its middle never pays for its head and tail.
-    let (mut chars, mut grams) = (Vec::new(), Vec::new());
-    'windows: for w in &windows {
-        chars.clear();
-        grams.clear();
-        normalise(w, &mut chars);
-        if shares[top] > 0 {
-            keep_script(&mut chars, top);
-        }
-        ngrams(&chars, &mut grams);
-        for chunk in grams.chunks(CHUNK) {
-            for g in chunk {
-                if let Some((a, b)) = m.lookup(*g) {
-                    hits += 1;
-                    for i in a..b {
-                        let (c, w) = m.posting(i);
-                        if let Some(s) = score.get_mut(c) {
-                            *s += w;
+    // A long document is read in two passes. The first scores the first
+    // `FIRST_PASS` n-grams of each window, so its head, middle and tail all have a say
+    // (a middle that quotes another language no longer decides a page alone); the
+    // second reads on, window by window, only while no language leads decisively.
+    // A window's n-grams are made only when it is reached.
+    // Each window's n-grams are made as far as a pass reads them.
+    let first = if windows.len() > 1 {
+        FIRST_PASS
+    } else {
+        usize::MAX
+    };
+    let mut chars: Vec<Vec<char>> = vec![Vec::new(); windows.len()];
+    let mut grams: Vec<Vec<u64>> = vec![Vec::new(); windows.len()];
+    let mut made = vec![0usize; windows.len()];
+    'passes: for pass in 0..2 {
+        for (wi, w) in windows.iter().enumerate() {
+            let chars = &mut chars[wi];
+            if pass == 0 {
+                normalise(w, chars);
+                if shares[top] > 0 {
+                    keep_script(chars, top);
+                }
+            }
+            let g = &mut grams[wi];
+            let from = g.len();
+            let until = if pass == 0 { first } else { usize::MAX };
+            made[wi] = ngrams_until(chars, made[wi], g, until);
+            let part = &g[from..];
+            for chunk in part.chunks(CHUNK) {
+                for g in chunk {
+                    if let Some((a, b)) = m.lookup(*g) {
+                        hits += 1;
+                        for i in a..b {
+                            let (c, w) = m.posting(i);
+                            if let Some(s) = score.get_mut(c) {
+                                *s += w;
+                            }
                         }
                     }
                 }
-            }
-            n += chunk.len();
-            // Per language, its best class.
-            best.iter_mut().for_each(|b| b.1 = f64::NEG_INFINITY);
-            for &(c, at) in &places {
-                let s = score[c] as f64 + n as f64 * m.classes[c].unseen as f64;
-                if s > best[at].1 {
-                    best[at].1 = s;
-                    best_class[at] = c;
+                n += chunk.len();
+                // Per language, its best class.
+                best.iter_mut().for_each(|b| b.1 = f64::NEG_INFINITY);
+                for &(c, at) in &places {
+                    let s = score[c] as f64 + n as f64 * m.classes[c].unseen as f64;
+                    if s > best[at].1 {
+                        best[at].1 = s;
+                        best_class[at] = c;
+                    }
+                }
+                // A document's language is usually plain after its first few
+                // hundred n-grams: stop once the runner-up is far behind (not
+                // before every window has had its first pass).
+                let sampled = pass > 0 || wi + 1 == windows.len();
+                if sampled && n >= SURE_AFTER && margin(&best, n) >= DECISIVE {
+                    break 'passes;
                 }
             }
-            // A document's language is usually plain after its first few hundred
-            // n-grams: stop once the runner-up is far behind.
-            if n >= SURE_AFTER && margin(&best, n) >= DECISIVE {
-                break 'windows;
-            }
+        }
+        if first == usize::MAX {
+            break;
         }
     }
     if n == 0 {
@@ -368,6 +391,10 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
 
 /// n-grams scored between checks for a decisive lead.
 const CHUNK: usize = 128;
+/// n-grams of each window a long document's first pass scores (a few more where a
+/// letter's n-grams straddle the count): the three together are about
+/// [`SURE_AFTER`], what a decisive lead needs anyway.
+const FIRST_PASS: usize = SURE_AFTER.div_ceil(WINDOWS);
 /// n-grams scored before a decisive lead may end the scoring: about 170 letters (a
 /// letter starts up to three n-grams). Fewer weakened the score (docs/FILTERS.md).
 const SURE_AFTER: usize = 4 * CHUNK;
@@ -408,7 +435,7 @@ pub fn model_id() -> String {
         // What turns the tables into answers and scores goes in too: a refitted
         // calibration is another model.
         let reading = format!(
-            "{CAL:?} {EFFECTIVE_NGRAMS} {CHUNK} {SURE_AFTER} {DECISIVE} {MAX_BYTES} {WINDOWS}"
+            "{CAL:?} {EFFECTIVE_NGRAMS} {CHUNK} {SURE_AFTER} {DECISIVE} {MAX_BYTES} {WINDOWS} {FIRST_PASS}"
         );
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(TABLES);
@@ -608,6 +635,53 @@ mod tests {
         // A word shared by many Latin-script languages says little.
         let (_, c) = identify("hotel").unwrap();
         assert!(c < 0.9, "{c}");
+    }
+
+    #[test]
+    fn n_grams_made_in_parts_are_the_whole_texts() {
+        for text in [
+            "Die Stadtverwaltung hat am Montag, ihren Bericht vorgelegt.",
+            "मैं घर जा रहा हूँ और वह आहे",
+            "a b cd ef  g",
+            "",
+        ] {
+            let mut chars = Vec::new();
+            normalise(text, &mut chars);
+            let mut whole = Vec::new();
+            features::ngrams(&chars, &mut whole);
+            for step in 1..=whole.len().max(1) + 4 {
+                let (mut parts, mut at) = (Vec::new(), 0);
+                while at < chars.len() {
+                    let until = parts.len() + step;
+                    at = ngrams_until(&chars, at, &mut parts, until);
+                }
+                assert_eq!(parts, whole, "{text:?} in parts of {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_middle_quoting_another_language_does_not_decide_a_page_alone() {
+        // A German post whose middle window falls inside a long English quotation:
+        // head and tail have a say before the middle's lead can end the scoring.
+        let de = "Die Stadtverwaltung hat am Montag ihren Bericht über die Lage der \
+                  öffentlichen Schwimmbäder vorgelegt und neue Öffnungszeiten angekündigt. "
+            .repeat(22);
+        let en = "The council said on Monday that the report on the public swimming pools \
+                  would be followed by new opening hours across the city. "
+            .repeat(18);
+        let page = format!("{de}{en}{de}");
+        let s = sample(&page);
+        assert_eq!(s.len(), WINDOWS);
+        assert_eq!(
+            identify(s[0]).unwrap().0,
+            "en",
+            "the middle window is the quotation"
+        );
+        assert_eq!(identify(&page).unwrap().0, "de");
+        // A page whose head alone is another language is still read by its body.
+        let page = format!("{de}{en}{en}{en}");
+        assert_eq!(identify(&page).unwrap().0, "en");
     }
 
     #[test]

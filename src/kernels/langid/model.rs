@@ -141,32 +141,36 @@ pub fn gram_hash(w: &[char]) -> u64 {
 #[inline]
 pub fn each_gram<'a>(chars: &'a [char], mut f: impl FnMut(&'a [char])) {
     for i in 0..chars.len() {
-        let edge = chars[i] == ' ';
-        for n in 1..=MAX_N {
-            let Some(w) = chars.get(i..i + n) else {
-                break;
-            };
-            if n == 1 {
-                // A letter alone is no n-gram; a space starts edge n-grams.
-                continue;
-            }
-            let end = w[n - 1] == ' ';
-            if w[1..n - 1].contains(&' ') {
-                break;
-            }
-            if edge || end {
-                if n >= 3
-                    && w.iter().all(|&c| c == ' ' || devanagari(c))
-                    && w.iter().any(|&c| c != ' ')
-                {
-                    f(w);
-                }
-                if end {
-                    break;
-                }
-            } else if n >= MIN_N {
+        grams_at(chars, i, &mut f);
+    }
+}
+
+/// [`each_gram`]'s n-grams that start at `chars[i]`.
+#[inline]
+fn grams_at<'a>(chars: &'a [char], i: usize, f: &mut impl FnMut(&'a [char])) {
+    let edge = chars[i] == ' ';
+    for n in 1..=MAX_N {
+        let Some(w) = chars.get(i..i + n) else {
+            break;
+        };
+        if n == 1 {
+            // A letter alone is no n-gram; a space starts edge n-grams.
+            continue;
+        }
+        let end = w[n - 1] == ' ';
+        if w[1..n - 1].contains(&' ') {
+            break;
+        }
+        if edge || end {
+            if n >= 3 && w.iter().all(|&c| c == ' ' || devanagari(c)) && w.iter().any(|&c| c != ' ')
+            {
                 f(w);
             }
+            if end {
+                break;
+            }
+        } else if n >= MIN_N {
+            f(w);
         }
     }
 }
@@ -179,6 +183,18 @@ fn devanagari(c: char) -> bool {
 /// The hashes of [`each_gram`]'s n-grams, in text order.
 pub fn ngrams(chars: &[char], out: &mut Vec<u64>) {
     each_gram(chars, |w| out.push(gram_hash(w)));
+}
+
+/// [`ngrams`] from position `from` on, until `out` holds at least `until` hashes (or
+/// the text ends); returns the position to resume from. Resumed to the end, `out`
+/// holds exactly what [`ngrams`] gives.
+pub fn ngrams_until(chars: &[char], from: usize, out: &mut Vec<u64>, until: usize) -> usize {
+    let mut i = from;
+    while i < chars.len() && out.len() < until {
+        grams_at(chars, i, &mut |w| out.push(gram_hash(w)));
+        i += 1;
+    }
+    i
 }
 
 /// Writing systems by Unicode block, for narrowing the candidates: (first, last,
