@@ -263,7 +263,9 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
         .max_by_key(|(_, n)| **n)
         .expect("non-empty");
     // Scripts that name the language: kana is Japanese even among kanji, Hangul Korean.
-    if shares[KANA] as f64 >= 0.1 * total as f64 {
+    // Kana and kanji together must outweigh the main script: an English article that
+    // quotes Japanese (13 % of its letters kana, 68 % Latin) is English.
+    if shares[KANA] as f64 >= 0.1 * total as f64 && shares[KANA] + shares[CJK] >= shares[top] {
         return Some(("ja", sure));
     }
     if top == HANGUL && shares[top] > 0 {
@@ -635,6 +637,28 @@ mod tests {
         // A word shared by many Latin-script languages says little.
         let (_, c) = identify("hotel").unwrap();
         assert!(c < 0.9, "{c}");
+    }
+
+    #[test]
+    fn kana_names_japanese_only_where_japanese_script_leads() {
+        let en = "Train groping, called chikan in Japan, continues to be a problem on \
+                  packed trains during rush hour, and the authorities are not doing enough. ";
+        let quote = "ちかんはんざいです。やめてください。";
+        // Kana is a fifth of the letters here, Latin the rest: an English article.
+        let page = format!("{en}{quote}{quote}");
+        let kana = 2 * quote.chars().filter(|c| c.is_alphabetic()).count();
+        let letters = page.chars().filter(|c| c.is_alphabetic()).count();
+        assert!(kana * 10 >= letters, "{kana} of {letters}");
+        assert_eq!(identify(&page).unwrap().0, "en");
+        // Japanese with a Latin product name, and kana among kanji, stay Japanese.
+        assert_eq!(
+            identify("新しいiPhoneの機能について説明します").unwrap(),
+            ("ja", 1.0)
+        );
+        assert_eq!(
+            identify("東京都内の電車で痴漢の被害が続いている").unwrap(),
+            ("ja", 1.0)
+        );
     }
 
     #[test]
