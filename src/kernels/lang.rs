@@ -263,9 +263,13 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
         .max_by_key(|(_, n)| **n)
         .expect("non-empty");
     // Scripts that name the language: kana is Japanese even among kanji, Hangul Korean.
-    // Kana and kanji together must outweigh the main script: an English article that
-    // quotes Japanese (13 % of its letters kana, 68 % Latin) is English.
-    if shares[KANA] as f64 >= 0.1 * total as f64 && shares[KANA] + shares[CJK] >= shares[top] {
+    // Kana and kanji together must outweigh the main script, each counted as
+    // `CJK_WEIGHT` letters: an English article that quotes Japanese (13 % of its
+    // letters kana, 68 % Latin) is English, a Japanese page with an English footer
+    // or product names Japanese.
+    if shares[KANA] as f64 >= 0.1 * total as f64
+        && CJK_WEIGHT * (shares[KANA] + shares[CJK]) >= shares[top]
+    {
         return Some(("ja", sure));
     }
     if top == HANGUL && shares[top] > 0 {
@@ -309,7 +313,6 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
     // `FIRST_PASS` n-grams of each window, so its head, middle and tail all have a say
     // (a middle that quotes another language no longer decides a page alone); the
     // second reads on, window by window, only while no language leads decisively.
-    // A window's n-grams are made only when it is reached.
     // Each window's n-grams are made as far as a pass reads them.
     let first = if windows.len() > 1 {
         FIRST_PASS
@@ -391,6 +394,14 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
     ))
 }
 
+/// What a kana or a kanji weighs against a letter of another script when deciding
+/// whether a text with kana is Japanese: it takes three bytes in UTF-8 and stands for
+/// a syllable or a word, so a Japanese text holds about a third as many letters as an
+/// English one of the same size.
+const CJK_WEIGHT: u32 = 3;
+/// Bumped whenever the code that turns the tables into answers changes them in a way
+/// no constant below records (the model id must change with the answers).
+const READING: u32 = 2;
 /// n-grams scored between checks for a decisive lead.
 const CHUNK: usize = 128;
 /// n-grams of each window a long document's first pass scores (a few more where a
@@ -437,7 +448,7 @@ pub fn model_id() -> String {
         // What turns the tables into answers and scores goes in too: a refitted
         // calibration is another model.
         let reading = format!(
-            "{CAL:?} {EFFECTIVE_NGRAMS} {CHUNK} {SURE_AFTER} {DECISIVE} {MAX_BYTES} {WINDOWS} {FIRST_PASS}"
+            "{READING} {CAL:?} {EFFECTIVE_NGRAMS} {CHUNK} {SURE_AFTER} {DECISIVE} {MAX_BYTES} {WINDOWS} {FIRST_PASS} {CJK_WEIGHT}"
         );
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(TABLES);
@@ -650,9 +661,27 @@ mod tests {
         let letters = page.chars().filter(|c| c.is_alphabetic()).count();
         assert!(kana * 10 >= letters, "{kana} of {letters}");
         assert_eq!(identify(&page).unwrap().0, "en");
-        // Japanese with a Latin product name, and kana among kanji, stay Japanese.
+        // Japanese with a Latin product name, and kana among kanji, stay Japanese,
+        // as does a Japanese text with an English passage half its size in bytes.
         assert_eq!(
             identify("新しいiPhoneの機能について説明します").unwrap(),
+            ("ja", 1.0)
+        );
+        let product =
+            "Apple iPhone 15 Pro Max 256GB ナチュラルチタニウム SIMフリー 新品 未開封 送料無料";
+        assert_eq!(identify(product).unwrap(), ("ja", 1.0));
+        let ja = "東京都内の電車で痴漢の被害が続いており、警察は対策を強化すると発表しました。"
+            .repeat(60);
+        let footer =
+            "Copyright 2024 All rights reserved. Privacy policy and terms of use. ".repeat(15);
+        assert!(footer.len() * 2 < ja.len() && ja.len() > MAX_BYTES);
+        // 900 bytes of Japanese and 600 of English: more Latin letters than Japanese
+        // ones, but the text is mostly Japanese.
+        let short = format!("{}{}", &ja[..ja.floor_char_boundary(900)], &footer[..600]);
+        assert_eq!(identify(&short).unwrap(), ("ja", 1.0));
+        assert_eq!(identify(&format!("{ja}{footer}")).unwrap(), ("ja", 1.0));
+        assert_eq!(
+            identify(&format!("{footer}{ja}{footer}")).unwrap(),
             ("ja", 1.0)
         );
         assert_eq!(
