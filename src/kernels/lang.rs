@@ -332,12 +332,32 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
                 }
             }
             let g = &mut grams[wi];
-            let from = g.len();
-            let until = if pass == 0 { first } else { usize::MAX };
-            made[wi] = ngrams_until(chars, made[wi], g, until);
-            let part = &g[from..];
-            for chunk in part.chunks(CHUNK) {
-                for g in chunk {
+            // The first pass of a long document scores what `ngrams_until` made up
+            // to `FIRST_PASS`; otherwise the window's n-grams are made a chunk ahead
+            // of the scoring, so a text decided early never hashes its rest.
+            let end = if pass == 0 && first != usize::MAX {
+                made[wi] = ngrams_until(chars, made[wi], g, first);
+                Some(g.len())
+            } else {
+                None
+            };
+            // Where this pass starts: the second goes on where the first stopped.
+            let mut pos = if pass == 0 { 0 } else { g.len() };
+            loop {
+                let want = pos + CHUNK;
+                let stop = match end {
+                    Some(e) => want.min(e),
+                    None => {
+                        if g.len() < want {
+                            made[wi] = ngrams_until(chars, made[wi], g, want);
+                        }
+                        want.min(g.len())
+                    }
+                };
+                if stop == pos {
+                    break;
+                }
+                for g in &g[pos..stop] {
                     if let Some((a, b)) = m.lookup(*g) {
                         hits += 1;
                         for i in a..b {
@@ -348,7 +368,8 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
                         }
                     }
                 }
-                n += chunk.len();
+                n += stop - pos;
+                pos = stop;
                 // Per language, its best class.
                 best.iter_mut().for_each(|b| b.1 = f64::NEG_INFINITY);
                 for &(c, at) in &places {
