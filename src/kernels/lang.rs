@@ -333,8 +333,9 @@ pub fn identify_evidence(text: &str) -> Option<(&'static str, Evidence)> {
             }
             let g = &mut grams[wi];
             // The first pass of a long document scores what `ngrams_until` made up
-            // to `FIRST_PASS`; otherwise the window's n-grams are made a chunk ahead
-            // of the scoring, so a text decided early never hashes its rest.
+            // to `FIRST_PASS`; otherwise a window's n-grams are made as the scoring
+            // reaches them, a chunk at a time, so a text decided early never hashes
+            // its rest.
             let end = if pass == 0 && first != usize::MAX {
                 made[wi] = ngrams_until(chars, made[wi], g, first);
                 Some(g.len())
