@@ -437,7 +437,39 @@ pub fn render(s: &JobStatus) -> String {
         "rejected",
         "requests"
     );
-    for p in &s.phases {
+    // A run of phases that are done with nothing to do (a near dedup's label steps
+    // after its labels converged: up to 2 × max_rounds of them) is one line.
+    let idle = |p: &PhaseStatus| {
+        p.tasks.total > 0
+            && p.tasks.committed == p.tasks.total
+            && p.records_in == 0
+            && p.records_out == 0
+            && p.rejected == 0
+            && p.requests.total() == 0
+    };
+    let mut i = 0;
+    while i < s.phases.len() {
+        let p = &s.phases[i];
+        let run = s.phases[i..].iter().take_while(|q| idle(q)).count();
+        if run >= 2 {
+            let last = &s.phases[i + run - 1];
+            let tasks: u64 = s.phases[i..i + run].iter().map(|q| q.tasks.total).sum();
+            out += &format!(
+                "{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}  ({run} phases with nothing to do)\n",
+                format!("{}–{}", p.name, last.name),
+                tasks,
+                0,
+                0,
+                tasks,
+                0,
+                0,
+                0,
+                0,
+                0
+            );
+            i += run;
+            continue;
+        }
         out += &format!(
             "{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}\n",
             p.name,
@@ -451,6 +483,7 @@ pub fn render(s: &JobStatus) -> String {
             p.rejected,
             p.requests.total()
         );
+        i += 1;
     }
     let backups: Vec<String> = s
         .phases
@@ -587,6 +620,79 @@ mod tests {
         );
         let done = vec![("p00".to_string(), 2, 2), ("finalize".to_string(), 1, 1)];
         assert!(!progress_line(&done, std::time::Duration::from_secs(3)).contains("ETA"));
+    }
+
+    #[test]
+    fn phases_with_nothing_to_do_print_as_one_line() {
+        let phase = |name: &str, committed: u64, records: u64| PhaseStatus {
+            name: name.into(),
+            tasks: TaskCounts {
+                total: 2,
+                pending: 2 - committed,
+                leased: 0,
+                committed,
+                failed: 0,
+                by_backup: 0,
+            },
+            records_in: records,
+            records_out: records,
+            rejected: 0,
+            stats: TaskStats::default(),
+            requests: RequestSnapshot::default(),
+            task_seconds: 0.0,
+            cost_usd: 0.0,
+        };
+        let mut phases = vec![phase("p00", 2, 50)];
+        phases.extend((1..=60).map(|k| phase(&format!("p{k:02}"), 2, 0)));
+        // A phase not yet run is never folded, nor is a lone idle phase.
+        phases.extend([
+            phase("p61", 2, 50),
+            phase("p62", 2, 0),
+            phase("p63", 0, 0),
+            phase("p64", 0, 0),
+        ]);
+        let st = JobStatus {
+            version: 1,
+            job: "j".into(),
+            job_id: "j".into(),
+            output: "o".into(),
+            complete: false,
+            succeeded: false,
+            phases,
+            failed_tasks: vec![],
+            worker_requests: RequestSnapshot::default(),
+            requests_total: 0,
+            tasks_committed: 0,
+            tasks_total: 0,
+            cost_usd: 0.0,
+            prices: Prices {
+                put_per_1k: 0.005,
+                get_per_1k: 0.0004,
+            },
+            task_seconds: 0.0,
+            spans: vec![],
+            submissions: vec![],
+        };
+        let text = render(&st);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('p')).collect();
+        assert_eq!(lines.len(), 7, "{text}");
+        assert!(lines[0].starts_with("phase"));
+        assert!(lines[1].starts_with("p00 "));
+        assert!(lines[2].starts_with("p01–p60 "), "{text}");
+        assert!(
+            lines[2].contains("(60 phases with nothing to do)"),
+            "{text}"
+        );
+        let cols: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(&cols[1..6], ["120", "0", "0", "120", "0"], "{text}");
+        assert!(
+            lines[3].starts_with("p61 ") && lines[4].starts_with("p62 "),
+            "{text}"
+        );
+        assert!(
+            lines[5].starts_with("p63 ") && lines[6].starts_with("p64 "),
+            "{text}"
+        );
     }
 
     #[test]
