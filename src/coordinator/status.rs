@@ -437,6 +437,12 @@ pub fn render(s: &JobStatus) -> String {
         "rejected",
         "requests"
     );
+    let row = |name: &str, c: [u64; 9], note: &str| {
+        format!(
+            "{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}{note}\n",
+            name, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        )
+    };
     // A run of phases that are done with nothing to do (a near dedup's label steps
     // after its labels converged: up to 2 × max_rounds of them) is one line.
     let idle = |p: &PhaseStatus| {
@@ -454,34 +460,29 @@ pub fn render(s: &JobStatus) -> String {
         if run >= 2 {
             let last = &s.phases[i + run - 1];
             let tasks: u64 = s.phases[i..i + run].iter().map(|q| q.tasks.total).sum();
-            out += &format!(
-                "{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}  ({run} phases with nothing to do)\n",
-                format!("{}–{}", p.name, last.name),
-                tasks,
-                0,
-                0,
-                tasks,
-                0,
-                0,
-                0,
-                0,
-                0
+            out += &row(
+                &format!("{}–{}", p.name, last.name),
+                [tasks, 0, 0, tasks, 0, 0, 0, 0, 0],
+                &format!("  ({run} phases with nothing to do)"),
             );
             i += run;
             continue;
         }
-        out += &format!(
-            "{:<9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>12} {:>12} {:>10} {:>9}\n",
-            p.name,
-            p.tasks.total,
-            p.tasks.pending,
-            p.tasks.leased,
-            p.tasks.committed,
-            p.tasks.failed,
-            p.records_in,
-            p.records_out,
-            p.rejected,
-            p.requests.total()
+        let t = &p.tasks;
+        out += &row(
+            &p.name,
+            [
+                t.total,
+                t.pending,
+                t.leased,
+                t.committed,
+                t.failed,
+                p.records_in,
+                p.records_out,
+                p.rejected,
+                p.requests.total(),
+            ],
+            "",
         );
         i += 1;
     }
