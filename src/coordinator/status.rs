@@ -520,9 +520,13 @@ pub fn render(s: &JobStatus) -> String {
         s.requests_total,
         s.requests_total as f64 / s.tasks_total.max(1) as f64
     );
-    let per_phase: Vec<String> = s
+    // Phases done with nothing to do (no requests, so no bytes) are left out here
+    // as in the table, and counted.
+    let quiet = s.phases.iter().filter(|p| idle(p)).count();
+    let mut per_phase: Vec<String> = s
         .phases
         .iter()
+        .filter(|p| !idle(p))
         .map(|p| {
             format!(
                 "{} {} read, {} written, {:.1} worker-s",
@@ -533,6 +537,12 @@ pub fn render(s: &JobStatus) -> String {
             )
         })
         .collect();
+    if quiet > 0 {
+        per_phase.push(format!(
+            "{quiet} phase{} with nothing to do",
+            if quiet == 1 { "" } else { "s" }
+        ));
+    }
     out += &format!(
         "cost: ${:.4} in requests (${}/1k PUT·COPY·LIST, ${}/1k GET·HEAD); {:.1} worker-seconds in tasks\n  {}\n",
         s.cost_usd,
@@ -694,6 +704,19 @@ mod tests {
             lines[5].starts_with("p63 ") && lines[6].starts_with("p64 "),
             "{text}"
         );
+        // The cost line's per-phase bytes leave the idle phases out too (p01–p60 and
+        // the lone p62), and count them.
+        let bytes = text
+            .lines()
+            .find(|l| l.starts_with("  p00 "))
+            .expect("per-phase bytes line");
+        assert!(bytes.contains("p61 0 B read"), "{bytes}");
+        assert!(bytes.contains("p63 0 B read"), "{bytes}");
+        assert!(
+            !bytes.contains("p01 ") && !bytes.contains("p62 "),
+            "{bytes}"
+        );
+        assert!(bytes.ends_with("; 61 phases with nothing to do"), "{bytes}");
     }
 
     #[test]
