@@ -1014,8 +1014,7 @@ pub fn fingerprints(
     partitions: &std::collections::BTreeMap<usize, u32>,
 ) -> Vec<String> {
     let phases = spec.phases();
-    let stage_assets = ops::stage_assets(spec);
-    let builtin = ops::stage_builtin_models(spec);
+    let (stage_assets, builtin): (Vec<_>, Vec<_>) = ops::stage_identities(spec).into_iter().unzip();
     let mut prev = serde_json::to_string(&json!({
         "format": spec.input.format,
         "schema": input_schema,

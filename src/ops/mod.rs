@@ -436,9 +436,15 @@ pub fn stage_assets(spec: &Spec) -> Vec<Vec<Asset>> {
 /// Per stage, the identity of the built-in model its output depends on
 /// ([`Operator::builtin_model`]).
 pub fn stage_builtin_models(spec: &Spec) -> Vec<Option<String>> {
-    per_stage(spec, |op| op.builtin_model())
+    stage_identities(spec).into_iter().map(|(_, m)| m).collect()
+}
+
+/// Per stage, its assets and its built-in model: what a phase fingerprint takes from
+/// the operators, each built once.
+pub fn stage_identities(spec: &Spec) -> Vec<(Vec<Asset>, Option<String>)> {
+    per_stage(spec, |op| (op.assets(), op.builtin_model()))
         .into_iter()
-        .map(Option::flatten)
+        .map(Option::unwrap_or_default)
         .collect()
 }
 
