@@ -88,6 +88,21 @@ pub fn read(
             }
         }
     }
+    // A UTF-8 byte order mark (files saved as "UTF-8 with BOM") is not part of the
+    // first line.
+    if pos == 0 {
+        match r.fill_buf() {
+            Ok(head) if head.starts_with(BOM) => {
+                r.consume(BOM.len());
+                pos += BOM.len() as u64;
+                stats.bytes += BOM.len() as u64;
+            }
+            _ => {}
+        }
+    }
+    // Line numbers are known when this slice reads from the file's first line.
+    // (A range starting at byte 1 reads from 0 and has skipped the first line.)
+    let mut line_no = (from == 0).then_some(u64::from(ranged && slice.start > 0));
     let mut builder = JsonBatchBuilder::new(schema.clone());
     let mut batch_bytes = 0usize;
     let mut rejects: Vec<Reject> = Vec::new();
@@ -124,12 +139,20 @@ pub fn read(
         pos += n;
         stats.bytes += n;
         batch_bytes += n as usize;
+        if let Some(l) = line_no.as_mut() {
+            *l += 1;
+        }
         let id = record_id(&key, line_start);
+        // Where the line is, so a reject can be found without decoding its id.
+        let at = |detail: String| match line_no {
+            Some(l) => format!("{detail} ({}, line {l})", slice.uri),
+            None => format!("{detail} ({}, the line at byte {line_start})", slice.uri),
+        };
         let reject = |reason: &str, detail: String, record: Option<String>| Reject {
             id: id.clone(),
             reason: reason.to_string(),
             operator: "reader".to_string(),
-            detail: Some(detail),
+            detail: Some(at(detail)),
             record,
         };
         if over {
@@ -191,6 +214,9 @@ pub fn read(
     Ok(stats)
 }
 
+/// The UTF-8 byte order mark, skipped at the start of a file.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Reads up to `max_rows` JSON objects from the start of a file (schema inference).
 pub fn sample_rows(
     ctx: &ReadCtx,
@@ -206,6 +232,9 @@ pub fn sample_rows(
     let mut r = BufReader::new(decoded.take(max_bytes));
     let mut rows = Vec::new();
     let mut buf = Vec::new();
+    if r.fill_buf().is_ok_and(|h| h.starts_with(BOM)) {
+        r.consume(BOM.len());
+    }
     while rows.len() < max_rows {
         match read_line_capped(&mut r, &mut buf, 1 << 24) {
             Ok((0, _)) | Err(_) => break,
@@ -220,6 +249,13 @@ pub fn sample_rows(
     Ok(rows)
 }
 
+/// Schema inference reads the first lines of up to this many files,
+const SAMPLE_FILES: usize = 16;
+/// up to this many lines in all,
+const SAMPLE_ROWS: usize = 1000;
+/// and at least this many of each file.
+const SAMPLE_ROWS_PER_FILE: usize = 64;
+
 /// `format: jsonl` (also `json`, `ndjson`).
 pub struct Jsonl;
 
@@ -229,8 +265,8 @@ impl super::Reader for Jsonl {
         "jsonl"
     }
 
-    /// Declared, or inferred from the first of up to 16 files that has a JSON object
-    /// in its first lines (one unreadable file does not stop a job).
+    /// Declared, or inferred from the first lines of up to 16 files: every key seen
+    /// is a column, whichever file has it (one unreadable file does not stop a job).
     async fn columns(
         &self,
         registry: &crate::store::Registry,
@@ -253,19 +289,25 @@ impl super::Reader for Jsonl {
             broken: Default::default(),
         };
         let mut last_err = String::new();
-        for uri in uris.iter().take(16) {
+        let mut sampled = Vec::new();
+        for uri in uris.iter().take(SAMPLE_FILES) {
+            // Up to SAMPLE_ROWS lines in all, and at least SAMPLE_ROWS_PER_FILE of
+            // each file, so a key that only later files have is still seen.
+            let want = SAMPLE_ROWS
+                .saturating_sub(sampled.len())
+                .max(SAMPLE_ROWS_PER_FILE);
             let (ctx, uri) = (ctx.clone(), uri.to_string());
-            let rows = tokio::task::spawn_blocking(move || sample_rows(&ctx, &uri, 1000, 4 << 20))
+            let rows = tokio::task::spawn_blocking(move || sample_rows(&ctx, &uri, want, 4 << 20))
                 .await
                 .map_err(|e| super::ColumnsError::Storage(e.to_string()))?;
             match rows {
-                Ok(rows) if !rows.is_empty() => {
-                    return Ok(crate::records::infer_schema(rows.iter()));
-                }
-                // An empty or unreadable file: at run time it becomes rejects.
-                Ok(_) => {}
+                Ok(rows) => sampled.extend(rows),
+                // An unreadable file: at run time it becomes rejects.
                 Err(e) => last_err = format!(" ({e})"),
             }
+        }
+        if !sampled.is_empty() {
+            return Ok(crate::records::infer_schema(sampled.iter()));
         }
         Err(super::ColumnsError::Spec {
             field: "input.schema",

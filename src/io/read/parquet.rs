@@ -265,6 +265,14 @@ pub fn read(
         Ok(p) => p,
         Err(e) => return Ok(reject_file("schema_mismatch", e.to_string(), out)),
     };
+    if !plan.extra.is_empty() {
+        // Planning unions the columns of the first input files only.
+        tracing::warn!(
+            uri = %slice.uri,
+            columns = ?plan.extra,
+            "columns the planned input schema does not have are not read; declare input.schema to keep them"
+        );
+    }
     let mut stream = match builder
         .with_row_groups(selected.clone())
         .with_batch_size(ctx.batch_rows)
@@ -302,25 +310,45 @@ pub fn read(
             }
         };
         let n = batch.num_rows();
-        let ids = ctx.assign_ids.then(|| {
-            let mut v = Vec::with_capacity(n);
-            for _ in 0..n {
-                while rg_idx < rg_rows.len() && in_rg >= rg_rows[rg_idx] {
-                    rg_idx += 1;
-                    in_rg = 0;
-                }
-                v.push(record_id(
-                    &key,
-                    first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg,
-                ));
-                in_rg += 1;
+        // Each row's number in the file (its id's offset).
+        let mut rows = Vec::with_capacity(n);
+        for _ in 0..n {
+            while rg_idx < rg_rows.len() && in_rg >= rg_rows[rg_idx] {
+                rg_idx += 1;
+                in_rg = 0;
             }
-            v
-        });
+            rows.push(first_rows.get(rg_idx).copied().unwrap_or(0) + in_rg);
+            in_rg += 1;
+        }
+        let ids = ctx
+            .assign_ids
+            .then(|| rows.iter().map(|&r| record_id(&key, r)).collect());
         match apply_plan(&plan, &batch, schema, ids) {
-            Ok(b) => {
-                stats.records += n as u64;
-                if !out(Item::Batch(b)) {
+            Ok((b, lost)) => {
+                if !lost.is_empty() {
+                    let mut rejects: Vec<crate::records::Reject> = Vec::new();
+                    let mut seen = std::collections::HashSet::new();
+                    // Row order, one reject a row (its first column that failed).
+                    let mut lost = lost;
+                    lost.sort_by_key(|(r, _, _)| *r);
+                    for (r, reason, detail) in lost {
+                        if seen.insert(r) {
+                            let row = rows[r];
+                            rejects.push(file_reject(
+                                slice,
+                                row,
+                                reason,
+                                format!("row {row}: {detail}"),
+                            ));
+                        }
+                    }
+                    stats.rejected += rejects.len() as u64;
+                    if !out(Item::Rejects(rejects)) {
+                        return Err(ReadError::Cancelled);
+                    }
+                }
+                stats.records += b.num_rows() as u64;
+                if b.num_rows() > 0 && !out(Item::Batch(b)) {
                     return Err(ReadError::Cancelled);
                 }
             }
@@ -339,23 +367,36 @@ pub fn read(
 }
 
 /// For each target column after `id` (or every column when ids exist): the file
-/// column index it comes from.
+/// column index it comes from; `None` for an input column this file does not have
+/// (read as null).
 struct Plan {
-    sources: Vec<usize>,
+    sources: Vec<Option<usize>>,
+    /// The file's columns the planned schema does not have (files past the ones
+    /// planning sampled): they are not read, and the worker says so.
+    extra: Vec<String>,
 }
 
-fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan, ConformError> {
-    let skip = usize::from(assign_ids);
+/// How a file's columns give the target schema. Input files (`input_file`) may lack a
+/// column (another file had it: null here) or have more; the staged files of earlier
+/// phases must match exactly.
+fn conform_plan(file: &Schema, target: &Schema, input_file: bool) -> Result<Plan, ConformError> {
+    let skip = usize::from(input_file);
     let mut sources = Vec::new();
+    let mut used = Vec::new();
     for f in target.fields().iter().skip(skip) {
-        let src_name = if assign_ids {
+        let src_name = if input_file {
             crate::records::input_column(f)
         } else {
             f.name().as_str()
         };
-        let idx = file
-            .index_of(src_name)
-            .map_err(|_| ConformError::Missing(src_name.to_string()))?;
+        let idx = match file.index_of(src_name) {
+            Ok(i) => i,
+            Err(_) if input_file => {
+                sources.push(None);
+                continue;
+            }
+            Err(_) => return Err(ConformError::Missing(src_name.to_string())),
+        };
         let ft = file.field(idx).data_type();
         if normalise_type(ft) != *f.data_type() && !arrow_cast::can_cast_types(ft, f.data_type()) {
             return Err(ConformError::Type {
@@ -364,35 +405,142 @@ fn conform_plan(file: &Schema, target: &Schema, assign_ids: bool) -> Result<Plan
                 expected: f.data_type().clone(),
             });
         }
-        sources.push(idx);
+        sources.push(Some(idx));
+        used.push(idx);
     }
-    Ok(Plan { sources })
+    let extra = if input_file {
+        (0..file.fields().len())
+            .filter(|i| !used.contains(i))
+            .map(|i| file.field(i).name().clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Plan { sources, extra })
 }
 
+/// Rows of a batch that a cast could not carry: (row, reject reason, detail).
+type Lost = Vec<(usize, &'static str, String)>;
+
+/// The batch in the target schema, and the rows whose value in some column could not
+/// be cast to its planned type (invalid UTF-8 in binary read as text, "abc" read as a
+/// number): those rows are left out, for the caller to reject; a cast never turns a
+/// value into null.
 fn apply_plan(
     plan: &Plan,
     batch: &RecordBatch,
     target: &SchemaRef,
     ids: Option<Vec<String>>,
-) -> Result<RecordBatch, ConformError> {
+) -> Result<(RecordBatch, Lost), ConformError> {
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     if let Some(ids) = ids {
         cols.push(Arc::new(StringArray::from(ids)));
     }
     let offset = cols.len();
-    for (i, &src) in plan.sources.iter().enumerate() {
+    let mut lost: Lost = Vec::new();
+    for (i, src) in plan.sources.iter().enumerate() {
         let want: &Field = target.field(i + offset);
+        let Some(src) = *src else {
+            cols.push(arrow_array::new_null_array(
+                want.data_type(),
+                batch.num_rows(),
+            ));
+            continue;
+        };
         let col = batch.column(src);
         cols.push(if col.data_type() == want.data_type() {
             col.clone()
         } else {
-            arrow_cast::cast(col, want.data_type()).map_err(|source| ConformError::Cast {
-                column: want.name().clone(),
-                source,
-            })?
+            let cast =
+                arrow_cast::cast(col, want.data_type()).map_err(|source| ConformError::Cast {
+                    column: want.name().clone(),
+                    source,
+                })?;
+            if cast.null_count() > col.null_count() {
+                let binary = matches!(
+                    col.data_type(),
+                    DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+                );
+                let reason = if binary && want.data_type() == &DataType::Utf8 {
+                    "invalid_utf8"
+                } else {
+                    "schema_mismatch"
+                };
+                for r in 0..col.len() {
+                    if col.is_valid(r) && cast.is_null(r) {
+                        let detail = format!(
+                            "column {:?} cannot be read as {}: {:?}",
+                            want.name(),
+                            want.data_type(),
+                            shown(col, r)
+                        );
+                        lost.push((r, reason, detail));
+                    }
+                }
+            }
+            cast
         });
     }
-    Ok(RecordBatch::try_new(target.clone(), cols)?)
+    let batch = RecordBatch::try_new(target.clone(), cols)?;
+    if lost.is_empty() {
+        return Ok((batch, lost));
+    }
+    let mut keep = vec![true; batch.num_rows()];
+    for (r, _, _) in &lost {
+        keep[*r] = false;
+    }
+    let kept =
+        arrow_select::filter::filter_record_batch(&batch, &arrow_array::BooleanArray::from(keep))?;
+    Ok((kept, lost))
+}
+
+/// A value as a reject's detail shows it: text as is (binary lossily), at most 200
+/// characters.
+fn shown(col: &ArrayRef, row: usize) -> String {
+    use arrow_array::cast::AsArray;
+    let s = match col.data_type() {
+        DataType::Binary => String::from_utf8_lossy(col.as_binary::<i32>().value(row)).into_owned(),
+        DataType::LargeBinary => {
+            String::from_utf8_lossy(col.as_binary::<i64>().value(row)).into_owned()
+        }
+        DataType::BinaryView => {
+            String::from_utf8_lossy(col.as_binary_view().value(row)).into_owned()
+        }
+        _ => arrow_cast::display::array_value_to_string(col, row).unwrap_or_default(),
+    };
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// Planning reads the footers of up to this many input files for their columns.
+pub const SAMPLE_FILES: usize = 16;
+
+/// Adds `cols` to `union`: new names at the end; a column two files type differently
+/// takes the type that holds both where one does (integers and floats → float64,
+/// binary and string → string, whose invalid UTF-8 values become rejects), else
+/// keeps the first file's (a file whose column cannot be cast is rejected).
+pub fn union_columns(union: &mut Vec<(String, DataType)>, cols: Vec<(String, DataType)>) {
+    for (name, dt) in cols {
+        match union.iter_mut().find(|(n, _)| *n == name) {
+            None => union.push((name, dt)),
+            Some((_, cur)) if *cur == dt => {}
+            Some((_, cur)) => {
+                let number = |t: &DataType| t.is_integer() || t.is_floating();
+                if number(cur) && number(&dt) && (cur.is_floating() || dt.is_floating()) {
+                    *cur = DataType::Float64;
+                } else if number(cur) && number(&dt) {
+                    *cur = DataType::Int64;
+                } else if matches!(
+                    (&*cur, &dt),
+                    (DataType::Binary, DataType::Utf8) | (DataType::Utf8, DataType::Binary)
+                ) {
+                    *cur = DataType::Utf8;
+                }
+            }
+        }
+    }
 }
 
 /// `format: parquet`, and the staged output of earlier phases.
@@ -404,7 +552,10 @@ impl super::Reader for Parquet {
         "parquet"
     }
 
-    /// Declared, or the first file's footer.
+    /// Declared, or the union of the footers of up to [`SAMPLE_FILES`] files: every
+    /// column any of them has, in first-seen order (a file without one reads it as
+    /// null). The first file's footer must read; a later unreadable one is left to
+    /// the run, where it becomes a reject.
     async fn columns(
         &self,
         registry: &crate::store::Registry,
@@ -414,16 +565,30 @@ impl super::Reader for Parquet {
         if let Some(cols) = declared {
             return Ok(cols.to_vec());
         }
-        let first = uris.first().copied().unwrap_or_default();
-        let (store, u) = registry
-            .resolve(first)
-            .map_err(|e| super::ColumnsError::Storage(e.to_string()))?;
-        read_columns(store, &u.path)
-            .await
-            .map_err(|e| super::ColumnsError::Spec {
-                field: "input.uris",
-                message: format!("cannot read the Parquet footer of {first}: {e}"),
-            })
+        let mut reads = Vec::new();
+        for uri in uris.iter().take(SAMPLE_FILES) {
+            let (store, u) = registry
+                .resolve(uri)
+                .map_err(|e| super::ColumnsError::Storage(e.to_string()))?;
+            let uri = uri.to_string();
+            reads.push(async move { (uri, read_columns(store, &u.path).await) });
+        }
+        let footers: Vec<_> = futures::stream::iter(reads).buffered(8).collect().await;
+        let mut union: Vec<(String, DataType)> = Vec::new();
+        for (i, (uri, cols)) in footers.into_iter().enumerate() {
+            let cols = match cols {
+                Ok(c) => c,
+                Err(e) if i == 0 => {
+                    return Err(super::ColumnsError::Spec {
+                        field: "input.uris",
+                        message: format!("cannot read the Parquet footer of {uri}: {e}"),
+                    });
+                }
+                Err(_) => continue,
+            };
+            union_columns(&mut union, cols);
+        }
+        Ok(union)
     }
 
     /// By row group: a range owns the row groups that start in it.

@@ -1,0 +1,223 @@
+//! Inputs whose files do not all have the same columns (found by a new user: columns
+//! only later files had were dropped, a file without a column the first one had was
+//! rejected whole, and binary text with invalid UTF-8 became null). Every record and
+//! every column of every file reaches the output or a reject with its reason.
+mod common;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use common::*;
+use std::path::Path;
+
+fn run_jsonl_like(dir: &Path, glob: &str, format: &str) -> (std::path::PathBuf, serde_json::Value) {
+    let out = dir.join("out");
+    let spec = write_spec(
+        dir,
+        &format!(
+            "name: mixed\ninput: {{uris: [\"{glob}\"], format: {format}}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\njob: {{poll_millis: 50}}\n",
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(dir.join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    assert_eq!(st["succeeded"], true, "{st:#}");
+    (out, st)
+}
+
+/// Rows of the output as (text, column → value rendered as a string, "null" for null).
+fn rows(out: &Path) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
+    let batches = output_batches(out);
+    let mut v = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let mut m = std::collections::BTreeMap::new();
+            for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+                let s = if c.is_null(i) {
+                    "null".to_string()
+                } else {
+                    arrow_cast::display::array_value_to_string(c, i).unwrap()
+                };
+                m.insert(f.name().clone(), s);
+            }
+            v.push((m["text"].clone(), m));
+        }
+    }
+    v.sort();
+    v
+}
+
+fn rejects(out: &Path) -> Vec<(String, String)> {
+    let m = manifest(out);
+    let mut v = Vec::new();
+    for f in m["rejects"].as_array().unwrap() {
+        let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
+        v.extend(
+            strings(&rj, "reason")
+                .into_iter()
+                .zip(strings(&rj, "detail")),
+        );
+    }
+    v
+}
+
+#[test]
+fn jsonl_columns_come_from_every_sampled_file_and_numbers_widen_across_files() {
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    std::fs::write(
+        inp.join("a.jsonl"),
+        "{\"text\":\"alpha doc\",\"score\":1}\n{\"text\":\"beta doc\",\"score\":2}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        inp.join("b.jsonl"),
+        "{\"text\":\"gamma doc\",\"score\":1.5,\"url\":\"http://x/1\"}\n{\"text\":\"delta doc\",\"score\":3,\"url\":\"http://x/2\"}\n",
+    )
+    .unwrap();
+    // Saved as "UTF-8 with BOM", with a bad line further down.
+    std::fs::write(
+        inp.join("c.jsonl"),
+        "\u{feff}{\"text\":\"eps doc\",\"meta\":{\"k\":1}}\n{\"text\": oops}\n",
+    )
+    .unwrap();
+    let (out, _) = run_jsonl_like(d.path(), &format!("{}/*.jsonl", inp.display()), "jsonl");
+    let got = rows(&out);
+    let texts: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["alpha doc", "beta doc", "delta doc", "eps doc", "gamma doc"]
+    );
+    let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
+        got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+    assert_eq!(by["gamma doc"]["score"], "1.5");
+    assert_eq!(by["alpha doc"]["score"], "1.0");
+    assert_eq!(by["gamma doc"]["url"], "http://x/1");
+    assert_eq!(by["alpha doc"]["url"], "null");
+    assert_eq!(by["eps doc"]["meta"], "{\"k\":1}");
+    // The one bad line is a reject that says where it is.
+    let rj = rejects(&out);
+    assert_eq!(rj.len(), 1, "{rj:?}");
+    assert_eq!(rj[0].0, "bad_json");
+    assert!(
+        rj[0].1.contains("c.jsonl, line 2)"),
+        "the detail names the file and line: {}",
+        rj[0].1
+    );
+}
+
+#[test]
+fn a_bom_at_the_start_of_the_only_file_does_not_stop_inference() {
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    std::fs::write(
+        inp.join("bom.jsonl"),
+        "\u{feff}{\"id\":300,\"text\":\"bom first line\"}\n",
+    )
+    .unwrap();
+    let (out, _) = run_jsonl_like(d.path(), &format!("{}/*.jsonl", inp.display()), "jsonl");
+    let got = rows(&out);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, "bom first line");
+    assert_eq!(got[0].1["source_id"], "300");
+    assert!(rejects(&out).is_empty());
+}
+
+fn write_parquet(path: &Path, batch: RecordBatch) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(f, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+#[test]
+fn parquet_files_with_different_columns_lose_no_row_and_no_column() {
+    use arrow_array::{BinaryArray, Float64Array, Int64Array, StringArray};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    write_parquet(
+        &inp.join("a.parquet"),
+        RecordBatch::try_from_iter([
+            (
+                "text",
+                Arc::new(StringArray::from(vec![
+                    Some("one doc"),
+                    Some("two doc"),
+                    None,
+                ])) as arrow_array::ArrayRef,
+            ),
+            ("score", Arc::new(Float64Array::from(vec![0.1, 0.2, 0.3]))),
+        ])
+        .unwrap(),
+    );
+    // No `score`, and a column the first file lacks.
+    write_parquet(
+        &inp.join("b.parquet"),
+        RecordBatch::try_from_iter([
+            (
+                "text",
+                Arc::new(StringArray::from(vec!["large str", "x"])) as arrow_array::ArrayRef,
+            ),
+            ("extra", Arc::new(Int64Array::from(vec![1, 2]))),
+        ])
+        .unwrap(),
+    );
+    // Text as binary, one value not UTF-8.
+    write_parquet(
+        &inp.join("c.parquet"),
+        RecordBatch::try_from_iter([(
+            "text",
+            Arc::new(BinaryArray::from(vec![
+                b"valid utf8 binary".as_slice(),
+                b"bad \xff byte".as_slice(),
+            ])) as arrow_array::ArrayRef,
+        )])
+        .unwrap(),
+    );
+    let (out, st) = run_jsonl_like(d.path(), &format!("{}/*.parquet", inp.display()), "parquet");
+    let got = rows(&out);
+    let texts: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+    // The null text of a.parquet is kept as a row (text_length counts it 0).
+    assert_eq!(
+        texts,
+        [
+            "large str",
+            "null",
+            "one doc",
+            "two doc",
+            "valid utf8 binary",
+            "x"
+        ]
+    );
+    let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
+        got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+    assert_eq!(by["one doc"]["score"], "0.1");
+    assert_eq!(by["x"]["score"], "null");
+    assert_eq!(by["x"]["extra"], "2");
+    assert_eq!(by["one doc"]["extra"], "null");
+    let rj = rejects(&out);
+    assert_eq!(rj.len(), 1, "{rj:?}");
+    assert_eq!(rj[0].0, "invalid_utf8");
+    assert!(rj[0].1.contains("c.parquet"), "{}", rj[0].1);
+    assert_eq!(st["phases"][0]["records_in"], 7, "{st:#}");
+    // Every output file has the same columns.
+    for b in output_batches(&out) {
+        let names: Vec<String> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert!(
+            names.contains(&"extra".to_string()) && names.contains(&"score".to_string()),
+            "{names:?}"
+        );
+        let _ = b.column_by_name("text").unwrap().as_string::<i32>();
+    }
+}
