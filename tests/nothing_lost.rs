@@ -229,6 +229,53 @@ fn a_job_never_sweeps_another_jobs_prefix() {
     assert!(output_ids(&d.path().join("out1")).len() > 50);
 }
 
+/// `output.overwrite: true` replaces an mdf job's output, never a folder of the user's
+/// own files (found by a new user: a mistyped `--output` with the example's
+/// `overwrite: true` swept a home directory). A prefix without a job's marker is
+/// refused, and its files are untouched; a finished job's output is still replaced.
+#[test]
+fn overwrite_never_sweeps_files_no_job_wrote() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(43, 50));
+    let jobs = d.path().join("jobs");
+    let home = d.path().join("home");
+    std::fs::create_dir_all(home.join("projects/thesis")).unwrap();
+    std::fs::write(home.join("projects/thesis/ch1.tex"), "chapter one").unwrap();
+    std::fs::write(home.join(".bashrc"), "export A=1").unwrap();
+    let before = files_under(&home);
+    let s = prefix_spec(
+        d.path(),
+        &format!("uri: \"{dp}/home\", overwrite: true"),
+        "",
+    );
+    refused(&s, &jobs, "output.uri", "holds files no mdf job wrote");
+    assert_eq!(files_under(&home), before);
+    assert_eq!(
+        std::fs::read_to_string(home.join("projects/thesis/ch1.tex")).unwrap(),
+        "chapter one"
+    );
+    // An mdf output is still replaced: a first job, then a changed spec over it.
+    let s = prefix_spec(d.path(), &format!("uri: \"{dp}/out\", overwrite: true"), "");
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs),
+    );
+    let first = output_ids(&d.path().join("out"));
+    let s2 = std::fs::read_to_string(&s)
+        .unwrap()
+        .replace("min_words: 3", "min_words: 4");
+    std::fs::write(&s, s2).unwrap();
+    run_ok(
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs),
+    );
+    let second = output_ids(&d.path().join("out"));
+    assert!(!second.is_empty() && second.len() <= first.len());
+}
+
 /// `output.overwrite: true` replaces a finished job's output, never that of a job still
 /// running (its workers would go on publishing into the prefix the new job sweeps).
 #[test]

@@ -190,14 +190,23 @@ pub async fn check(
         let (store, _) = reg.resolve(&shown)?;
         let mut listing = store.list(Some(&prefix.path));
         let mut blocker: Option<String> = None;
+        // Overwrite replaces an mdf job's output, never a folder of other files (a
+        // mistyped `--output` must not sweep a home directory): the prefix must hold
+        // a job's marker, or the `_manifest.json` of a job from before markers.
+        let mut mdf_output = false;
+        let mut other: Option<String> = None;
         while let Some(m) = listing.next().await {
             let m = m.map_err(|e| ProtoError::store(&prefix.path, e))?;
+            let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
+            if here && m.location.filename() == Some(crate::protocol::records::MANIFEST) {
+                mdf_output = true;
+            }
             if m.location.filename() == Some(OWNER_MARKER) {
                 let at = Uri {
                     store: prefix.store.clone(),
                     path: m.location.clone(),
                 };
-                let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
+                mdf_output |= here;
                 if let Some(t) = read_marker(reg, &at, retry).await?
                     && t.job_uri != job_uri.to_uri_string()
                     && !(here && overwrite)
@@ -211,6 +220,15 @@ pub async fn check(
                     break;
                 }
                 continue;
+            }
+            if other.is_none() {
+                other = Some(
+                    Uri {
+                        store: prefix.store.clone(),
+                        path: m.location.clone(),
+                    }
+                    .to_uri_string(),
+                );
             }
             if !overwrite {
                 let object = Uri {
@@ -228,6 +246,14 @@ pub async fn check(
                 ));
                 break;
             }
+        }
+        if blocker.is_none()
+            && !mdf_output
+            && let Some(o) = other
+        {
+            blocker = Some(format!(
+                "{shown} holds files no mdf job wrote (such as {o}); output.overwrite replaces only a finished job's output (a prefix with its {OWNER_MARKER}), and finalize would delete them: choose an empty prefix"
+            ));
         }
         if let Some(m) = blocker {
             err(m);

@@ -324,6 +324,9 @@ pub struct OwnerMarker {
 /// The file name of an [`OwnerMarker`].
 pub const OWNER_MARKER: &str = "_mdf_owner.json";
 
+/// The file name of a finished job's output manifest, at the output prefix.
+pub const MANIFEST: &str = "_manifest.json";
+
 /// Where side tables are published, under the output (`_tables/<stage>/`).
 pub const TABLES_DIR: &str = "_tables";
 

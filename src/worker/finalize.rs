@@ -16,7 +16,7 @@ use object_store::path::Path;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-pub const MANIFEST: &str = "_manifest.json";
+pub use crate::protocol::records::MANIFEST;
 
 pub async fn run(
     ctx: &Arc<WorkerCtx>,
