@@ -229,6 +229,53 @@ fn a_job_never_sweeps_another_jobs_prefix() {
     assert!(output_ids(&d.path().join("out1")).len() > 50);
 }
 
+/// A finished job is not run again, so a rerun after its output was deleted (or one
+/// file of it) printed the old counts and exited 0 over nothing (found by a new
+/// user). It now fails, saying what is gone and how to write it again.
+#[test]
+fn a_rerun_of_a_finished_job_whose_output_is_gone_fails() {
+    let d = tempfile::tempdir().unwrap();
+    let dp = d.path().display().to_string();
+    write_lines(&d.path().join("in/a.jsonl"), &docs(44, 50));
+    let jobs = d.path().join("jobs");
+    let s = prefix_spec(d.path(), &format!("uri: \"{dp}/out\""), "");
+    let run = || {
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs)
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A rerun with the output in place succeeds and recomputes nothing.
+    let o = run();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // One data file gone.
+    let m = manifest(&d.path().join("out"));
+    let f = d
+        .path()
+        .join("out")
+        .join(m["files"][0]["path"].as_str().unwrap());
+    std::fs::remove_file(&f).unwrap();
+    let o = run();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("are gone or changed") && stderr(&o).contains("another --job-root"),
+        "{}",
+        stderr(&o)
+    );
+    // The whole output gone.
+    std::fs::remove_dir_all(d.path().join("out")).unwrap();
+    let o = run();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("has no _manifest.json"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// `output.overwrite: true` replaces an mdf job's output, never a folder of the user's
 /// own files (found by a new user: a mistyped `--output` with the example's
 /// `overwrite: true` swept a home directory). A prefix without a job's marker is

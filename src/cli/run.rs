@@ -97,9 +97,44 @@ pub async fn run_local(
     print!("{}", render(&st));
     println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
     println!("job: {}", s.job_uri);
+    if st.succeeded && !output_intact(&spec, &reg, &st.output).await {
+        return Ok(ExitCode::from(1));
+    }
     Ok(if st.succeeded {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Whether the finished job's output still holds every file its manifest names. A
+/// rerun of a complete job recomputes nothing, so one whose output was deleted since
+/// would otherwise print the old counts and succeed over nothing. Formats without an
+/// output manifest of files (Iceberg tables) are not checked.
+async fn output_intact(spec: &Spec, reg: &Registry, output: &str) -> bool {
+    use crate::spec::OutputFormat;
+    if matches!(spec.output.format, OutputFormat::Iceberg) {
+        return true;
+    }
+    match crate::report::output::missing_files(reg, output).await {
+        Ok(m) if m.is_empty() => true,
+        Ok(m) => {
+            eprintln!(
+                "mdf: the job is complete, but {} of the files its output manifest names are gone or changed (such as {}): they were deleted or replaced after the job wrote them. Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec",
+                m.len(),
+                m[0]
+            );
+            false
+        }
+        Err(crate::report::output::OutputError::NoManifest { uri }) => {
+            eprintln!(
+                "mdf: the job is complete, but its output {uri} has no _manifest.json: it was deleted after the job wrote it. Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec"
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("mdf: the job is complete, but its output cannot be checked: {e}");
+            false
+        }
+    }
 }

@@ -129,6 +129,54 @@ pub async fn manifest(reg: &Registry, uri: &str) -> Result<OutputManifest, Outpu
         })
 }
 
+/// The files a finished output's `_manifest.json` names (data, rejects, side tables)
+/// that are not in the store at their size: a job is complete once, so an output
+/// deleted or cut after it finished is not written again by rerunning the job, and
+/// this is how `mdf run` says so instead of reporting a success over nothing. Lists
+/// the output and rejects prefixes (one request per 1,000 objects); a file found
+/// under a manifest path as a directory (a Lance dataset) counts as present. Returns
+/// the missing paths, or `NoManifest`.
+pub async fn missing_files(reg: &Registry, uri: &str) -> Result<Vec<String>, OutputError> {
+    use futures::TryStreamExt;
+    let m = manifest(reg, uri).await?;
+    let mut missing = Vec::new();
+    let mut check = async |base: &str, files: Vec<&crate::protocol::records::ManifestFile>| {
+        if files.is_empty() {
+            return Ok::<_, OutputError>(());
+        }
+        let base = Uri::parse(base)?;
+        let store = reg.open(&base)?;
+        let found: std::collections::HashMap<String, u64> = store
+            .list(Some(&base.path))
+            .map_ok(|o| (o.location.to_string(), o.size))
+            .try_collect()
+            .await
+            .map_err(|error| OutputError::Read {
+                path: base.to_uri_string(),
+                error,
+            })?;
+        for f in files {
+            let at = base.child(&f.path).path.to_string();
+            let here = match found.get(&at) {
+                Some(&size) => size == f.bytes,
+                None => {
+                    let dir = format!("{at}/");
+                    found.keys().any(|k| k.starts_with(&dir))
+                }
+            };
+            if !here {
+                missing.push(base.child(&f.path).to_uri_string());
+            }
+        }
+        Ok(())
+    };
+    let mut data: Vec<_> = m.files.iter().collect();
+    data.extend(m.tables.values().flatten());
+    check(uri, data).await?;
+    check(&m.rejects_uri, m.rejects.iter().collect()).await?;
+    Ok(missing)
+}
+
 /// Reads the records of a finished output (or its rejects) through its manifest, file
 /// by file, handing each to `visit` until it returns `false`. Returns the manifest.
 pub async fn visit(
