@@ -123,6 +123,19 @@ fn every_malformed_warc_and_arc_file_is_read_without_failing_the_job() {
             >= 2,
         "{p0:#}"
     );
+    // A stream that breaks after a kept record (clipped.warc.gz: one page, then a cut
+    // member; example-trunc.warc: cut after its records) is a reject with an id of its
+    // own: every id, kept or rejected, names one record (found by a new user).
+    let mut ids = output_ids(&out);
+    let m = manifest(&out);
+    for f in m["rejects"].as_array().unwrap() {
+        let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
+        ids.extend(strings(&rj, "id"));
+    }
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an id is both kept and rejected, or rejected twice");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! with bounded concurrency so object-store latency overlaps; and WebDataset tar
 //! shards, one record per sample key (the image member, with its `.txt` caption and
 //! `.json` metadata). Images stay encoded bytes here; the image operators decode.
-use super::{Item, ReadCtx, ReadError, SliceStats, file_reject};
+use super::{Item, ReadCtx, ReadError, SliceStats, file_reject, stream_reject};
 use crate::protocol::records::InputSlice;
 use crate::records::{Reject, file_key, record_id};
 use arrow_array::builder::BinaryBuilder;
@@ -298,7 +298,8 @@ pub fn read_webdataset(
             Ok(e) => e,
             Err(err) => {
                 st.rejected += 1;
-                pending.push(file_reject(slice, 0, "corrupt_input", err.to_string()));
+                // Samples before the break are kept: an id of its own.
+                pending.push(stream_reject(slice, 0, "corrupt_input", err.to_string()));
                 break;
             }
         };

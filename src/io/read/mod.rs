@@ -423,6 +423,18 @@ pub fn open_range(
 }
 
 /// A reject for a whole file or the rest of it.
+/// The reject for where a stream broke (a gzip member that stopped decoding, a plain
+/// file cut inside a record): records read before the break from the same member or
+/// offset are kept, so its id must not be theirs. Its offset has bit 47 set
+/// ([`STREAM_BREAK`]; no file reaches 128 TiB), so it sorts after the file's records
+/// and equals none of them; the detail gives the byte offset.
+pub fn stream_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String) -> Reject {
+    file_reject(slice, offset | STREAM_BREAK, reason, detail)
+}
+
+/// The bit that marks a [`stream_reject`]'s id offset.
+pub const STREAM_BREAK: u64 = 1 << 47;
+
 pub fn file_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String) -> Reject {
     Reject {
         id: crate::records::record_id(&crate::records::file_key(&slice.uri), offset),

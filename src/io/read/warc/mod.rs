@@ -18,7 +18,7 @@
 //! and its charset in [`crate::kernels::http`].
 pub mod record;
 
-use super::{Compression, Item, ReadCtx, ReadError, SliceStats, file_reject};
+use super::{Compression, Item, ReadCtx, ReadError, SliceStats, file_reject, stream_reject};
 use crate::kernels::http::{Decoded, HttpResponse, decode_text, is_text, parse_http};
 use crate::protocol::records::InputSlice;
 use crate::records::{Reject, file_key, record_id};
@@ -451,6 +451,7 @@ pub fn read(
         };
         // Whatever the name says, gzip magic means gzip (read below, as one whole file).
         if !r.fill_buf().is_ok_and(|b| b.starts_with(&GZIP_MAGIC)) {
+            let mut r = Counting { inner: r, pos: 0 };
             if let Err(e) = read_records(
                 &mut r,
                 0,
@@ -465,7 +466,13 @@ pub fn read(
                 if is_stopped(&e) {
                     return Err(ReadError::Cancelled);
                 }
-                rejects.push(file_reject(slice, 0, "corrupt_input", e.to_string()));
+                let at = r.pos;
+                rejects.push(stream_reject(
+                    slice,
+                    at,
+                    "corrupt_input",
+                    format!("at byte {at}: {e}"),
+                ));
                 stats.rejected += 1;
             }
             flush(&mut rows, &mut rejects, out);
@@ -533,7 +540,12 @@ pub fn read(
         }
         Ok(WholeEnd::StreamFrom(at)) => at,
         Ok(WholeEnd::ReadFailed(at, e)) => {
-            rejects.push(file_reject(slice, at, "corrupt_input", e.to_string()));
+            rejects.push(stream_reject(
+                slice,
+                at,
+                "corrupt_input",
+                format!("at byte {at}: {e}"),
+            ));
             stats.rejected += 1;
             flush(&mut rows, &mut rejects, out);
             return Ok(stats);
@@ -562,7 +574,12 @@ pub fn read(
             Ok([]) => break,
             Ok(_) => {}
             Err(e) => {
-                rejects.push(file_reject(slice, member, "corrupt_input", e.to_string()));
+                rejects.push(stream_reject(
+                    slice,
+                    member,
+                    "corrupt_input",
+                    format!("at byte {member}: {e}"),
+                ));
                 stats.rejected += 1;
                 break;
             }
@@ -605,7 +622,7 @@ pub fn read(
 
 /// The reject for a gzip member whose records could not be read.
 fn member_reject(slice: &InputSlice, member: u64, e: &std::io::Error) -> Reject {
-    file_reject(
+    stream_reject(
         slice,
         member,
         "corrupt_input",
