@@ -135,7 +135,11 @@ fn every_malformed_warc_and_arc_file_is_read_without_failing_the_job() {
     let n = ids.len();
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), n, "an id is both kept and rejected, or rejected twice");
+    assert_eq!(
+        ids.len(),
+        n,
+        "an id is both kept and rejected, or rejected twice"
+    );
 }
 
 #[test]

@@ -166,6 +166,16 @@ fn output_and_rejects_never_overlap_inputs_or_jobs() {
         &format!("rejects: {{uri: \"{dp}/out/_tables/decont\"}}"),
     );
     refused(&s, &jobs, "rejects.uri", "where side tables are published");
+    // Rejects at the output, or in a folder of it readers read: the dataset would
+    // hold the rejects as records (found by a new user). Under `_…` they are fine.
+    for rej in ["out", "out/rejects"] {
+        let s = prefix_spec(
+            d.path(),
+            &format!("uri: \"{dp}/out\""),
+            &format!("rejects: {{uri: \"{dp}/{rej}\"}}"),
+        );
+        refused(&s, &jobs, "rejects.uri", "rejects would be read as records");
+    }
     let s = prefix_spec(
         d.path(),
         &format!("uri: \"{dp}/jobs/jobs/x\", overwrite: true"),
@@ -297,6 +307,18 @@ fn overwrite_never_sweeps_files_no_job_wrote() {
         "",
     );
     refused(&s, &jobs, "output.uri", "holds files no mdf job wrote");
+    // `mdf validate` says so too, before a run is tried.
+    let o = mdf()
+        .args(["validate", s.to_str().unwrap(), "--job-root"])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("holds files no mdf job wrote"),
+        "{}",
+        stdout(&o)
+    );
     assert_eq!(files_under(&home), before);
     assert_eq!(
         std::fs::read_to_string(home.join("projects/thesis/ch1.tex")).unwrap(),

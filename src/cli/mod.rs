@@ -251,6 +251,10 @@ enum Cmd {
         /// Do not list inputs or read schemas.
         #[arg(long)]
         offline: bool,
+        /// The job root `run`/`submit` would use: the output prefix is checked as
+        /// they check it (empty, or a finished job's output with overwrite).
+        #[arg(long, default_value = ".mdf")]
+        job_root: String,
     },
     /// A dry run: inputs, task split, phases, requests and memory; writes nothing.
     ///
@@ -418,7 +422,11 @@ fn submit_error(e: SubmitError) -> anyhow::Result<ExitCode> {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
         Cmd::Ops { name, markdown } => ops::run(name, markdown),
-        Cmd::Validate { spec, offline } => plan::validate(&spec, offline),
+        Cmd::Validate {
+            spec,
+            offline,
+            job_root,
+        } => plan::validate(&spec, offline, &job_root),
         Cmd::Plan { spec } => plan::plan_dry_run(&spec),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;

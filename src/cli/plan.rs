@@ -7,7 +7,7 @@ use crate::spec::Spec;
 use crate::store::Registry;
 use std::process::ExitCode;
 
-pub fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
+pub fn validate(a: &SpecArgs, offline: bool, job_root: &str) -> anyhow::Result<ExitCode> {
     println!("checking {}", a.spec.display());
     let spec = match Spec::load(&a.spec, &a.overrides(), &crate::ops::Catalog) {
         Ok(s) => s,
@@ -78,7 +78,24 @@ pub fn validate(a: &SpecArgs, offline: bool) -> anyhow::Result<ExitCode> {
                     })
                     .unwrap_or_default();
                 println!("  ✓ output columns: {}", cols.join(", "));
-                Ok(ExitCode::SUCCESS)
+                // Where the job would write: as submit checks it, before anything runs.
+                match crate::coordinator::submit::check_prefixes(&spec, &reg, &p, job_root).await {
+                    Ok(()) => {
+                        println!("  ✓ output prefix: the job's own (nothing else would be swept)");
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(crate::coordinator::submit::SubmitError::Plan(PlanError::Spec(errs))) => {
+                        println!("  ✗ {} error(s)", errs.0.len());
+                        for e in &errs.0 {
+                            println!("      {e}");
+                        }
+                        Ok(ExitCode::from(2))
+                    }
+                    Err(e) => {
+                        println!("  ✗ {e}");
+                        Ok(ExitCode::from(1))
+                    }
+                }
             }
             Err(PlanError::Spec(errs)) => {
                 println!("  ✗ {} error(s)", errs.0.len());

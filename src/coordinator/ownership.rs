@@ -65,6 +65,24 @@ pub fn owned_prefixes(spec: &Spec) -> Result<Vec<(Uri, &'static str)>, SpecError
             ),
         }]));
     }
+    // Inside the output, rejects must sit under a name readers skip (`_…`, as the
+    // default `<output>/_rejects`): `pyarrow.dataset(output)` would read them as data.
+    if within(&rej, &out) {
+        let below = rej
+            .path
+            .prefix_match(&out.path)
+            .and_then(|mut rest| rest.next().map(|p| p.as_ref().to_string()));
+        if !below.as_deref().is_some_and(|p| p.starts_with('_')) {
+            return Err(SpecErrors(vec![FieldError {
+                path: "rejects.uri".into(),
+                message: format!(
+                    "{} is the output or a folder of it that readers of the dataset read: rejects would be read as records; use a name starting with _ (the default {}/_rejects) or a prefix outside the output",
+                    rej.to_uri_string(),
+                    out.to_uri_string()
+                ),
+            }]));
+        }
+    }
     let mut v = vec![(out.clone(), "output.uri")];
     if !within(&rej, &out) {
         v.push((rej, "rejects.uri"));

@@ -127,22 +127,16 @@ fn check_job_id(id: &str) -> Result<(), SubmitError> {
     Ok(())
 }
 
-pub async fn submit(
+/// The job id (given, or `<name>-<12 hex of the plan hash>`) and the job root.
+fn job_id_and_root(
     spec: &Spec,
-    reg: &Registry,
-    opts: &SubmitOptions,
-    clock: &dyn Clock,
-    entropy: &Entropy,
-) -> Result<Submitted, SubmitError> {
-    let retry = Retry::new(entropy.clone());
-    let plan = plan::plan_in(spec, reg, opts.plan_memory).await?;
-    let hash = plan_hash(spec, &plan)?;
-    let job_id = opts
-        .job_id
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", spec.name, &hash[..12]));
+    hash: &str,
+    job_id: Option<String>,
+    job_root: &str,
+) -> Result<(String, Uri), SubmitError> {
+    let job_id = job_id.unwrap_or_else(|| format!("{}-{}", spec.name, &hash[..12]));
     check_job_id(&job_id)?;
-    let root = Uri::parse(&opts.job_root)
+    let root = Uri::parse(job_root)
         .map_err(|e| e.to_string())
         .and_then(|r| {
             if crate::store::is_read_only(&r.store) {
@@ -160,6 +154,36 @@ pub async fn submit(
                 message,
             }]))
         })?;
+    Ok((job_id, root))
+}
+
+/// What submit checks of the output and rejects prefixes (docs/PROTOCOL.md §3.5),
+/// for `mdf validate`: refused prefixes as spec errors, nothing written.
+pub async fn check_prefixes(
+    spec: &Spec,
+    reg: &Registry,
+    plan: &Plan,
+    job_root: &str,
+) -> Result<(), SubmitError> {
+    let hash = plan_hash(spec, plan)?;
+    let (job_id, root) = job_id_and_root(spec, &hash, None, job_root)?;
+    let job = root.child(&format!("jobs/{job_id}"));
+    let retry = Retry::new(Entropy::from_os());
+    super::ownership::check(spec, reg, &root, &job, &plan.files, &retry).await?;
+    Ok(())
+}
+
+pub async fn submit(
+    spec: &Spec,
+    reg: &Registry,
+    opts: &SubmitOptions,
+    clock: &dyn Clock,
+    entropy: &Entropy,
+) -> Result<Submitted, SubmitError> {
+    let retry = Retry::new(entropy.clone());
+    let plan = plan::plan_in(spec, reg, opts.plan_memory).await?;
+    let hash = plan_hash(spec, &plan)?;
+    let (job_id, root) = job_id_and_root(spec, &hash, opts.job_id.clone(), &opts.job_root)?;
     let job = root.child(&format!("jobs/{job_id}"));
     let job_uri = job.to_uri_string();
     let store = reg.open(&job)?;
