@@ -357,3 +357,91 @@ fn token_shard_settings_are_checked_before_anything_runs() {
     );
     assert_eq!(spec("tokens").dtype, mdf::spec::TokenDtype::Uint32);
 }
+
+/// Values that would quietly empty or explode a job (found by a new user): sizes of
+/// 0, crossed or out-of-range thresholds, a null or empty value where a default would
+/// switch a filter off, and YAML's `.nan` / `.inf`, whose errors said "null".
+#[test]
+fn nonsense_sizes_and_thresholds_are_refused_naming_the_field() {
+    let one = |stages: &str, job: &str| {
+        errors(
+            &format!(
+                "input: {{uris: [a.jsonl]}}\noutput: {{uri: o}}\nstages: {stages}\njob: {job}\n"
+            ),
+            Overrides::default(),
+        )
+    };
+    for key in ["task_bytes", "batch_bytes"] {
+        let e = one("[]", &format!("{{{key}: 0}}"));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with(&format!("job.{key}: must be at least 1 byte")),
+            "{e:?}"
+        );
+    }
+    let e = errors(
+        "input: {uris: [a.jsonl], max_record_bytes: 0}\noutput: {uri: o}\n",
+        Overrides::default(),
+    );
+    assert!(
+        e[0].starts_with("input.max_record_bytes: must be at least 1 byte"),
+        "{e:?}"
+    );
+    let e = one(
+        "[{op: gopher_quality, params: {min_doc_words: 1000, max_doc_words: 10, min_avg_word_length: 20, max_avg_word_length: 2}}]",
+        "{}",
+    );
+    assert_eq!(
+        e,
+        [
+            "stages[0].params.min_doc_words: must not exceed max_doc_words",
+            "stages[0].params.min_avg_word_length: must not exceed max_avg_word_length"
+        ]
+    );
+    let e = one(
+        "[{op: gopher_quality, params: {max_symbol_word_ratio: 7.5, max_bullet_lines_ratio: -3}}, {op: gopher_repetition, params: {dup_line_frac: 1.5}}, {op: fineweb_quality, params: {char_duplicates_ratio: -0.1}}]",
+        "{}",
+    );
+    assert_eq!(
+        e,
+        [
+            "stages[0].params.max_bullet_lines_ratio: must be between 0 and 1, found -3",
+            "stages[1].params.dup_line_frac: must be between 0 and 1, found 1.5",
+            "stages[2].params.char_duplicates_ratio: must be between 0 and 1, found -0.1"
+        ]
+    );
+    // A null where the default is "off" (length_filter's min_words 0).
+    let e = one("[{op: length_filter, params: {min_words: null}}]", "{}");
+    assert_eq!(
+        e,
+        [
+            "stages[0].params.min_words: null is not a value here (integer expected): give one, or leave the key out for the default"
+        ]
+    );
+    // The same through an empty `--set` value (an unset shell variable).
+    let ov = Overrides {
+        set: vec!["stages.0.params.min_words=".into()],
+        ..Default::default()
+    };
+    let e = errors(
+        "input: {uris: [a.jsonl]}\noutput: {uri: o}\nstages: [{op: length_filter, params: {min_words: 5}}]\n",
+        ov,
+    );
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("stages[0].params.min_words: null is not"),
+        "{e:?}"
+    );
+    // .nan and .inf are named as such.
+    let e = one(
+        "[{op: gopher_quality, params: {max_symbol_word_ratio: .nan}}]",
+        "{}",
+    );
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].contains("\"NaN\""), "{e:?}");
+    let e = one(
+        "[{op: gopher_quality, params: {max_doc_words: .inf}}]",
+        "{}",
+    );
+    assert!(e[0].contains("\"inf\""), "{e:?}");
+}

@@ -29,17 +29,17 @@ params! {
         words: String = "whitespace",
         /// The least fraction of lines ending in terminal punctuation:
         /// `line_punct_ratio`.
-        line_punct_thr: Rule<f64> = 0.12,
+        line_punct_thr: Rule<f64> [0.0, 1.0] = 0.12,
         /// Keep documents where no line ends in punctuation (ratio 0).
         line_punct_exclude_zero: bool = false,
         /// The largest fraction of short lines: `short_line_ratio`.
-        short_line_thr: Rule<f64> = 0.67,
+        short_line_thr: Rule<f64> [0.0, 1.0] = 0.67,
         /// A line of at most this many characters is short.
         short_line_length: usize = 30,
         /// The largest fraction of characters in duplicate lines: `char_dup_ratio`.
-        char_duplicates_ratio: Rule<f64> = 0.01,
+        char_duplicates_ratio: Rule<f64> [0.0, 1.0] = 0.01,
         /// The most newlines per word: `list_ratio`.
-        new_line_ratio: Rule<f64> = 0.3,
+        new_line_ratio: Rule<f64> [0.0, 1e9] = 0.3,
     }
 }
 

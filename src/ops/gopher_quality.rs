@@ -31,18 +31,18 @@ params! {
         /// More words: `gopher_long_doc`.
         max_doc_words: Rule<usize> = 100000,
         /// A lower mean word length: `gopher_below_avg_threshold`.
-        min_avg_word_length: Rule<f64> = 3.0,
+        min_avg_word_length: Rule<f64> [0.0, 1e9] = 3.0,
         /// A higher mean word length: `gopher_above_avg_threshold`.
-        max_avg_word_length: Rule<f64> = 10.0,
+        max_avg_word_length: Rule<f64> [0.0, 1e9] = 10.0,
         /// More `#` and ellipsis symbols per word: `gopher_too_many_hashes` /
         /// `gopher_too_many_ellipsis`.
-        max_symbol_word_ratio: Rule<f64> = 0.1,
+        max_symbol_word_ratio: Rule<f64> [0.0, 1e9] = 0.1,
         /// More lines starting with a bullet: `gopher_too_many_bullets`.
-        max_bullet_lines_ratio: Rule<f64> = 0.9,
+        max_bullet_lines_ratio: Rule<f64> [0.0, 1.0] = 0.9,
         /// More lines ending with an ellipsis: `gopher_too_many_end_ellipsis`.
-        max_ellipsis_lines_ratio: Rule<f64> = 0.3,
+        max_ellipsis_lines_ratio: Rule<f64> [0.0, 1.0] = 0.3,
         /// More words without an alphabetic character: `gopher_below_alpha_threshold`.
-        max_non_alpha_words_ratio: Rule<f64> = 0.8,
+        max_non_alpha_words_ratio: Rule<f64> [0.0, 1.0] = 0.8,
         /// Fewer of `stop_words`: `gopher_enough_stop_words`.
         min_stop_words: Rule<usize> = 2,
         /// The stop words counted for `min_stop_words`.
@@ -52,6 +52,17 @@ params! {
 
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherQualityParams::read(o)?;
+    // Bounds that cross reject every page.
+    if let (Some(a), Some(b)) = (p.min_doc_words.0, p.max_doc_words.0)
+        && a > b
+    {
+        o.error("min_doc_words", "must not exceed max_doc_words");
+    }
+    if let (Some(a), Some(b)) = (p.min_avg_word_length.0, p.max_avg_word_length.0)
+        && a > b
+    {
+        o.error("min_avg_word_length", "must not exceed max_avg_word_length");
+    }
     let words = super::params::word_split(o, &p.words)?;
     let q = GopherQuality {
         min_doc_words: p.min_doc_words.0,

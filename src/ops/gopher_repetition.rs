@@ -28,14 +28,14 @@ params! {
         /// docs/FILTERS.md.
         words: String = "whitespace",
         /// The largest fraction of duplicate lines: `dup_line_frac`.
-        dup_line_frac: Rule<f64> = 0.3,
+        dup_line_frac: Rule<f64> [0.0, 1.0] = 0.3,
         /// The largest fraction of duplicate paragraphs: `dup_para_frac`.
-        dup_para_frac: Rule<f64> = 0.3,
+        dup_para_frac: Rule<f64> [0.0, 1.0] = 0.3,
         /// The largest fraction of characters in duplicate lines: `dup_line_char_frac`.
-        dup_line_char_frac: Rule<f64> = 0.2,
+        dup_line_char_frac: Rule<f64> [0.0, 1.0] = 0.2,
         /// The largest fraction of characters in duplicate paragraphs:
         /// `dup_para_char_frac`.
-        dup_para_char_frac: Rule<f64> = 0.2,
+        dup_para_char_frac: Rule<f64> [0.0, 1.0] = 0.2,
     }
 }
 

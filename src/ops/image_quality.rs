@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 pub const DEF: OpDef = OpDef {
     name: "image_quality",
-    summary: "adds blockiness, entropy, sharpness, brightness, contrast, colorfulness",
+    summary: "adds compression_artifacts (JPEG blockiness), entropy, sharpness, brightness, contrast, colorfulness",
     params: ImageQualityParams::describe,
     example: "{}",
     feature: None,

@@ -283,7 +283,20 @@ impl<T: Bounded<V = T> + PartialOrd + Display> Bounded for Option<T> {
 /// type reads as (an error when it is required).
 pub fn field<T: ParamType>(o: &Obj, key: &str, default: Option<T>) -> Option<T> {
     // An explicit null is absent, except to a type that reads it (`Rule`: off).
-    let null = T::READS_NULL && matches!(o.raw_or_null(key), Some(serde_json::Value::Null));
+    let is_null = matches!(o.raw_or_null(key), Some(serde_json::Value::Null));
+    // A value with a default is never null: an empty YAML value or an unset shell
+    // variable in `--set` must not quietly mean the default (which may be "off").
+    if is_null && !T::READS_NULL && T::ABSENT.is_none() && default.is_some() {
+        o.error(
+            key,
+            format!(
+                "null is not a value here ({} expected): give one, or leave the key out for the default",
+                T::TYPE
+            ),
+        );
+        return default;
+    }
+    let null = T::READS_NULL && is_null;
     if null || o.has(key) {
         return T::read(o, key).or(default).or_else(T::absent);
     }

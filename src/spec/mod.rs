@@ -894,7 +894,7 @@ fn build_input(o: &Obj, sink: &Sink) -> Option<InputSpec> {
         so.finish();
         cols
     });
-    let max_record_bytes = o.opt_bytes("max_record_bytes").unwrap_or(16 << 20);
+    let max_record_bytes = o.opt_bytes_nonzero("max_record_bytes").unwrap_or(16 << 20);
     let limit = o
         .has("limit")
         .then(|| o.u64_in("limit", 1, 1, u64::MAX / 2));
@@ -1526,7 +1526,7 @@ fn build_tokens(o: &Obj, format: OutputFormat, sink: &Sink) -> Option<TokenShard
 }
 
 fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
-    let task_bytes = o.opt_bytes("task_bytes").unwrap_or(128 << 20).max(1);
+    let task_bytes = o.opt_bytes_nonzero("task_bytes").unwrap_or(128 << 20);
     let max_files_per_task = o.u64_in("max_files_per_task", 1000, 1, 1_000_000) as usize;
     let lease_ttl_secs = o.u64_in("lease_ttl_secs", 60, 1, 86_400);
     let heartbeat_secs = o.u64_in("heartbeat_secs", (lease_ttl_secs / 3).max(1), 1, 86_400);
@@ -1569,7 +1569,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     // glibc's mmap threshold (at most 32 MiB), so freed batches are reused from the
     // heap; at 32 MiB every batch was fresh mmapped memory, and its page faults were
     // a tenth of the text pipeline's CPU (docs/PERFORMANCE.md).
-    let batch_bytes = o.opt_bytes("batch_bytes").unwrap_or(8 << 20).max(1) as usize;
+    let batch_bytes = o.opt_bytes_nonzero("batch_bytes").unwrap_or(8 << 20) as usize;
     let channel_batches = o.u64_in("channel_batches", 4, 1, 1024) as usize;
     let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
     let retry_attempts = o.u64_in("retry_attempts", 8, 1, 100) as u32;

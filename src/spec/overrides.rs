@@ -12,16 +12,18 @@ use serde_json::{Map, Value};
 
 /// Parses YAML (or JSON) text into a tree.
 pub fn parse_yaml(text: &str, source: &str) -> Result<Value, SpecErrors> {
-    let v: Value = serde_yaml_ng::from_str(text).map_err(|e| {
-        let at = e
-            .location()
-            .map(|l| format!(" at line {} column {}", l.line(), l.column()))
-            .unwrap_or_default();
-        SpecErrors(vec![FieldError {
-            path: String::new(),
-            message: format!("{source}: not valid YAML{at}: {e}"),
-        }])
-    })?;
+    let v: Value = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text)
+        .map(json_of)
+        .map_err(|e| {
+            let at = e
+                .location()
+                .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+                .unwrap_or_default();
+            SpecErrors(vec![FieldError {
+                path: String::new(),
+                message: format!("{source}: not valid YAML{at}: {e}"),
+            }])
+        })?;
     if !v.is_object() {
         return Err(SpecErrors(vec![FieldError {
             path: String::new(),
@@ -29,6 +31,58 @@ pub fn parse_yaml(text: &str, source: &str) -> Result<Value, SpecErrors> {
         }]));
     }
     Ok(v)
+}
+
+/// A YAML tree as JSON. JSON has no NaN or infinity: YAML's `.nan` and `.inf` become
+/// the strings `NaN`, `inf` and `-inf`, which a number param refuses naming them
+/// (deserialising straight into JSON made them null, and the error said "null").
+/// A tagged value is its value; a key that is not a string is written as YAML shows it.
+fn json_of(v: serde_yaml_ng::Value) -> Value {
+    use serde_yaml_ng::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                serde_json::Number::from_f64(f)
+                    .map(Value::Number)
+                    .unwrap_or_else(|| {
+                        Value::String(
+                            if f.is_nan() {
+                                "NaN"
+                            } else if f > 0.0 {
+                                "inf"
+                            } else {
+                                "-inf"
+                            }
+                            .to_string(),
+                        )
+                    })
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(json_of).collect()),
+        Y::Mapping(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let k = match k {
+                        Y::String(s) => s,
+                        other => serde_yaml_ng::to_string(&other)
+                            .unwrap_or_default()
+                            .trim_end()
+                            .to_string(),
+                    };
+                    (k, json_of(v))
+                })
+                .collect(),
+        ),
+        Y::Tagged(t) => json_of(t.value),
+    }
 }
 
 /// Applies one `path.to.key=value` override; the value is parsed as a YAML scalar or
@@ -45,7 +99,9 @@ pub fn apply_set(root: &mut Value, assignment: &str) -> Result<(), FieldError> {
     if path.is_empty() || path.split('.').any(str::is_empty) {
         return Err(err("--set path has an empty segment".into()));
     }
-    let value: Value = serde_yaml_ng::from_str(raw).unwrap_or(Value::String(raw.to_string()));
+    let value: Value = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(raw)
+        .map(json_of)
+        .unwrap_or(Value::String(raw.to_string()));
     let segments: Vec<&str> = path.split('.').collect();
     let mut cur = root;
     for (i, seg) in segments.iter().enumerate() {

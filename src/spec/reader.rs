@@ -225,6 +225,19 @@ impl<'a> Obj<'a> {
     }
 
     /// A byte size: an integer, or a string such as `64MiB`, `1.5GB`, `512k`.
+    /// [`Obj::opt_bytes`] for a size that must not be 0 (a task or batch of no bytes).
+    pub fn opt_bytes_nonzero(&self, key: &str) -> Option<u64> {
+        let v = self.opt_bytes(key)?;
+        if v == 0 {
+            self.sink.error(
+                &self.field_path(key),
+                "must be at least 1 byte (0 is not a size; leave the key out for the default)",
+            );
+            return None;
+        }
+        Some(v)
+    }
+
     pub fn opt_bytes(&self, key: &str) -> Option<u64> {
         match self.raw(key)? {
             Value::Number(n) if n.as_u64().is_some() => n.as_u64(),
