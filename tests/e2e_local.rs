@@ -903,8 +903,43 @@ fn inspect_samples_records_and_rejects_through_the_manifest() {
     let o = run_ok(mdf().args(["inspect", out.to_str().unwrap(), "--limit", "2"]));
     let text = stdout(&o);
     // How many are shown, of how many.
-    assert!(text.starts_with("2 records sampled of "), "{text}");
+    assert!(
+        text.starts_with("2 records sampled (of ") && text.contains(" records in 1 files)\n"),
+        "{text}"
+    );
     assert_eq!(text.matches("\"id\":").count(), 2, "{text}");
+    // --limit 0 shows none; a reader that closes the pipe early ends it quietly.
+    let o = run_ok(mdf().args(["inspect", out.to_str().unwrap(), "--limit", "0"]));
+    assert!(
+        stdout(&o).starts_with("0 records sampled"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("\"id\":"), "{}", stdout(&o));
+    {
+        // The reader is gone before the first line (`| head -0`): every write fails.
+        let mut child = mdf()
+            .args(["inspect", out.to_str().unwrap(), "--limit", "60"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+    // A condition on a column the output does not have is an error naming the columns.
+    let o = mdf()
+        .args(["inspect", out.to_str().unwrap(), "--where", "nosuchcol=1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no column \"nosuchcol\"; the columns are: id, "),
+        "{}",
+        stderr(&o)
+    );
     let o = run_ok(mdf().args([
         "inspect",
         out.to_str().unwrap(),

@@ -12,6 +12,18 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
+/// Writes to standard output; a reader that closed the pipe (`| head`) ends the
+/// command quietly (`Ok(false)`: stop writing) instead of a panic in `println!`.
+fn emit(text: &str) -> anyhow::Result<bool> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub fn status(job: &str, json: bool, watch: Option<u64>) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
@@ -21,18 +33,23 @@ pub fn status(job: &str, json: bool, watch: Option<u64>) -> anyhow::Result<ExitC
             let s = status::status(&reg, job, &SystemClock, &retry).await?;
             // The Auto Scaling groups the job was submitted to, as they are now.
             let fleets = fleet::fleet_states(&s.submissions).await;
+            let mut text = String::new();
             if watch.is_some() && std::io::stdout().is_terminal() {
-                print!("\x1b[2J\x1b[H"); // clear the screen
+                text += "\x1b[2J\x1b[H"; // clear the screen
             }
             if json {
                 let mut v = serde_json::to_value(&s)?;
                 if !fleets.is_empty() {
                     v["fleets"] = serde_json::to_value(&fleets)?;
                 }
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                text += &serde_json::to_string_pretty(&v)?;
+                text += "\n";
             } else {
-                print!("{}", render(&s));
-                print!("{}", fleet::render_fleets(&fleets, &s.job));
+                text += &render(&s);
+                text += &fleet::render_fleets(&fleets, &s.job);
+            }
+            if !emit(&text)? {
+                break;
             }
             match watch {
                 Some(secs) if !s.complete => {
@@ -85,29 +102,34 @@ pub fn inspect(
             records: shown,
         } = output::sample(&reg, uri, rejects, limit, conds, width).await?;
         let files = if rejects { &m.rejects } else { &m.files };
-        println!(
-            "{} {} {} of {} in {} files{}",
+        let kind = if rejects { "rejects" } else { "records" };
+        let header = format!(
+            "{} {kind} {} (of {} {kind} in {} files{})\n",
             shown.len(),
-            if rejects { "rejects" } else { "records" },
             if conds.is_empty() {
-                "sampled"
+                "sampled".to_string()
             } else {
                 // --limit caps them: the first matches, not how many match.
-                "shown (the first matching)"
+                format!("shown, the first that match (at most {limit})")
             },
             if rejects { m.rejected } else { m.rows },
             files.len(),
             if m.failed_tasks.is_empty() {
                 String::new()
             } else {
-                format!(" ({} failed tasks)", m.failed_tasks.len())
+                format!("; {} failed tasks", m.failed_tasks.len())
             }
         );
+        if !emit(&header)? {
+            return Ok(ExitCode::SUCCESS);
+        }
         for v in &shown {
-            println!("{}", serde_json::to_string_pretty(v)?);
+            if !emit(&(serde_json::to_string_pretty(v)? + "\n"))? {
+                return Ok(ExitCode::SUCCESS);
+            }
         }
         if shown.is_empty() {
-            println!("(none)");
+            emit("(none)\n")?;
         }
         Ok(ExitCode::SUCCESS)
     })

@@ -12,6 +12,8 @@ use object_store::ObjectStoreExt;
 pub enum OutputError {
     #[error("{uri} has no _manifest.json (not a finished output)")]
     NoManifest { uri: String },
+    #[error("--where: no column {column:?}; the columns are: {columns}")]
+    NoColumn { column: String, columns: String },
     #[error(
         "{uri} is a Lance dataset: read it with pylance (lance.dataset({uri:?}).to_table()) or lancedb; `mdf inspect --rejects` shows its rejects"
     )]
@@ -316,7 +318,16 @@ pub async fn sample(
     width: usize,
 ) -> Result<Sample, OutputError> {
     let mut records = Vec::new();
+    // The columns of the first record read: a condition on a column the output does
+    // not have is an error, not a quiet "(none)".
+    let mut columns: Option<Vec<String>> = None;
     let manifest = visit(reg, uri, rejects, &mut |rec| {
+        if columns.is_none() {
+            columns = Some(rec.keys().cloned().collect());
+        }
+        if records.len() >= limit {
+            return false;
+        }
         if conds.iter().all(|c| holds(&rec, c)) {
             let mut v = serde_json::Value::Object(rec);
             shorten(&mut v, width);
@@ -325,6 +336,14 @@ pub async fn sample(
         records.len() < limit
     })
     .await?;
+    if let Some(cols) = &columns
+        && let Some(c) = conds.iter().find(|c| !cols.contains(&c.col))
+    {
+        return Err(OutputError::NoColumn {
+            column: c.col.clone(),
+            columns: cols.join(", "),
+        });
+    }
     Ok(Sample { manifest, records })
 }
 
