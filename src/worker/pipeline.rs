@@ -213,24 +213,40 @@ pub fn run(spec: PipelineSpec) -> Result<PipelineOutput, PipelineError> {
             .spawn_scoped(s, || {
                 let tx = tx_read;
                 let mut left = spec.limit;
+                // Under a limit, what went down the pipeline is what the task read:
+                // records the reader had decoded past the limit are not counted in
+                // (they would show as records in that neither came out nor were
+                // rejected).
+                let (mut sent_rows, mut sent_rejects) = (0u64, 0u64);
                 let read = read::read_task(&ctx, &spec.inputs, &spec.input_schema, &mut |item| {
                     match (item, left.as_mut()) {
                         (Item::Batch(b), Some(n)) => {
                             // The first `limit` records, then the reader stops.
                             let take = (b.num_rows() as u64).min(*n);
                             *n -= take;
+                            sent_rows += take;
                             let sent = take == 0
                                 || tx.send(Item::Batch(b.slice(0, take as usize))).is_ok();
                             sent && *n > 0
                         }
+                        (Item::Rejects(r), Some(_)) => {
+                            sent_rejects += r.len() as u64;
+                            tx.send(Item::Rejects(r)).is_ok()
+                        }
                         (item, _) => tx.send(item).is_ok(),
                     }
                 });
+                let limited = |bytes: u64| read::SliceStats {
+                    records: sent_rows,
+                    rejected: sent_rejects,
+                    bytes,
+                };
                 match read {
                     // Stopped at the limit, not by a cancelled task.
                     Err(read::ReadError::Cancelled) if left == Some(0) && !ctx.cancelled() => {
-                        Ok(Default::default())
+                        Ok(limited(0))
                     }
+                    Ok(st) if left.is_some() => Ok(limited(st.bytes)),
                     r => r,
                 }
             })
