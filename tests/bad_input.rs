@@ -123,6 +123,11 @@ fn every_malformed_warc_and_arc_file_is_read_without_failing_the_job() {
             >= 2,
         "{p0:#}"
     );
+    // block-sized-records.warc.lz4 says it is LZ4, not "no WARC version line".
+    assert_eq!(
+        p0["stats"]["rejects_by_reason"]["unsupported_compression"], 1,
+        "{p0:#}"
+    );
     // A stream that breaks after a kept record (clipped.warc.gz: one page, then a cut
     // member; example-trunc.warc: cut after its records) is a reject with an id of its
     // own: every id, kept or rejected, names one record (found by a new user).

@@ -451,6 +451,19 @@ pub fn read(
         };
         // Whatever the name says, gzip magic means gzip (read below, as one whole file).
         if !r.fill_buf().is_ok_and(|b| b.starts_with(&GZIP_MAGIC)) {
+            // A compression mdf does not decode: one reject that says which, rather
+            // than "expected a WARC version line" over compressed bytes.
+            if let Some(name) = r.fill_buf().ok().and_then(unsupported_compression) {
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "unsupported_compression",
+                    format!(
+                        "{name}-compressed: mdf reads WARC files plain or gzip-compressed (per record, as CommonCrawl's, or whole); recompress it with gzip"
+                    ),
+                )]));
+                return Ok(missing);
+            }
             let mut r = Counting { inner: r, pos: 0 };
             if let Err(e) = read_records(
                 &mut r,
@@ -618,6 +631,20 @@ pub fn read(
     }
     flush(&mut rows, &mut rejects, out);
     Ok(stats)
+}
+
+/// The compression a file's first bytes show, where mdf does not read it for WARC.
+fn unsupported_compression(head: &[u8]) -> Option<&'static str> {
+    [
+        (&[0x04, 0x22, 0x4d, 0x18][..], "LZ4"),
+        (&[0x28, 0xb5, 0x2f, 0xfd][..], "zstd"),
+        (&[0xfd, b'7', b'z', b'X', b'Z', 0x00][..], "xz"),
+        (&b"BZh"[..], "bzip2"),
+        (&[b'P', b'K', 0x03, 0x04][..], "zip"),
+    ]
+    .into_iter()
+    .find(|(magic, _)| head.starts_with(magic))
+    .map(|(_, name)| name)
 }
 
 /// The reject for a gzip member whose records could not be read.
