@@ -133,10 +133,31 @@ fn every_malformed_warc_and_arc_file_is_read_without_failing_the_job() {
     // own: every id, kept or rejected, names one record (found by a new user).
     let mut ids = output_ids(&out);
     let m = manifest(&out);
+    let mut traced = 0;
     for f in m["rejects"].as_array().unwrap() {
         let rj = read_parquet(&out.join("_rejects").join(f["path"].as_str().unwrap()));
         ids.extend(strings(&rj, "id"));
+        // A record the reader refuses keeps where it came from and which it was.
+        for (why, rec) in strings(&rj, "reason")
+            .into_iter()
+            .zip(strings(&rj, "record"))
+        {
+            if why == "not_text" {
+                let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
+                assert!(
+                    v["url"].as_str().is_some_and(|u| u.starts_with("http")),
+                    "{v}"
+                );
+                assert!(
+                    v["source"].as_str().is_some_and(|u| u.contains("warc")),
+                    "{v}"
+                );
+                assert!(v["warc_record_id"].is_string(), "{v}");
+                traced += 1;
+            }
+        }
     }
+    assert!(traced >= 1, "no not_text reject to check");
     let n = ids.len();
     ids.sort();
     ids.dedup();

@@ -189,6 +189,7 @@ fn read_records(
     base: u64,
     per_member: bool,
     key: &str,
+    source: &str,
     ctx: &ReadCtx,
     rows: &mut Rows,
     rejects: &mut Vec<Reject>,
@@ -228,6 +229,23 @@ fn read_records(
             record_id(key, offset)
         };
         n_in_member += 1;
+        // What a reader reject keeps of the record (its body is not text, too large,
+        // or undecodable): where it came from and which it was, so it can be found.
+        let meta = |h: &WarcHeader| {
+            let url = h
+                .get("WARC-Target-URI")
+                .map(|u| u.trim().trim_start_matches('<').trim_end_matches('>'));
+            Some(
+                serde_json::json!({
+                    "url": url,
+                    "warc_record_id": h.get("WARC-Record-ID"),
+                    "warc_date": h.get("WARC-Date"),
+                    "source": source,
+                    "offset": offset,
+                })
+                .to_string(),
+            )
+        };
         if h.version == ARC_VERSION && h.content_length().is_none() {
             // An ARC header line with a bad length: its body cannot be delimited, so
             // a response is quarantined and reading goes on at the next ARC header line.
@@ -238,7 +256,7 @@ fn read_records(
                     reason: "corrupt_input".into(),
                     operator: "reader".into(),
                     detail: Some("ARC record header without a valid length".into()),
-                    record: None,
+                    record: meta(&h),
                 });
             }
             match next_arc_header(&mut counting)? {
@@ -304,7 +322,7 @@ fn read_records(
                     "block of {len} bytes exceeds input.max_record_bytes ({})",
                     ctx.max_record_bytes
                 )),
-                record: None,
+                record: meta(&h),
             });
         } else if is_response && rows.wet {
             let url = h
@@ -319,7 +337,7 @@ fn read_records(
                     reason: "undecodable".into(),
                     operator: "reader".into(),
                     detail: Some(format!("{bad} characters are not UTF-8")),
-                    record: None,
+                    record: meta(&h),
                 });
             } else {
                 stats.records += 1;
@@ -335,7 +353,7 @@ fn read_records(
                 reason: reason.into(),
                 operator: "reader".into(),
                 detail: Some(detail),
-                record: None,
+                record: meta(&h),
             };
             if !is_text(http.content_type.as_deref()) {
                 stats.rejected += 1;
@@ -470,6 +488,7 @@ pub fn read(
                 0,
                 false,
                 &key,
+                &slice.uri,
                 ctx,
                 &mut rows,
                 &mut rejects,
@@ -605,6 +624,7 @@ pub fn read(
                 member,
                 true,
                 &key,
+                &slice.uri,
                 ctx,
                 &mut rows,
                 &mut rejects,
@@ -735,6 +755,7 @@ impl Whole<'_> {
                         pos,
                         true,
                         self.key,
+                        &self.slice.uri,
                         self.ctx,
                         self.rows,
                         self.rejects,
