@@ -921,3 +921,57 @@ fn a_worker_process_sizes_its_task_slots_from_its_cores() {
         );
     }
 }
+
+/// `mdf run` interrupted: the first Ctrl-C hands leases back and exits 130 (not 1,
+/// "a task failed"); a second one exits at once, also 130; a rerun finishes the job
+/// with every record once (found by a new user: the second Ctrl-C was ignored).
+#[test]
+fn an_interrupted_run_exits_130_and_a_second_interrupt_exits_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let spec = slow_spec_n(d.path(), &out, 2);
+    let jobs = d.path().join("jobs");
+    let run = || {
+        let mut c = mdf();
+        c.args(["run", spec.to_str().unwrap(), "--workers", "1", "--set"])
+            .arg("stages.throttle.params.records_per_sec=40")
+            .arg("--job-root")
+            .arg(&jobs);
+        c
+    };
+    let start = || {
+        run()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let r = start();
+    std::thread::sleep(Duration::from_millis(1000));
+    unsafe { libc::kill(r.id() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(100));
+    let t0 = Instant::now();
+    unsafe { libc::kill(r.id() as i32, libc::SIGINT) };
+    let o = r.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // One interrupt: leases handed back, 130, and a word on resuming.
+    let r = start();
+    std::thread::sleep(Duration::from_millis(1000));
+    unsafe { libc::kill(r.id() as i32, libc::SIGINT) };
+    let o = r.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("run the same command again"),
+        "{}",
+        stderr(&o)
+    );
+    // The rerun finishes it: every record once.
+    run_ok(&mut run());
+    let mut ids = output_ids(&out);
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a record twice");
+    assert!(n > 50, "{n}");
+}

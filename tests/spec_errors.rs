@@ -445,3 +445,18 @@ fn nonsense_sizes_and_thresholds_are_refused_naming_the_field() {
     );
     assert!(e[0].contains("\"inf\""), "{e:?}");
 }
+
+/// A stage named with digits only could not be addressed by `--set stages.NAME.…`
+/// (the index won without a word): refused for new specs.
+#[test]
+fn a_stage_name_that_is_a_number_is_refused() {
+    let e = errors(
+        "input: {uris: [a.jsonl]}\noutput: {uri: o}\nstages: [{op: text_length, name: \"2\"}]\n",
+        Overrides::default(),
+    );
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("stages[0].name: \"2\" is a number"),
+        "{e:?}"
+    );
+}

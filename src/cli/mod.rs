@@ -400,8 +400,16 @@ fn on_signals(flag: Arc<AtomicBool>) {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
         }
-        eprintln!("mdf: stopping: no new tasks, handing leases back");
+        eprintln!("mdf: stopping: no new tasks, handing leases back (interrupt again to exit now)");
         flag.store(true, Ordering::SeqCst);
+        // A second signal exits at once: held leases expire after job.lease_ttl_secs
+        // and other workers (or a rerun) take the tasks over; nothing is lost.
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        eprintln!("mdf: exiting now; leases held expire and their tasks are taken over");
+        std::process::exit(130);
     });
 }
 

@@ -53,7 +53,7 @@ pub async fn run_local(
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     on_signals(shutdown.clone());
-    let handles = in_process(&reg, &s.job_uri, workers, shutdown);
+    let handles = in_process(&reg, &s.job_uri, workers, shutdown.clone());
     // Progress: a line refreshed in place on a terminal, a plain line every 10 s
     // otherwise (cloud logs); one LIST per phase each time.
     let progress = {
@@ -87,6 +87,7 @@ pub async fn run_local(
         }
     }
     progress.abort();
+    let shutdown_requested = shutdown.load(Ordering::SeqCst);
     if std::io::stderr().is_terminal() {
         eprint!("\r\x1b[2K");
     }
@@ -99,6 +100,12 @@ pub async fn run_local(
     println!("job: {}", s.job_uri);
     if st.succeeded && !output_intact(&spec, &reg, &st.output).await {
         return Ok(ExitCode::from(1));
+    }
+    // Stopped by a signal before the job finished: the run was interrupted, no task
+    // failed (a rerun resumes it).
+    if shutdown_requested && !st.complete {
+        eprintln!("mdf: interrupted; run the same command again to resume");
+        return Ok(ExitCode::from(130));
     }
     Ok(if st.succeeded {
         ExitCode::SUCCESS

@@ -1006,6 +1006,13 @@ fn build_stages(
                 &so.field_path("name"),
                 format!("{name:?} must be 1-64 characters of [A-Za-z0-9_-]"),
             );
+        } else if rules == Rules::New && name.bytes().all(|b| b.is_ascii_digit()) {
+            sink.error(
+                &so.field_path("name"),
+                format!(
+                    "{name:?} is a number, and `--set stages.{name}.…` means the stage at index {name}: give the stage a name with a letter"
+                ),
+            );
         } else if !names.insert(name.clone()) {
             sink.error(
                 &so.field_path("name"),
