@@ -352,3 +352,58 @@ fn shell_syntax_in_a_spec_is_never_executed() {
     );
     assert!(!marker.exists(), "a command in the spec ran");
 }
+
+/// A compressed input of 0 bytes is a cut upload, not an empty file: a reject says
+/// so (it was read as empty, and nothing told the user).
+#[test]
+fn an_empty_compressed_file_is_a_reject() {
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    write_lines(&inp.join("good.jsonl"), &docs(9, 10));
+    std::fs::write(inp.join("zero.jsonl.gz"), b"").unwrap();
+    std::fs::write(inp.join("zero.jsonl.zst"), b"").unwrap();
+    std::fs::write(inp.join("empty.jsonl"), b"").unwrap();
+    let out = d.path().join("out");
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: zero\ninput: {{uris: [\"{}/*\"], format: jsonl}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\n",
+            inp.display(),
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    // The two compressed ones; an empty plain file is just empty.
+    assert_eq!(
+        st["phases"][0]["stats"]["rejects_by_reason"]["corrupt_input"], 2,
+        "{st:#}"
+    );
+    assert_eq!(output_ids(&out).len(), 10);
+    let wd = d.path().join("w");
+    std::fs::create_dir_all(&wd).unwrap();
+    std::fs::write(wd.join("zero.warc.gz"), b"").unwrap();
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: zerowarc\ninput: {{uris: [\"{}/*\"], format: warc}}\nstages: []\noutput: {{uri: \"{}\", drop_columns: [html]}}\n",
+            wd.display(),
+            d.path().join("out2").display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    assert_eq!(
+        st["phases"][0]["stats"]["rejects_by_reason"]["corrupt_input"], 1,
+        "{st:#}"
+    );
+}

@@ -248,13 +248,14 @@ pub fn plan_dry_run(a: &SpecArgs) -> anyhow::Result<ExitCode> {
         }
         let sizes = estimate::task_sizes(&p);
         if let (Some(lo), Some(hi)) = (sizes.first(), sizes.last()) {
+            let h = crate::coordinator::status::human_bytes;
             println!(
-                "task split: {} tasks of {:.1}–{:.1} MB (median {:.1} MB; job.task_bytes {} MB)",
+                "task split: {} tasks of {}–{} (median {}; job.task_bytes {})",
                 sizes.len(),
-                *lo as f64 / 1e6,
-                *hi as f64 / 1e6,
-                sizes[sizes.len() / 2] as f64 / 1e6,
-                spec.job.task_bytes >> 20
+                h(*lo),
+                h(*hi),
+                h(sizes[sizes.len() / 2]),
+                h(spec.job.task_bytes)
             );
         }
         println!();

@@ -480,7 +480,14 @@ pub async fn list_inputs(
         match listed {
             Ok(()) if matched == 0 => errors.push(FieldError {
                 path: format!("input.uris[{i}]"),
-                message: format!("no input files match {pat:?}"),
+                message: format!(
+                    "no input files match {pat:?}{}",
+                    if !pat.contains("://") || pat.starts_with("file://") {
+                        escaped_hint(pat)
+                    } else {
+                        ""
+                    }
+                ),
             }),
             Ok(()) => {}
             Err(store::StoreError::BadUri { reason, .. }) => errors.push(FieldError {
@@ -656,6 +663,20 @@ pub struct AssetVersion {
     pub size: u64,
     pub etag: Option<String>,
     pub modified_ms: i64,
+}
+
+/// A hint for a local path written with %-escapes (`a%20b`): local paths and
+/// `file://` URIs are taken literally, as they are stored in job manifests.
+fn escaped_hint(pat: &str) -> &'static str {
+    let b = pat.as_bytes();
+    let escaped = b
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+    if escaped {
+        " (local paths and file:// URIs are not %-decoded: write the name as it is, spaces and all)"
+    } else {
+        ""
+    }
 }
 
 /// Asset versions by URI.

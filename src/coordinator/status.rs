@@ -312,7 +312,8 @@ async fn status_with(
     })
 }
 
-fn human_bytes(b: u64) -> String {
+/// A byte count in B, KiB, MiB or GiB.
+pub fn human_bytes(b: u64) -> String {
     match b {
         b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),

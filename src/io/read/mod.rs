@@ -445,6 +445,14 @@ pub fn file_reject(slice: &InputSlice, offset: u64, reason: &str, detail: String
     }
 }
 
+/// Why a file named as compressed cannot be read at all: 0 bytes hold no gzip or zstd
+/// header (a cut upload, not an empty dataset; `gzip -t` refuses it too).
+pub fn empty_compressed(slice: &InputSlice) -> Option<String> {
+    (slice.size == 0 && Compression::of(&slice.uri) != Compression::None).then(|| {
+        "0 bytes: a compressed file holds at least its header (cut off in transfer?)".into()
+    })
+}
+
 /// Opens a slice's object from `from`, decompressed as its name says. A vanished
 /// file becomes one `input_missing` reject and a compressed file that does not start
 /// one `corrupt_input` reject (`Ok(Err(stats))`: emitted, nothing to read); other
@@ -455,6 +463,9 @@ pub fn open_or_reject(
     from: u64,
     out: &mut dyn FnMut(Item) -> bool,
 ) -> Result<Result<Box<dyn std::io::Read + Send>, SliceStats>, ReadError> {
+    if let Some(detail) = empty_compressed(slice) {
+        return Ok(Err(reject_file(slice, "corrupt_input", detail, out)));
+    }
     let raw = match open_range(ctx, &slice.uri, from, slice.etag.as_deref()) {
         Ok(r) => r,
         Err(ReadError::Missing { message, .. }) => {

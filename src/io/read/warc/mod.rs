@@ -463,6 +463,15 @@ pub fn read(
         rejected: 1,
         ..Default::default()
     };
+    if let Some(detail) = super::empty_compressed(slice) {
+        out(Item::Rejects(vec![file_reject(
+            slice,
+            0,
+            "corrupt_input",
+            detail,
+        )]));
+        return Ok(missing);
+    }
     if !gz {
         let Some(mut r) = open(0, out)? else {
             return Ok(missing);
