@@ -47,8 +47,55 @@ pub struct Header {
     pub format: &'static str,
     pub width: u32,
     pub height: u32,
-    /// Pillow-style mode names: L, LA, RGB, RGBA, I;16, ...
+    /// Pillow-style mode names: L, LA, RGB, RGBA, I;16, CMYK, ...
     pub mode: &'static str,
+    /// The EXIF orientation turns the image a quarter (orientations 5-8): upright,
+    /// its width and height swap.
+    pub quarter_turn: bool,
+}
+
+impl Header {
+    /// Width and height as the image is shown (after its EXIF orientation), as the
+    /// pixels every decoding operator works on are.
+    pub fn upright_size(&self) -> (u32, u32) {
+        if self.quarter_turn {
+            (self.height, self.width)
+        } else {
+            (self.width, self.height)
+        }
+    }
+}
+
+/// Whether an EXIF orientation swaps width and height.
+fn turns_a_quarter(o: image::metadata::Orientation) -> bool {
+    use image::metadata::Orientation::*;
+    matches!(o, Rotate90 | Rotate270 | Rotate90FlipH | Rotate270FlipH)
+}
+
+/// The number of components a JPEG's frame header declares (4: CMYK or YCCK, which
+/// decoders turn into RGB and report as such).
+fn jpeg_components(bytes: &[u8]) -> Option<u8> {
+    let mut i = 2;
+    while i + 4 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            return None;
+        }
+        let m = bytes[i + 1];
+        if m == 0xFF {
+            i += 1;
+            continue;
+        }
+        let len = u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]) as usize;
+        // SOF0-SOF15, less DHT (C4), JPG (C8) and DAC (CC).
+        if (0xC0..=0xCF).contains(&m) && !matches!(m, 0xC4 | 0xC8 | 0xCC) {
+            return bytes.get(i + 9).copied();
+        }
+        if m == 0xDA || m == 0xD9 {
+            return None;
+        }
+        i += 2 + len;
+    }
+    None
 }
 
 /// A decoded image: its header (full size, before orientation) and its pixels,
@@ -205,6 +252,7 @@ pub fn probe(bytes: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
                 width: j.width,
                 height: j.height,
                 mode: jpeg_mode(&j),
+                quarter_turn: j.exif.map(orientation_of).is_some_and(turns_a_quarter),
             });
         }
         probe_general(bytes, limits)
@@ -214,16 +262,28 @@ pub fn probe(bytes: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
 /// [`probe`] by `image`'s decoders, any format.
 fn probe_general(bytes: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
     let (r, f) = reader(bytes)?;
-    let d = r
+    let mut d = r
         .into_decoder()
         .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
     let (w, h) = d.dimensions();
     check_pixels(w, h, limits)?;
+    let mode = if f == ImageFormat::Jpeg && jpeg_components(bytes) == Some(4) {
+        "CMYK"
+    } else {
+        mode_name(d.original_color_type())
+    };
+    let orientation = match d.exif_metadata() {
+        Ok(Some(chunk)) => orientation_of(&chunk),
+        _ => d
+            .orientation()
+            .unwrap_or(image::metadata::Orientation::NoTransforms),
+    };
     Ok(Header {
         format: format_name(f),
         width: w,
         height: h,
-        mode: mode_name(d.original_color_type()),
+        mode,
+        quarter_turn: turns_a_quarter(orientation),
     })
 }
 
@@ -270,17 +330,22 @@ pub fn decode_matted(
             .map_err(|e| DecodeError::new("decode_error", e.to_string()))?;
         let (w, h) = d.dimensions();
         check_pixels(w, h, limits)?;
-        let header = Header {
-            format: format_name(f),
-            width: w,
-            height: h,
-            mode: mode_name(d.original_color_type()),
-        };
         let orientation = match d.exif_metadata() {
             Ok(Some(chunk)) => orientation_of(&chunk),
             _ => d
                 .orientation()
                 .unwrap_or(image::metadata::Orientation::NoTransforms),
+        };
+        let header = Header {
+            format: format_name(f),
+            width: w,
+            height: h,
+            mode: if f == ImageFormat::Jpeg && jpeg_components(bytes) == Some(4) {
+                "CMYK"
+            } else {
+                mode_name(d.original_color_type())
+            },
+            quarter_turn: turns_a_quarter(orientation),
         };
         let mut lim = image::Limits::default();
         // Decoded buffers: 4 channels × 16 bits at most, plus the RGB copy.
@@ -414,6 +479,7 @@ fn upright(
         width: w,
         height: h,
         mode,
+        quarter_turn: turns_a_quarter(orientation),
     };
     Some(Decoded::new(header, img.into_rgb8(), scale))
 }
@@ -451,6 +517,38 @@ mod tests {
             i.pixels().map(|p| p[0] as f64).sum::<f64>() / (i.width() * i.height()) as f64
         };
         assert!((mean(&full.rgb) - mean(&small.rgb)).abs() < 3.0);
+    }
+
+    /// A header's size as shown: Pillow's orientation test files (orientations 2-8,
+    /// JPEG and WebP, and a 2×1 JPEG at orientation 8 that shows 1×2), with the
+    /// swap for 5-8 only; CMYK JPEGs are CMYK (decoders report them as RGB).
+    #[test]
+    fn headers_know_the_orientation_and_cmyk() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/images/pillow-tests");
+        if !dir.exists() {
+            eprintln!("../shared/data/images absent: skipped");
+            return;
+        }
+        let read = |n: &str| std::fs::read(dir.join(n)).unwrap();
+        for o in 2..=8 {
+            for ext in ["jpg", "webp"] {
+                let b = read(&format!("hopper_orientation_{o}.{ext}"));
+                let Ok(h) = probe(&b, &Limits::default()) else {
+                    continue; // a WebP this build does not read
+                };
+                assert_eq!(h.quarter_turn, o >= 5, "orientation {o} {ext}");
+            }
+        }
+        let h = probe(&read("orientation_rectangle.jpg"), &Limits::default()).unwrap();
+        assert_eq!((h.width, h.height, h.upright_size()), (2, 1, (1, 2)));
+        // The decoded pixels agree with the upright size.
+        let d = decode(&read("orientation_rectangle.jpg"), &Limits::default(), None).unwrap();
+        assert_eq!(d.rgb.dimensions(), h.upright_size());
+        let h = probe(&read("pil_sample_cmyk.jpg"), &Limits::default()).unwrap();
+        assert_eq!(h.mode, "CMYK");
+        let h = probe(&read("hopper.jpg"), &Limits::default()).unwrap();
+        assert_eq!((h.mode, h.quarter_turn), ("RGB", false));
     }
 
     /// The JPEG header fast path says what `image` says, on every real JPEG in the

@@ -1,5 +1,6 @@
 //! `image_metadata`: `width`, `height`, `format`, `bytes`, `mode`, `aspect_ratio`
-//! (width / height) from the image header alone, no pixels decoded. An image whose
+//! (width / height) from the image header alone, no pixels decoded; the size as the
+//! image is shown, after its EXIF orientation. An image whose
 //! header does not parse, whose format is not read, or whose size passes the limits
 //! (`max_pixels`, `max_bytes`: decompression bombs) is a reject with the reason.
 use super::image_common as ic;
@@ -72,11 +73,13 @@ impl Operator for ImageMetadata {
                 .map(|h| h.as_ref().ok().map(f))
                 .collect::<Vec<_>>()
         };
-        let w: UInt32Array = ok(&|h| h.0.width as u64)
+        // As the image is shown: after its EXIF orientation, as every operator that
+        // decodes it sees it (a portrait phone photo stored landscape is portrait).
+        let w: UInt32Array = ok(&|h| h.0.upright_size().0 as u64)
             .iter()
             .map(|x| x.map(|x| x as u32))
             .collect();
-        let hgt: UInt32Array = ok(&|h| h.0.height as u64)
+        let hgt: UInt32Array = ok(&|h| h.0.upright_size().1 as u64)
             .iter()
             .map(|x| x.map(|x| x as u32))
             .collect();
@@ -92,9 +95,10 @@ impl Operator for ImageMetadata {
         let ar: Float64Array = heads
             .iter()
             .map(|h| {
-                h.as_ref()
-                    .ok()
-                    .map(|h| h.0.width as f64 / h.0.height as f64)
+                h.as_ref().ok().map(|h| {
+                    let (w, hh) = h.0.upright_size();
+                    w as f64 / hh as f64
+                })
             })
             .collect();
         let verdicts = heads.into_iter().map(|h| h.err()).collect();
