@@ -151,3 +151,47 @@ fn bad_webdataset_settings_are_refused_naming_the_field() {
         assert!(stderr(&o).contains(field), "{output}: {}", stderr(&o));
     }
 }
+
+/// Training shards hold only images that decode: the bundled example over photos
+/// plus Pillow's truncated JPEG and PNG (found by a new user: its header-only
+/// metadata stage let them into the shards, where loaders fail on them).
+#[test]
+fn the_example_keeps_undecodable_images_out_of_the_shards() {
+    let pillow =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/images/pillow-tests");
+    if !pillow.exists() {
+        eprintln!("../shared/data/images absent: skipped");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    let bundled = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/images");
+    for n in ["scene00-crop.jpg", "copy-of-scene05.jpg"] {
+        std::fs::copy(bundled.join(n), inp.join(n)).unwrap();
+    }
+    for n in ["truncated_jpeg.jpg", "truncated_image.png"] {
+        std::fs::copy(pillow.join(n), inp.join(n)).unwrap();
+    }
+    let out = d.path().join("out");
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/webdataset.yaml");
+    let o = run_ok(
+        mdf()
+            .args(["run", example.to_str().unwrap(), "--input"])
+            .arg(format!("{}/", inp.display()))
+            .arg("--output")
+            .arg(&out)
+            .arg("--job-root")
+            .arg(d.path().join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    let m = manifest(&out);
+    let rows: u64 = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rows"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows, 2, "{st:#}");
+    assert_eq!(m["rejected"], 2, "{st:#}");
+}
