@@ -614,6 +614,59 @@ pub fn progress_line(p: &[(String, u64, u64)], elapsed: std::time::Duration) -> 
     )
 }
 
+/// A job status to render in tests (here and in the report's).
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::*;
+
+    /// A phase of 2 tasks, `committed` of them done, `records` in and out.
+    pub fn phase(name: &str, committed: u64, records: u64) -> PhaseStatus {
+        PhaseStatus {
+            name: name.into(),
+            tasks: TaskCounts {
+                total: 2,
+                pending: 2 - committed,
+                leased: 0,
+                committed,
+                failed: 0,
+                by_backup: 0,
+            },
+            records_in: records,
+            records_out: records,
+            rejected: 0,
+            stats: TaskStats::default(),
+            requests: RequestSnapshot::default(),
+            task_seconds: 0.0,
+            cost_usd: 0.0,
+        }
+    }
+
+    pub fn job(phases: Vec<PhaseStatus>) -> JobStatus {
+        JobStatus {
+            version: 1,
+            job: "j".into(),
+            job_id: "j".into(),
+            output: "o".into(),
+            complete: false,
+            succeeded: false,
+            phases,
+            failed_tasks: vec![],
+            worker_requests: RequestSnapshot::default(),
+            requests_total: 0,
+            tasks_committed: 0,
+            tasks_total: 0,
+            cost_usd: 0.0,
+            prices: Prices {
+                put_per_1k: 0.005,
+                get_per_1k: 0.0004,
+            },
+            task_seconds: 0.0,
+            spans: vec![],
+            submissions: vec![],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,24 +689,7 @@ mod tests {
 
     #[test]
     fn phases_with_nothing_to_do_print_as_one_line() {
-        let phase = |name: &str, committed: u64, records: u64| PhaseStatus {
-            name: name.into(),
-            tasks: TaskCounts {
-                total: 2,
-                pending: 2 - committed,
-                leased: 0,
-                committed,
-                failed: 0,
-                by_backup: 0,
-            },
-            records_in: records,
-            records_out: records,
-            rejected: 0,
-            stats: TaskStats::default(),
-            requests: RequestSnapshot::default(),
-            task_seconds: 0.0,
-            cost_usd: 0.0,
-        };
+        let phase = fixture::phase;
         let mut phases = vec![phase("p00", 2, 50)];
         phases.extend((1..=60).map(|k| phase(&format!("p{k:02}"), 2, 0)));
         // A phase not yet run is never folded, nor is a lone idle phase.
@@ -663,28 +699,7 @@ mod tests {
             phase("p63", 0, 0),
             phase("p64", 0, 0),
         ]);
-        let st = JobStatus {
-            version: 1,
-            job: "j".into(),
-            job_id: "j".into(),
-            output: "o".into(),
-            complete: false,
-            succeeded: false,
-            phases,
-            failed_tasks: vec![],
-            worker_requests: RequestSnapshot::default(),
-            requests_total: 0,
-            tasks_committed: 0,
-            tasks_total: 0,
-            cost_usd: 0.0,
-            prices: Prices {
-                put_per_1k: 0.005,
-                get_per_1k: 0.0004,
-            },
-            task_seconds: 0.0,
-            spans: vec![],
-            submissions: vec![],
-        };
+        let st = fixture::job(phases);
         let text = render(&st);
         let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('p')).collect();
         assert_eq!(lines.len(), 7, "{text}");

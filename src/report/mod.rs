@@ -274,28 +274,39 @@ pub fn render(s: &JobStatus, samples: &Samples) -> String {
     h += "<h2>Duplicates</h2>";
     let mut any_dedup = false;
     for p in &s.phases {
-        for (name, what) in [
-            (CLUSTER_SIZE, "records per distinct key (exact)"),
-            (NEAR_GROUP_SIZE, "records per verified near-duplicate group"),
-        ] {
-            if let Some(hist) = p.stats.histograms.get(name) {
-                any_dedup = true;
-                let singles = hist
-                    .buckets
-                    .get(&Histogram::bucket(1.0))
-                    .copied()
-                    .unwrap_or(0);
-                let clusters = hist.count - singles;
-                h += &figure(
-                    &format!("dup-{}", p.name),
-                    &format!("Duplicate clusters: {}", p.name),
-                    &format!(
-                        "{what}; {clusters} clusters of 2 or more, largest {}, {singles} without duplicates",
-                        hist.max
-                    ),
-                    vbars(&cluster_bars(hist), COLORS[1], 820.0, 200.0),
-                );
-            }
+        if let Some(hist) = p.stats.histograms.get(CLUSTER_SIZE) {
+            any_dedup = true;
+            let singles = hist
+                .buckets
+                .get(&Histogram::bucket(1.0))
+                .copied()
+                .unwrap_or(0);
+            let clusters = hist.count - singles;
+            h += &figure(
+                &format!("dup-{}", p.name),
+                &format!("Duplicate clusters: {}", p.name),
+                &format!(
+                    "records per distinct key (exact); {clusters} clusters of 2 or more, largest {}, {singles} without duplicates",
+                    hist.max
+                ),
+                vbars(&cluster_bars(hist), COLORS[1], 820.0, 200.0),
+            );
+        }
+        // The candidates reduce sees band buckets, not clusters: a near-duplicate pair
+        // is a group in each band it collides in (up to `bands`), and a cluster is
+        // only whole once the label steps converge. So this is not a cluster count;
+        // the apply phase's rejects are the records removed.
+        if let Some(hist) = p.stats.histograms.get(NEAR_GROUP_SIZE) {
+            any_dedup = true;
+            h += &figure(
+                &format!("dup-{}", p.name),
+                &format!("Near-duplicate candidate groups: {}", p.name),
+                &format!(
+                    "records per verified band-bucket group (a pair counts once in each band it shares, so these are not clusters); {} groups, largest {}; the records removed are the near-dedup apply phase's rejects",
+                    hist.count, hist.max
+                ),
+                vbars(&cluster_bars(hist), COLORS[1], 820.0, 200.0),
+            );
         }
     }
     if !any_dedup {
@@ -455,6 +466,28 @@ mod tests {
         assert_eq!(bars[0], ("2".to_string(), 3));
         assert_eq!(bars[1], ("3".to_string(), 1));
         assert_eq!(bars[2], ("40–43".to_string(), 1), "{bars:?}");
+    }
+
+    /// The near-dedup candidates histogram counts band-bucket groups (a pair once per
+    /// band it shares): the report must not call them clusters (found by a new user:
+    /// 4 real clusters read as "47 clusters of 2 or more, 0 without duplicates").
+    #[test]
+    fn near_candidate_groups_are_not_called_clusters() {
+        use crate::coordinator::status::fixture;
+        let mut p = fixture::phase("p03", 2, 10);
+        let mut h = Histogram::default();
+        for _ in 0..14 {
+            h.record(2.0);
+        }
+        p.stats.histograms.insert(NEAR_GROUP_SIZE.into(), h);
+        let html = render(&fixture::job(vec![p]), &Samples::default());
+        assert!(
+            html.contains("Near-duplicate candidate groups: p03"),
+            "{html}"
+        );
+        assert!(html.contains("not clusters"));
+        assert!(!html.contains("Duplicate clusters: p03"));
+        assert!(!html.contains("without duplicates"));
     }
 
     #[test]
