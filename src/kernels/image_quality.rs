@@ -61,7 +61,9 @@ fn quality_any(img: &RgbImage, luma: &[u8], block: u32) -> Quality {
             let p = c as f64 / n;
             -p * p.log2()
         })
-        .sum();
+        .sum::<f64>()
+        // A flat image sums to -0.0 (-1 · log2 1), shown as "-0.0000": plain zero.
+        + 0.0;
     // Laplacian variance over the interior, in runs of at most 1,024 pixels summed in
     // i32 (|l| ≤ 1,020, so l² · 1,024 < 2³¹): slices without index checks vectorise.
     let (mut ls, mut ls2, mut ln) = (0i64, 0i64, 0i64);
@@ -193,6 +195,7 @@ mod tests {
         let flat = RgbImage::from_pixel(64, 64, image::Rgb([255, 0, 0]));
         let q = quality(&flat, &luma(&flat), 8);
         assert_eq!(q.entropy, 0.0);
+        assert!(q.entropy.is_sign_positive(), "not -0.0");
         assert_eq!(q.sharpness, 0.0);
         assert_eq!(q.contrast, 0.0);
         // pure red: rg = 255, yb = 127.5, no spread
