@@ -73,7 +73,14 @@ fn empty_file(r: &dyn Reader) -> Option<Vec<u8>> {
         buf
     };
     match r.name() {
-        "jsonl" | "warc" | "wet" => Some(vec![]),
+        "jsonl" => Some(vec![]),
+        // An empty gzip stream: a .gz file of 0 bytes is a cut upload (a reject).
+        "warc" | "wet" => {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(b"").unwrap();
+            Some(e.finish().unwrap())
+        }
         "parquet" => Some(parquet(&["text"])),
         "laion" => Some(parquet(&["url", "caption"])),
         "webdataset" => Some(tar::Builder::new(Vec::new()).into_inner().unwrap()),

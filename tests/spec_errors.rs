@@ -460,3 +460,28 @@ fn a_stage_name_that_is_a_number_is_refused() {
         "{e:?}"
     );
 }
+
+/// A job stored before the checks above still loads and builds its operators: its
+/// job.json was accepted then, and a resume must never be refused for it.
+#[test]
+fn a_stored_job_from_before_the_new_checks_still_loads_and_builds() {
+    let stored = serde_json::json!({
+        "version": 1,
+        "name": "old",
+        "input": {"uris": ["a.jsonl"], "format": "jsonl", "max_record_bytes": 0},
+        "stages": [
+            {"op": "length_filter", "name": "2", "params": {"min_words": null}},
+            {"op": "gopher_quality", "params": {"min_doc_words": 1000, "max_doc_words": 10, "max_bullet_lines_ratio": 1.5}},
+            {"op": "gopher_repetition", "params": {"dup_line_frac": -1}}
+        ],
+        "output": {"uri": "o"},
+        "job": {"task_bytes": 0, "batch_bytes": 0}
+    });
+    let spec = Spec::from_value(stored.clone()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec.job.task_bytes, 1);
+    mdf::ops::build_stages(&spec).unwrap_or_else(|e| panic!("{e}"));
+    // The same tree as a new spec is refused on every count.
+    let text = serde_json::to_string(&stored).unwrap();
+    let e = errors(&text, Overrides::default());
+    assert!(e.len() >= 6, "{e:?}");
+}

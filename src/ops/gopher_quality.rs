@@ -52,14 +52,17 @@ params! {
 
 fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
     let p = GopherQualityParams::read(o)?;
-    // Bounds that cross reject every page.
+    // Bounds that cross reject every page (a new spec's check: a stored job runs as
+    // it was accepted).
     if let (Some(a), Some(b)) = (p.min_doc_words.0, p.max_doc_words.0)
         && a > b
+        && o.new_rules
     {
         o.error("min_doc_words", "must not exceed max_doc_words");
     }
     if let (Some(a), Some(b)) = (p.min_avg_word_length.0, p.max_avg_word_length.0)
         && a > b
+        && o.new_rules
     {
         o.error("min_avg_word_length", "must not exceed max_avg_word_length");
     }

@@ -393,7 +393,7 @@ pub fn build_stages(spec: &Spec) -> Result<Vec<Arc<dyn Operator>>, SpecErrors> {
     let mut out = Vec::new();
     for (i, st) in spec.stages.iter().enumerate() {
         let path = format!("stages[{i}]");
-        let o = Obj::new(Some(&st.params), &format!("{path}.params"), &sink);
+        let o = Obj::new(Some(&st.params), &format!("{path}.params"), &sink).stored(spec.stored);
         let before = sink.len();
         match build_one(&st.name, &st.op, &o) {
             Ok(Some(op)) if sink.len() == before => out.push(Arc::from(op)),
@@ -415,7 +415,7 @@ fn per_stage<T>(spec: &Spec, f: impl Fn(&dyn Operator) -> T) -> Vec<Option<T>> {
         .iter()
         .map(|st| {
             let sink = Sink::default();
-            let o = Obj::new(Some(&st.params), "params", &sink);
+            let o = Obj::new(Some(&st.params), "params", &sink).stored(spec.stored);
             match build_one(&st.name, &st.op, &o) {
                 Ok(Some(op)) => Some(f(op.as_ref())),
                 _ => None,
@@ -456,7 +456,7 @@ pub fn dedup_params(spec: &Spec, i: usize) -> Option<dedup::DedupParams> {
         .get(i)
         .filter(|s| s.op == crate::spec::DEDUP_OP)?;
     let sink = Sink::default();
-    dedup::parse(&Obj::new(Some(&st.params), "params", &sink))
+    dedup::parse(&Obj::new(Some(&st.params), "params", &sink).stored(spec.stored))
 }
 
 /// The dedup stage that ends a pipeline phase, if one does, with its params.

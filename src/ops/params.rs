@@ -286,7 +286,7 @@ pub fn field<T: ParamType>(o: &Obj, key: &str, default: Option<T>) -> Option<T> 
     let is_null = matches!(o.raw_or_null(key), Some(serde_json::Value::Null));
     // A value with a default is never null: an empty YAML value or an unset shell
     // variable in `--set` must not quietly mean the default (which may be "off").
-    if is_null && !T::READS_NULL && T::ABSENT.is_none() && default.is_some() {
+    if is_null && !T::READS_NULL && T::ABSENT.is_none() && default.is_some() && o.new_rules {
         o.error(
             key,
             format!(
@@ -318,7 +318,10 @@ pub fn ranged<T: ParamType + Bounded + Clone>(
     max: T::V,
 ) -> Option<T> {
     let v = field(o, key, default.clone())?;
+    // A stored job was checked when it was accepted, against the ranges of then
+    // (some added since): it runs as it was accepted.
     if let Some(x) = v.bounded()
+        && o.new_rules
         && (*x < min || *x > max)
     {
         o.error(key, format!("must be between {min} and {max}, found {x}"));

@@ -536,6 +536,9 @@ pub struct Spec {
     pub s3: S3Settings,
     /// The resolved configuration tree this spec was built from (stored in job.json).
     pub resolved: Value,
+    /// Read back from a stored job.json ([`Spec::from_value`]): its operators are
+    /// built without the checks added since it was accepted.
+    pub stored: bool,
 }
 
 /// Command-line adjustments applied before validation.
@@ -707,7 +710,7 @@ fn is_plain_name(name: &str) -> bool {
 }
 
 fn build(v: &Value, sink: &Sink, rules: Rules, ops: Option<&dyn OperatorCheck>) -> Option<Spec> {
-    let root = Obj::new(Some(v), "", sink);
+    let root = Obj::new(Some(v), "", sink).stored(rules == Rules::Stored);
     if let Some(ver) = root.opt_u64("version")
         && ver != 1
     {
@@ -770,6 +773,7 @@ fn build(v: &Value, sink: &Sink, rules: Rules, ops: Option<&dyn OperatorCheck>) 
         job,
         s3,
         resolved: Value::Null,
+        stored: rules == Rules::Stored,
     })
 }
 
@@ -992,7 +996,7 @@ fn build_stages(
     let mut ok = true;
     for (i, item) in list.iter().enumerate() {
         let path = format!("stages[{i}]");
-        let so = Obj::new(Some(item), &path, sink);
+        let so = Obj::new(Some(item), &path, sink).stored(rules == Rules::Stored);
         let Some(op) = so.req_str("op") else {
             ok = false;
             so.finish();
@@ -1023,7 +1027,8 @@ fn build_stages(
         let before = sink.len();
         // An unknown operator's params cannot be checked (it has no list of fields).
         if let Some(ops) = ops {
-            let pobj = Obj::new(Some(&params), &so.field_path("params"), sink);
+            let pobj = Obj::new(Some(&params), &so.field_path("params"), sink)
+                .stored(rules == Rules::Stored);
             if let Err(e) = ops.check(&name, &op, &pobj) {
                 sink.error(&so.field_path("op"), e.0);
             }
@@ -1533,7 +1538,10 @@ fn build_tokens(o: &Obj, format: OutputFormat, sink: &Sink) -> Option<TokenShard
 }
 
 fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
-    let task_bytes = o.opt_bytes_nonzero("task_bytes").unwrap_or(128 << 20);
+    let task_bytes = o
+        .opt_bytes_nonzero("task_bytes")
+        .unwrap_or(128 << 20)
+        .max(1);
     let max_files_per_task = o.u64_in("max_files_per_task", 1000, 1, 1_000_000) as usize;
     let lease_ttl_secs = o.u64_in("lease_ttl_secs", 60, 1, 86_400);
     let heartbeat_secs = o.u64_in("heartbeat_secs", (lease_ttl_secs / 3).max(1), 1, 86_400);
@@ -1576,7 +1584,7 @@ fn build_job(o: &Obj, stages: &[StageSpec], sink: &Sink) -> JobSettings {
     // glibc's mmap threshold (at most 32 MiB), so freed batches are reused from the
     // heap; at 32 MiB every batch was fresh mmapped memory, and its page faults were
     // a tenth of the text pipeline's CPU (docs/PERFORMANCE.md).
-    let batch_bytes = o.opt_bytes_nonzero("batch_bytes").unwrap_or(8 << 20) as usize;
+    let batch_bytes = o.opt_bytes_nonzero("batch_bytes").unwrap_or(8 << 20).max(1) as usize;
     let channel_batches = o.u64_in("channel_batches", 4, 1, 1024) as usize;
     let poll_millis = o.u64_in("poll_millis", 500, 10, 600_000);
     let retry_attempts = o.u64_in("retry_attempts", 8, 1, 100) as u32;

@@ -94,6 +94,10 @@ pub struct Obj<'a> {
     map: Option<&'a Map<String, Value>>,
     used: RefCell<BTreeSet<String>>,
     pub sink: &'a Sink,
+    /// Checks added after a job could have been stored apply (a new spec); `false`
+    /// for a spec read back from a stored job.json, which must still load as it was
+    /// accepted (see [`Obj::stored`]).
+    pub new_rules: bool,
 }
 
 impl<'a> Obj<'a> {
@@ -112,7 +116,15 @@ impl<'a> Obj<'a> {
             map,
             used: RefCell::new(BTreeSet::new()),
             sink,
+            new_rules: true,
         }
+    }
+
+    /// This reader for a stored spec: checks added later ([`Obj::new_rules`]) are
+    /// skipped, so a job accepted before them still loads and runs.
+    pub fn stored(mut self, stored: bool) -> Self {
+        self.new_rules = !stored;
+        self
     }
 
     pub fn field_path(&self, key: &str) -> String {
@@ -228,6 +240,11 @@ impl<'a> Obj<'a> {
     /// [`Obj::opt_bytes`] for a size that must not be 0 (a task or batch of no bytes).
     pub fn opt_bytes_nonzero(&self, key: &str) -> Option<u64> {
         let v = self.opt_bytes(key)?;
+        if v == 0 && !self.new_rules {
+            // A stored job from before the check runs as it was accepted (task and
+            // batch sizes read 0 as 1; a record limit of 0 takes no record).
+            return Some(0);
+        }
         if v == 0 {
             self.sink.error(
                 &self.field_path(key),
@@ -294,7 +311,7 @@ impl<'a> Obj<'a> {
 
     /// A nested map reader (an absent key reads as an empty map).
     pub fn obj(&self, key: &str) -> Obj<'a> {
-        Obj::new(self.raw(key), &self.field_path(key), self.sink)
+        Obj::new(self.raw(key), &self.field_path(key), self.sink).stored(!self.new_rules)
     }
 
     /// The keys of this map, in order.
