@@ -168,7 +168,7 @@ fn output_and_rejects_never_overlap_inputs_or_jobs() {
     refused(&s, &jobs, "rejects.uri", "where side tables are published");
     // Rejects at the output, or in a folder of it readers read: the dataset would
     // hold the rejects as records (found by a new user). Under `_…` they are fine.
-    for rej in ["out", "out/rejects"] {
+    for rej in ["out", "out/rejects", "out/x/_rejects"] {
         let s = prefix_spec(
             d.path(),
             &format!("uri: \"{dp}/out\""),
@@ -261,6 +261,18 @@ fn a_rerun_of_a_finished_job_whose_output_is_gone_fails() {
     // A rerun with the output in place succeeds and recomputes nothing.
     let o = run();
     assert!(o.status.success(), "{}", stderr(&o));
+    // Reviewed rejects deleted: a warning, the data is whole.
+    let rj = d.path().join("out/_rejects");
+    if rj.exists() {
+        std::fs::remove_dir_all(&rj).unwrap();
+        let o = run();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("rejects files of the output are gone"),
+            "{}",
+            stderr(&o)
+        );
+    }
     // One data file gone.
     let m = manifest(&d.path().join("out"));
     let f = d
@@ -281,6 +293,26 @@ fn a_rerun_of_a_finished_job_whose_output_is_gone_fails() {
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("has no _manifest.json"),
+        "{}",
+        stderr(&o)
+    );
+    // Another job wrote over it (overwrite): the first job's rerun does not claim
+    // that output as its own (found by review).
+    let s2 = prefix_spec(d.path(), &format!("uri: \"{dp}/out\", overwrite: true"), "");
+    let text = std::fs::read_to_string(&s2)
+        .unwrap()
+        .replace("min_words: 3", "min_words: 5");
+    std::fs::write(&s2, text).unwrap();
+    run_ok(
+        mdf()
+            .args(["run", s2.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs),
+    );
+    prefix_spec(d.path(), &format!("uri: \"{dp}/out\""), "");
+    let o = run();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("now holds the output of job"),
         "{}",
         stderr(&o)
     );
@@ -324,6 +356,10 @@ fn overwrite_never_sweeps_files_no_job_wrote() {
         std::fs::read_to_string(home.join("projects/thesis/ch1.tex")).unwrap(),
         "chapter one"
     );
+    // Another tool's `_manifest.json` proves nothing (found by review).
+    std::fs::write(home.join("_manifest.json"), "{}").unwrap();
+    refused(&s, &jobs, "output.uri", "holds files no mdf job wrote");
+    assert!(home.join("projects/thesis/ch1.tex").exists());
     // An mdf output is still replaced: a first job, then a changed spec over it.
     let s = prefix_spec(d.path(), &format!("uri: \"{dp}/out\", overwrite: true"), "");
     run_ok(
@@ -332,10 +368,24 @@ fn overwrite_never_sweeps_files_no_job_wrote() {
             .arg(&jobs),
     );
     let first = output_ids(&d.path().join("out"));
+    // Validating the spec of a job that ran says it resumes (found by review: it
+    // said the output was not empty, though a run resumes).
+    let o = run_ok(
+        mdf()
+            .args(["validate", s.to_str().unwrap(), "--job-root"])
+            .arg(&jobs),
+    );
+    assert!(stdout(&o).contains("a run resumes it"), "{}", stdout(&o));
     let s2 = std::fs::read_to_string(&s)
         .unwrap()
         .replace("min_words: 3", "min_words: 4");
     std::fs::write(&s, s2).unwrap();
+    // A file the user put into the output since is not the old job's to replace.
+    std::fs::create_dir_all(d.path().join("out/analysis")).unwrap();
+    std::fs::write(d.path().join("out/analysis/notes.txt"), "mine").unwrap();
+    refused(&s, &jobs, "output.uri", "did not write");
+    assert!(d.path().join("out/analysis/notes.txt").exists());
+    std::fs::remove_dir_all(d.path().join("out/analysis")).unwrap();
     run_ok(
         mdf()
             .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])

@@ -80,8 +80,12 @@ pub fn validate(a: &SpecArgs, offline: bool, job_root: &str) -> anyhow::Result<E
                 println!("  ✓ output columns: {}", cols.join(", "));
                 // Where the job would write: as submit checks it, before anything runs.
                 match crate::coordinator::submit::check_prefixes(&spec, &reg, &p, job_root).await {
-                    Ok(()) => {
+                    Ok(None) => {
                         println!("  ✓ output prefix: the job's own (nothing else would be swept)");
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Ok(Some(job)) => {
+                        println!("  ✓ job {job} exists with this spec: a run resumes it");
                         Ok(ExitCode::SUCCESS)
                     }
                     Err(crate::coordinator::submit::SubmitError::Plan(PlanError::Spec(errs))) => {

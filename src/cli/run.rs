@@ -98,7 +98,7 @@ pub async fn run_local(
     print!("{}", render(&st));
     println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
     println!("job: {}", s.job_uri);
-    if st.succeeded && !output_intact(&spec, &reg, &st.output).await {
+    if st.succeeded && !output_intact(&spec, &reg, &st.output, &s.job_uri).await {
         return Ok(ExitCode::from(1));
     }
     // Stopped by a signal before the job finished: the run was interrupted, no task
@@ -116,26 +116,48 @@ pub async fn run_local(
 
 /// Whether the finished job's output still holds every file its manifest names. A
 /// rerun of a complete job recomputes nothing, so one whose output was deleted since
-/// would otherwise print the old counts and succeed over nothing. Formats without an
-/// output manifest of files (Iceberg tables) are not checked.
-async fn output_intact(spec: &Spec, reg: &Registry, output: &str) -> bool {
+/// (or replaced by another job's, with overwrite) would otherwise print the old counts
+/// and succeed over nothing. Missing rejects files are a warning. Formats whose files
+/// change after the job (Lance compaction) or that keep no file list (Iceberg) are
+/// not checked.
+async fn output_intact(spec: &Spec, reg: &Registry, output: &str, job_uri: &str) -> bool {
     use crate::spec::OutputFormat;
-    if matches!(spec.output.format, OutputFormat::Iceberg) {
+    if matches!(
+        spec.output.format,
+        OutputFormat::Iceberg | OutputFormat::Lance
+    ) {
         return true;
     }
+    let rerun = "Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec";
     match crate::report::output::missing_files(reg, output).await {
-        Ok(m) if m.is_empty() => true,
-        Ok(m) => {
+        Ok(m) if m.job_uri != job_uri => {
             eprintln!(
-                "mdf: the job is complete, but {} of the files its output manifest names are gone or changed (such as {}): they were deleted or replaced after the job wrote them. Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec",
-                m.len(),
-                m[0]
+                "mdf: the job is complete, but its output {output} now holds the output of job {} (written over it with output.overwrite). {rerun}",
+                m.job_uri
             );
             false
         }
+        Ok(m) => {
+            if let Some(r) = m.rejects.first() {
+                eprintln!(
+                    "mdf: warning: {} rejects files of the output are gone (such as {r}); the data is whole",
+                    m.rejects.len()
+                );
+            }
+            match m.data.first() {
+                None => true,
+                Some(f) => {
+                    eprintln!(
+                        "mdf: the job is complete, but {} of the files its output manifest names are gone or changed (such as {f}): they were deleted or replaced after the job wrote them. {rerun}",
+                        m.data.len()
+                    );
+                    false
+                }
+            }
+        }
         Err(crate::report::output::OutputError::NoManifest { uri }) => {
             eprintln!(
-                "mdf: the job is complete, but its output {uri} has no _manifest.json: it was deleted after the job wrote it. Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec"
+                "mdf: the job is complete, but its output {uri} has no _manifest.json: it was deleted after the job wrote it. {rerun}"
             );
             false
         }

@@ -8,7 +8,7 @@
 use crate::protocol::io::{
     Created, ProtoError, Retry, create_bytes, decode, get_bytes, get_json, put_json,
 };
-use crate::protocol::records::{OWNER_MARKER, OwnerMarker, VERSION};
+use crate::protocol::records::{MANIFEST, OWNER_MARKER, OwnerMarker, VERSION};
 use crate::spec::Spec;
 use crate::spec::reader::{FieldError, SpecErrors};
 use crate::store::{Registry, Uri, is_glob};
@@ -72,11 +72,11 @@ pub fn owned_prefixes(spec: &Spec) -> Result<Vec<(Uri, &'static str)>, SpecError
             .path
             .prefix_match(&out.path)
             .and_then(|mut rest| rest.next().map(|p| p.as_ref().to_string()));
-        if !below.as_deref().is_some_and(|p| p.starts_with('_')) {
+        if !below.as_deref().is_some_and(|p| p.starts_with(['_', '.'])) {
             return Err(SpecErrors(vec![FieldError {
                 path: "rejects.uri".into(),
                 message: format!(
-                    "{} is the output or a folder of it that readers of the dataset read: rejects would be read as records; use a name starting with _ (the default {}/_rejects) or a prefix outside the output",
+                    "{} is the output or a folder of it that readers of the dataset read: rejects would be read as records; use a name starting with _ or . (the default {}/_rejects) or a prefix outside the output",
                     rej.to_uri_string(),
                     out.to_uri_string()
                 ),
@@ -209,22 +209,25 @@ pub async fn check(
         let mut listing = store.list(Some(&prefix.path));
         let mut blocker: Option<String> = None;
         // Overwrite replaces an mdf job's output, never a folder of other files (a
-        // mistyped `--output` must not sweep a home directory): the prefix must hold
-        // a job's marker, or the `_manifest.json` of a job from before markers.
-        let mut mdf_output = false;
+        // mistyped `--output` must not sweep a home directory), nor files a user put
+        // into an output after its job wrote it: every object must be the previous
+        // output's (named by its `_manifest.json`), a marker, or an empty "folder"
+        // object a console made. A prefix without a valid manifest may hold markers
+        // only (a job that never came to exist).
+        let previous = if overwrite {
+            previous_output(reg, prefix, retry).await?
+        } else {
+            None
+        };
         let mut other: Option<String> = None;
         while let Some(m) = listing.next().await {
             let m = m.map_err(|e| ProtoError::store(&prefix.path, e))?;
             let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
-            if here && m.location.filename() == Some(crate::protocol::records::MANIFEST) {
-                mdf_output = true;
-            }
             if m.location.filename() == Some(OWNER_MARKER) {
                 let at = Uri {
                     store: prefix.store.clone(),
                     path: m.location.clone(),
                 };
-                mdf_output |= here;
                 if let Some(t) = read_marker(reg, &at, retry).await?
                     && t.job_uri != job_uri.to_uri_string()
                     && !(here && overwrite)
@@ -239,7 +242,10 @@ pub async fn check(
                 }
                 continue;
             }
-            if other.is_none() {
+            let folder =
+                m.size == 0 && (m.location == prefix.path || m.location.as_ref().ends_with('/'));
+            let theirs = previous.as_ref().is_some_and(|p| p.names(&m.location));
+            if other.is_none() && !folder && !theirs {
                 other = Some(
                     Uri {
                         store: prefix.store.clone(),
@@ -266,12 +272,18 @@ pub async fn check(
             }
         }
         if blocker.is_none()
-            && !mdf_output
+            && overwrite
             && let Some(o) = other
         {
-            blocker = Some(format!(
-                "{shown} holds files no mdf job wrote (such as {o}); output.overwrite replaces only a finished job's output (a prefix with its {OWNER_MARKER}), and finalize would delete them: choose an empty prefix"
-            ));
+            blocker = Some(match &previous {
+                Some(p) => format!(
+                    "{shown} holds files that job {} did not write (such as {o}); output.overwrite replaces only that job's output, and finalize would delete them: move them, or choose an empty prefix",
+                    p.job_id
+                ),
+                None => format!(
+                    "{shown} holds files no mdf job wrote (such as {o}); output.overwrite replaces only a finished job's output (a prefix with its {MANIFEST}), and finalize would delete them: choose an empty prefix"
+                ),
+            });
         }
         if let Some(m) = blocker {
             err(m);
@@ -282,6 +294,60 @@ pub async fn check(
     } else {
         Err(SpecErrors(errors).into())
     }
+}
+
+/// The output a finished job left at a prefix, as its `_manifest.json` names it.
+struct Previous {
+    job_id: String,
+    /// Object paths it names (data, side tables, and rejects inside the prefix).
+    files: std::collections::BTreeSet<String>,
+}
+
+impl Previous {
+    /// Whether `path` is one of its files, or inside one (a Lance dataset's files
+    /// under its directory).
+    fn names(&self, path: &object_store::path::Path) -> bool {
+        let p = path.as_ref();
+        self.files.contains(p)
+            || p.match_indices('/')
+                .any(|(i, _)| self.files.contains(&p[..i]))
+    }
+}
+
+/// Reads `<prefix>/_manifest.json`; `None` when there is none or it is not an mdf
+/// output manifest (another tool's file of that name proves nothing).
+async fn previous_output(
+    reg: &Registry,
+    prefix: &Uri,
+    retry: &Retry,
+) -> Result<Option<Previous>, ProtoError> {
+    use crate::protocol::records::OutputManifest;
+    let Ok((store, _)) = reg.resolve(&prefix.to_uri_string()) else {
+        return Ok(None);
+    };
+    let at = prefix.child(MANIFEST);
+    let Some(bytes) = get_bytes(store.as_ref(), &at.path, retry).await? else {
+        return Ok(None);
+    };
+    let Ok(m) = serde_json::from_slice::<OutputManifest>(&bytes) else {
+        return Ok(None);
+    };
+    let mut files = std::collections::BTreeSet::new();
+    files.insert(at.path.to_string());
+    for f in m.files.iter().chain(m.tables.values().flatten()) {
+        files.insert(prefix.child(&f.path).path.to_string());
+    }
+    if let Ok(r) = Uri::parse(&m.rejects_uri)
+        && within(&r, prefix)
+    {
+        for f in &m.rejects {
+            files.insert(r.child(&f.path).path.to_string());
+        }
+    }
+    Ok(Some(Previous {
+        job_id: m.job_id,
+        files,
+    }))
 }
 
 /// Whether the job a marker names has finished (its finalize task committed), or never

@@ -158,19 +158,29 @@ fn job_id_and_root(
 }
 
 /// What submit checks of the output and rejects prefixes (docs/PROTOCOL.md §3.5),
-/// for `mdf validate`: refused prefixes as spec errors, nothing written.
+/// for `mdf validate`: refused prefixes as spec errors, nothing written. `Some(job)`:
+/// the job exists with this spec, and a run resumes it (no prefix is checked then).
 pub async fn check_prefixes(
     spec: &Spec,
     reg: &Registry,
     plan: &Plan,
     job_root: &str,
-) -> Result<(), SubmitError> {
+) -> Result<Option<String>, SubmitError> {
     let hash = plan_hash(spec, plan)?;
     let (job_id, root) = job_id_and_root(spec, &hash, None, job_root)?;
     let job = root.child(&format!("jobs/{job_id}"));
     let retry = Retry::new(Entropy::from_os());
+    // A job submitted before with this spec resumes: submit checks nothing then.
+    let store = reg.open(&job)?;
+    let paths = JobPaths::new(job.clone());
+    if let Some(existing) =
+        get_json::<JobManifest>(store.as_ref(), &paths.job_json(), &retry).await?
+        && existing.spec_hash == hash
+    {
+        return Ok(Some(job.to_uri_string()));
+    }
     super::ownership::check(spec, reg, &root, &job, &plan.files, &retry).await?;
-    Ok(())
+    Ok(None)
 }
 
 pub async fn submit(

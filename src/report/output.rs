@@ -131,52 +131,85 @@ pub async fn manifest(reg: &Registry, uri: &str) -> Result<OutputManifest, Outpu
         })
 }
 
-/// The files a finished output's `_manifest.json` names (data, rejects, side tables)
-/// that are not in the store at their size: a job is complete once, so an output
-/// deleted or cut after it finished is not written again by rerunning the job, and
-/// this is how `mdf run` says so instead of reporting a success over nothing. Lists
-/// the output and rejects prefixes (one request per 1,000 objects); a file found
-/// under a manifest path as a directory (a Lance dataset) counts as present. Returns
-/// the missing paths, or `NoManifest`.
-pub async fn missing_files(reg: &Registry, uri: &str) -> Result<Vec<String>, OutputError> {
+/// What a finished output's `_manifest.json` names that the store no longer holds at
+/// its size: a job is complete once, so an output deleted or cut after it finished is
+/// not written again by rerunning the job, and this is how `mdf run` says so instead
+/// of reporting a success over nothing.
+#[derive(Debug)]
+pub struct Missing {
+    /// The job the manifest names (another job's, after an overwrite).
+    pub job_uri: String,
+    /// Data files and side tables.
+    pub data: Vec<String>,
+    /// Rejects files (deleting reviewed rejects is ordinary: a warning, not a failure).
+    pub rejects: Vec<String>,
+}
+
+/// [`Missing`] for the output at `uri`: one LIST of the output and one of the rejects
+/// prefix (a request per 1,000 objects); a name found as a directory (a Lance
+/// dataset's) counts as present. `NoManifest` when there is no manifest.
+pub async fn missing_files(reg: &Registry, uri: &str) -> Result<Missing, OutputError> {
     use futures::TryStreamExt;
     let m = manifest(reg, uri).await?;
-    let mut missing = Vec::new();
-    let mut check = async |base: &str, files: Vec<&crate::protocol::records::ManifestFile>| {
-        if files.is_empty() {
-            return Ok::<_, OutputError>(());
-        }
-        let base = Uri::parse(base)?;
-        let store = reg.open(&base)?;
-        let found: std::collections::HashMap<String, u64> = store
+    let list = async |base: &Uri| {
+        let store = reg.open(base)?;
+        store
             .list(Some(&base.path))
             .map_ok(|o| (o.location.to_string(), o.size))
-            .try_collect()
+            .try_collect::<std::collections::BTreeMap<String, u64>>()
             .await
             .map_err(|error| OutputError::Read {
                 path: base.to_uri_string(),
                 error,
-            })?;
-        for f in files {
-            let at = base.child(&f.path).path.to_string();
-            let here = match found.get(&at) {
-                Some(&size) => size == f.bytes,
-                None => {
-                    let dir = format!("{at}/");
-                    found.keys().any(|k| k.starts_with(&dir))
-                }
-            };
-            if !here {
-                missing.push(base.child(&f.path).to_uri_string());
-            }
-        }
-        Ok(())
+            })
     };
-    let mut data: Vec<_> = m.files.iter().collect();
-    data.extend(m.tables.values().flatten());
-    check(uri, data).await?;
-    check(&m.rejects_uri, m.rejects.iter().collect()).await?;
-    Ok(missing)
+    let gone =
+        |found: &std::collections::BTreeMap<String, u64>,
+         base: &Uri,
+         files: &mut dyn Iterator<Item = &crate::protocol::records::ManifestFile>| {
+            let mut v = Vec::new();
+            for f in files {
+                let at = base.child(&f.path);
+                let key = at.path.to_string();
+                let here = match found.get(&key) {
+                    Some(&size) => size == f.bytes,
+                    None => {
+                        let dir = format!("{key}/");
+                        found
+                            .range(dir.clone()..)
+                            .next()
+                            .is_some_and(|(k, _)| k.starts_with(&dir))
+                    }
+                };
+                if !here {
+                    v.push(at.to_uri_string());
+                }
+            }
+            v
+        };
+    let base = Uri::parse(uri)?;
+    let found = list(&base).await?;
+    let data = gone(
+        &found,
+        &base,
+        &mut m.files.iter().chain(m.tables.values().flatten()),
+    );
+    let rejects = if m.rejects.is_empty() {
+        Vec::new()
+    } else {
+        let rbase = Uri::parse(&m.rejects_uri)?;
+        let found = if rbase.store == base.store && rbase.path.prefix_match(&base.path).is_some() {
+            found
+        } else {
+            list(&rbase).await?
+        };
+        gone(&found, &rbase, &mut m.rejects.iter())
+    };
+    Ok(Missing {
+        job_uri: m.job_uri,
+        data,
+        rejects,
+    })
 }
 
 /// Reads the records of a finished output (or its rejects) through its manifest, file
