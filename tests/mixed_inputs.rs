@@ -221,3 +221,71 @@ fn parquet_files_with_different_columns_lose_no_row_and_no_column() {
         let _ = b.column_by_name("text").unwrap().as_string::<i32>();
     }
 }
+
+/// Found by review: int64 and float64 files made the column float64 and rounded ids
+/// above 2^53; an all-null column (pyarrow's `null` type) rejected every row of its
+/// file. Large integers stay exact, a float that is not a whole number is a reject,
+/// and a `null`-typed column reads as nulls in either file order.
+#[test]
+fn parquet_numbers_stay_exact_and_null_typed_columns_read_as_null() {
+    use arrow_array::{Float64Array, Int64Array, NullArray, StringArray};
+    use std::sync::Arc;
+    for order in [["a", "b"], ["b", "a"]] {
+        let d = tempfile::tempdir().unwrap();
+        let inp = d.path().join("in");
+        std::fs::create_dir_all(&inp).unwrap();
+        write_parquet(
+            &inp.join(format!("{}.parquet", order[0])),
+            RecordBatch::try_from_iter([
+                (
+                    "text",
+                    Arc::new(StringArray::from(vec!["one", "two"])) as arrow_array::ArrayRef,
+                ),
+                (
+                    "uid",
+                    Arc::new(Int64Array::from(vec![
+                        1234567890123456789,
+                        9007199254740993,
+                    ])),
+                ),
+                ("note", Arc::new(StringArray::from(vec![Some("n1"), None]))),
+            ])
+            .unwrap(),
+        );
+        write_parquet(
+            &inp.join(format!("{}.parquet", order[1])),
+            RecordBatch::try_from_iter([
+                (
+                    "text",
+                    Arc::new(StringArray::from(vec!["three", "four", "five"]))
+                        as arrow_array::ArrayRef,
+                ),
+                (
+                    "uid",
+                    Arc::new(Float64Array::from(vec![Some(1.0), None, Some(2.5)])),
+                ),
+                ("note", Arc::new(NullArray::new(3))),
+            ])
+            .unwrap(),
+        );
+        let (out, _) = run_jsonl_like(d.path(), &format!("{}/*.parquet", inp.display()), "parquet");
+        let got = rows(&out);
+        let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
+            got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+        assert_eq!(by["one"]["uid"], "1234567890123456789", "{order:?}");
+        assert_eq!(by["two"]["uid"], "9007199254740993", "{order:?}");
+        assert_eq!(by["three"]["uid"], "1", "{order:?}");
+        assert_eq!(by["four"]["uid"], "null", "{order:?}");
+        assert_eq!(by["one"]["note"], "n1", "{order:?}");
+        assert_eq!(by["three"]["note"], "null", "{order:?}");
+        assert!(!by.contains_key("five"), "{order:?}");
+        let rj = rejects(&out);
+        assert_eq!(rj.len(), 1, "{order:?} {rj:?}");
+        assert_eq!(rj[0].0, "schema_mismatch");
+        assert!(
+            rj[0].1.contains("2.5 is not exactly a Int64"),
+            "{}",
+            rj[0].1
+        );
+    }
+}

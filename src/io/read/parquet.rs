@@ -353,13 +353,16 @@ pub fn read(
                 }
             }
             Err(e) => {
-                out(Item::Rejects(vec![file_reject(
+                // One reject for the batch's rows (an id of its own: rows before it
+                // may be kept), counted once as the reject it is.
+                let first = rows.first().copied().unwrap_or(0);
+                out(Item::Rejects(vec![super::stream_reject(
                     slice,
-                    0,
+                    first,
                     "schema_mismatch",
-                    e.to_string(),
+                    format!("rows {first}..{}: {e}", first + n as u64),
                 )]));
-                stats.rejected += n as u64;
+                stats.rejected += 1;
             }
         }
     }
@@ -450,13 +453,38 @@ fn apply_plan(
         let col = batch.column(src);
         cols.push(if col.data_type() == want.data_type() {
             col.clone()
+        } else if col.data_type() == &DataType::Null {
+            arrow_array::new_null_array(want.data_type(), batch.num_rows())
         } else {
             let cast =
                 arrow_cast::cast(col, want.data_type()).map_err(|source| ConformError::Cast {
                     column: want.name().clone(),
                     source,
                 })?;
-            if cast.null_count() > col.null_count() {
+            // A number that does not survive the cast whole (a fraction cut, a large
+            // integer rounded): cast back and compare.
+            let numeric = |t: &DataType| t.is_integer() || t.is_floating();
+            if numeric(col.data_type()) && numeric(want.data_type()) {
+                let back = arrow_cast::cast(&cast, col.data_type()).map_err(|source| {
+                    ConformError::Cast {
+                        column: want.name().clone(),
+                        source,
+                    }
+                })?;
+                let same = arrow_ord::cmp::not_distinct(col, &back)?;
+                for r in 0..col.len() {
+                    if !same.value(r) && col.is_valid(r) && cast.is_valid(r) {
+                        let detail = format!(
+                            "column {:?}: {} is not exactly a {}",
+                            want.name(),
+                            shown(col, r),
+                            want.data_type()
+                        );
+                        lost.push((r, "schema_mismatch", detail));
+                    }
+                }
+            }
+            if cast.logical_null_count() > col.logical_null_count() {
                 let binary = matches!(
                     col.data_type(),
                     DataType::Binary | DataType::LargeBinary | DataType::BinaryView
@@ -467,7 +495,7 @@ fn apply_plan(
                     "schema_mismatch"
                 };
                 for r in 0..col.len() {
-                    if col.is_valid(r) && cast.is_null(r) {
+                    if !col.is_null(r) && cast.is_null(r) {
                         let detail = format!(
                             "column {:?} cannot be read as {}: {:?}",
                             want.name(),
@@ -526,10 +554,23 @@ pub fn union_columns(union: &mut Vec<(String, DataType)>, cols: Vec<(String, Dat
         match union.iter_mut().find(|(n, _)| *n == name) {
             None => union.push((name, dt)),
             Some((_, cur)) if *cur == dt => {}
+            // An all-null column (pyarrow's `null` type) takes the other file's type.
+            Some((_, cur)) if *cur == DataType::Null => *cur = dt,
+            Some(_) if dt == DataType::Null => {}
             Some((_, cur)) => {
                 let number = |t: &DataType| t.is_integer() || t.is_floating();
+                let wide_int = |t: &DataType| {
+                    matches!(t, DataType::Int64 | DataType::UInt64 | DataType::UInt32)
+                };
                 if number(cur) && number(&dt) && (cur.is_floating() || dt.is_floating()) {
-                    *cur = DataType::Float64;
+                    // A float64 holds every 32-bit integer exactly, not every 64-bit
+                    // one (ids, nanosecond times): those stay int64, and a float that
+                    // is not a whole number in range is a reject.
+                    *cur = if wide_int(cur) || wide_int(&dt) {
+                        DataType::Int64
+                    } else {
+                        DataType::Float64
+                    };
                 } else if number(cur) && number(&dt) {
                     *cur = DataType::Int64;
                 } else if matches!(
