@@ -75,13 +75,22 @@ pub fn input_column(f: &Field) -> &str {
 }
 
 /// Infers column types from sample JSON objects: the union of keys in first-seen
-/// order; int and float mixed → float64; anything else mixed, nested or null → string.
+/// order; int and float mixed → float64 (int64 where an integer is beyond 2^53, which
+/// a float64 would round); anything else mixed, nested or null → string.
 pub fn infer_schema<'a>(
     rows: impl IntoIterator<Item = &'a Map<String, Value>>,
 ) -> Vec<(String, DataType)> {
     let mut cols: Vec<(String, Option<DataType>)> = Vec::new();
+    // Columns with an integer a float64 cannot hold exactly (beyond 2^53: ids,
+    // nanosecond times): int and float mixed stays int64 there.
+    let mut big: std::collections::BTreeSet<String> = Default::default();
     for row in rows {
         for (k, v) in row {
+            if let Value::Number(n) = v
+                && n.as_i64().is_some_and(|i| i.unsigned_abs() > 1 << 53)
+            {
+                big.insert(k.clone());
+            }
             let t = match v {
                 Value::Null => None,
                 Value::Bool(_) => Some(DataType::Boolean),
@@ -106,7 +115,13 @@ pub fn infer_schema<'a>(
         }
     }
     cols.into_iter()
-        .map(|(k, t)| (k, t.unwrap_or(DataType::Utf8)))
+        .map(|(k, t)| {
+            let t = match t {
+                Some(DataType::Float64) if big.contains(&k) => DataType::Int64,
+                t => t.unwrap_or(DataType::Utf8),
+            };
+            (k, t)
+        })
         .collect()
 }
 
@@ -426,6 +441,15 @@ mod tests {
                 ("n".into(), DataType::Float64),
                 ("x".into(), DataType::Utf8)
             ]
+        );
+        // An integer a float64 would round keeps the column int64.
+        let rows = [
+            obj(json!({"uid": 1234567890123456789i64})),
+            obj(json!({"uid": 1.0})),
+        ];
+        assert_eq!(
+            infer_schema(rows.iter()),
+            vec![("uid".into(), DataType::Int64)]
         );
     }
 
