@@ -9,11 +9,20 @@ use common::*;
 use std::path::Path;
 
 fn run_jsonl_like(dir: &Path, glob: &str, format: &str) -> (std::path::PathBuf, serde_json::Value) {
+    run_with_job(dir, glob, format, "poll_millis: 50")
+}
+
+fn run_with_job(
+    dir: &Path,
+    glob: &str,
+    format: &str,
+    job: &str,
+) -> (std::path::PathBuf, serde_json::Value) {
     let out = dir.join("out");
     let spec = write_spec(
         dir,
         &format!(
-            "name: mixed\ninput: {{uris: [\"{glob}\"], format: {format}}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\njob: {{poll_millis: 50}}\n",
+            "name: mixed\ninput: {{uris: [\"{glob}\"], format: {format}}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\njob: {{{job}}}\n",
             out.display()
         ),
     );
@@ -123,6 +132,23 @@ fn a_bom_at_the_start_of_the_only_file_does_not_stop_inference() {
     let got = rows(&out);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, "bom first line");
+    // Byte-range tasks smaller than the BOM still read every line once (found by
+    // review: a range ending inside the BOM lost the first line).
+    let three = "\u{feff}{\"text\":\"l1\"}\n{\"text\":\"l2\"}\n{\"text\":\"l3\"}\n";
+    for tb in [1, 2, 3, 4, 5, 20] {
+        let d = tempfile::tempdir().unwrap();
+        let inp = d.path().join("in");
+        std::fs::create_dir_all(&inp).unwrap();
+        std::fs::write(inp.join("bom.jsonl"), three).unwrap();
+        let (out, st) = run_with_job(
+            d.path(),
+            &format!("{}/*.jsonl", inp.display()),
+            "jsonl",
+            &format!("task_bytes: {tb}, poll_millis: 20"),
+        );
+        let texts: Vec<String> = rows(&out).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(texts, ["l1", "l2", "l3"], "task_bytes {tb}: {st:#}");
+    }
     assert_eq!(got[0].1["source_id"], "300");
     assert!(rejects(&out).is_empty());
 }

@@ -85,6 +85,11 @@ fn jpeg_components(bytes: &[u8]) -> Option<u8> {
             i += 1;
             continue;
         }
+        // Markers without a length: TEM, RST0-7 (and a stray SOI).
+        if m == 0x01 || (0xD0..=0xD8).contains(&m) {
+            i += 2;
+            continue;
+        }
         let len = u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]) as usize;
         // SOF0-SOF15, less DHT (C4), JPG (C8) and DAC (CC).
         if (0xC0..=0xCF).contains(&m) && !matches!(m, 0xC4 | 0xC8 | 0xCC) {
@@ -549,6 +554,20 @@ mod tests {
         assert_eq!(h.mode, "CMYK");
         let h = probe(&read("hopper.jpg"), &Limits::default()).unwrap();
         assert_eq!((h.mode, h.quarter_turn), ("RGB", false));
+        // Standalone markers before the frame are stepped over; hostile bytes end
+        // the walk without a panic.
+        let sof = [0xFF, 0xC0, 0, 17, 8, 0, 1, 0, 1, 4];
+        let mut b = vec![0xFF, 0xD8, 0xFF, 0xD0, 0xFF, 0x01];
+        b.extend_from_slice(&sof);
+        assert_eq!(jpeg_components(&b), Some(4));
+        for junk in [
+            &[0xFF, 0xD8][..],
+            &[0xFF, 0xD8, 0xFF],
+            &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0],
+            &[0xFF, 0xD8, 0, 0, 0, 0],
+        ] {
+            let _ = jpeg_components(junk);
+        }
     }
 
     /// The JPEG header fast path says what `image` says, on every real JPEG in the
