@@ -41,6 +41,11 @@ fn build(_stage: &str, o: &Obj) -> Option<Box<dyn Operator>> {
 }
 
 impl Operator for ImageMetadata {
+    /// Sizes after EXIF orientation, and CMYK named as such: a phase computed by a
+    /// build from before either is not reused (`--reuse`) for one computed now.
+    fn builtin_model(&self) -> Option<String> {
+        Some("image_metadata upright sizes, CMYK mode (1)".into())
+    }
     fn histograms(&self) -> Vec<String> {
         ["width", "height", "bytes"].map(String::from).to_vec()
     }

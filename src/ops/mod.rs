@@ -151,10 +151,11 @@ pub trait Operator: Send + Sync {
     fn assets(&self) -> Vec<Asset> {
         vec![]
     }
-    /// The identity of a model built into the binary that the output depends on (the
-    /// language identifier's embedded tables), when the params use one: part of the
-    /// phase fingerprint, as an asset's version is, so `--reuse` never takes a phase
-    /// computed by another build's model.
+    /// The identity of a model or rule built into the binary that the output depends
+    /// on (the language identifier's embedded tables; a version an operator bumps
+    /// when its output changes for the same params), when the params use one: part of
+    /// the phase fingerprint, as an asset's version is, so `--reuse` never takes a
+    /// phase computed by another build's.
     fn builtin_model(&self) -> Option<String> {
         None
     }
