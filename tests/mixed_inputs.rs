@@ -315,3 +315,39 @@ fn parquet_numbers_stay_exact_and_null_typed_columns_read_as_null() {
         );
     }
 }
+
+/// Past 16 files the columns are inferred from the first 16: the run says so, once,
+/// before any task starts.
+#[test]
+fn a_run_over_more_files_than_are_sampled_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    for i in 0..17 {
+        std::fs::write(
+            inp.join(format!("{i:02}.jsonl")),
+            format!("{{\"text\":\"doc {i}\"}}\n"),
+        )
+        .unwrap();
+    }
+    let out = d.path().join("out");
+    let spec = write_spec(
+        d.path(),
+        &format!(
+            "name: many\ninput: {{uris: [\"{}/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\n",
+            inp.display(),
+            out.display()
+        ),
+    );
+    let o = run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(d.path().join("jobs")),
+    );
+    assert!(
+        stderr(&o).contains("read from the first 16 of 17 files"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(output_ids(&out).len(), 17);
+}

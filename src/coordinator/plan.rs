@@ -152,6 +152,9 @@ pub struct Plan {
     pub assets: Assets,
     /// The input had a column named `id` (carried as `source_id`).
     pub input_had_id: bool,
+    /// The input's columns were inferred from the first 16 of this many files (more
+    /// than 16, no declared schema): a column only later files have is not read.
+    pub columns_sampled_of: Option<usize>,
     /// Each dedup stage with `against`: its index and the earlier job's identity
     /// ([`dedup_plan::against_identity`]).
     pub against: Vec<(usize, String)>,
@@ -169,15 +172,23 @@ impl Plan {
                 self.input_had_id && crate::records::input_column(f) == crate::records::ID
             })
         });
-        match carried {
-            Some(f) => vec![format!(
-                "the input's column {:?} is kept as {:?}: {:?} is mdf's record id (from the input file and offset, stable across runs)",
-                crate::records::ID,
-                f.name(),
-                crate::records::ID
-            )],
-            None => vec![],
+        let mut v: Vec<String> = carried
+            .map(|f| {
+                format!(
+                    "the input's column {:?} is kept as {:?}: {:?} is mdf's record id (from the input file and offset, stable across runs)",
+                    crate::records::ID,
+                    f.name(),
+                    crate::records::ID
+                )
+            })
+            .into_iter()
+            .collect();
+        if let Some(n) = self.columns_sampled_of {
+            v.push(format!(
+                "the input's columns were read from the first 16 of {n} files: a column only later files have is not kept (workers log it); declare input.schema to be sure"
+            ));
         }
+        v
     }
     /// The task ids of phase `pi`, sorted (all of them in memory: for `--reuse`).
     pub fn task_ids(&self, pi: usize) -> Result<Vec<String>, PlanError> {
@@ -1222,6 +1233,13 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
     let assets = check_assets(spec, reg).await?;
     // Readers infer columns from the first files (at most 16).
     let cols = input_columns(spec, reg, &files.first(16)?).await?;
+    let columns_sampled_of = (spec.input.schema.is_none()
+        && matches!(
+            spec.input.format,
+            crate::spec::Format::Jsonl | crate::spec::Format::Parquet
+        )
+        && files.len() > 16)
+        .then(|| files.len());
     let input_schema = with_id_column(&cols);
     let bound = bind(spec, input_schema.clone())?;
     let against = dedup_plan::check_against(spec, reg, &bound).await?;
@@ -1362,6 +1380,7 @@ pub async fn plan_in(spec: &Spec, reg: &Registry, memory: usize) -> Result<Plan,
         files,
         assets,
         input_had_id: cols.iter().any(|(name, _)| name == crate::records::ID),
+        columns_sampled_of,
         against,
     })
 }
