@@ -88,32 +88,31 @@ pub fn validate(a: &SpecArgs, offline: bool, job_root: &str) -> anyhow::Result<E
                         println!("  ✓ job {job} exists with this spec: a run resumes it");
                         Ok(ExitCode::SUCCESS)
                     }
-                    Err(crate::coordinator::submit::SubmitError::Plan(PlanError::Spec(errs))) => {
-                        println!("  ✗ {} error(s)", errs.0.len());
-                        for e in &errs.0 {
-                            println!("      {e}");
-                        }
-                        Ok(ExitCode::from(2))
-                    }
-                    Err(e) => {
-                        println!("  ✗ {e}");
-                        Ok(ExitCode::from(1))
-                    }
+                    Err(crate::coordinator::submit::SubmitError::Plan(e)) => Ok(failed(e)),
+                    Err(e) => Ok(failed(PlanError::Storage(e.to_string()))),
                 }
             }
-            Err(PlanError::Spec(errs)) => {
-                println!("  ✗ {} error(s)", errs.0.len());
-                for e in &errs.0 {
-                    println!("      {e}");
-                }
-                Ok(ExitCode::from(2))
-            }
-            Err(e) => {
-                println!("  ✗ {e}");
-                Ok(ExitCode::from(1))
-            }
+            Err(e) => Ok(failed(e)),
         }
     })
+}
+
+/// The checklist's last line for a refused spec (exit 2) or a store that failed
+/// (exit 1).
+fn failed(e: PlanError) -> ExitCode {
+    match e {
+        PlanError::Spec(errs) => {
+            println!("  ✗ {} error(s)", errs.0.len());
+            for e in &errs.0 {
+                println!("      {e}");
+            }
+            ExitCode::from(2)
+        }
+        e => {
+            println!("  ✗ {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// One line about a planned phase: its kind, tasks and stages.

@@ -301,6 +301,10 @@ struct Previous {
     job_id: String,
     /// Object paths it names (data, side tables, and rejects inside the prefix).
     files: std::collections::BTreeSet<String>,
+    /// A Lance dataset's directory (the prefix): its own `_versions/`,
+    /// `_transactions/`, `_indices/`, ... and `data/` (rewritten by compaction) are
+    /// the dataset's, whatever the manifest lists.
+    lance: Option<String>,
 }
 
 impl Previous {
@@ -308,6 +312,14 @@ impl Previous {
     /// under its directory).
     fn names(&self, path: &object_store::path::Path) -> bool {
         let p = path.as_ref();
+        if let Some(dir) = &self.lance
+            && let Some(rest) = p
+                .strip_prefix(dir.as_str())
+                .map(|r| r.trim_start_matches('/'))
+            && (rest.starts_with('_') || rest.starts_with("data/"))
+        {
+            return true;
+        }
         self.files.contains(p)
             || p.match_indices('/')
                 .any(|(i, _)| self.files.contains(&p[..i]))
@@ -344,9 +356,15 @@ async fn previous_output(
             files.insert(r.child(&f.path).path.to_string());
         }
     }
+    let lance = m
+        .files
+        .iter()
+        .any(|f| f.path.ends_with(".lance"))
+        .then(|| prefix.path.to_string());
     Ok(Some(Previous {
         job_id: m.job_id,
         files,
+        lance,
     }))
 }
 
