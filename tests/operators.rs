@@ -11,7 +11,8 @@ fn ops_name_shows_every_param_with_type_default_and_meaning() {
     for line in [
         "  field (string, default \"text\")",
         "  min_doc_words (integer or off, default 50)",
-        "  max_symbol_word_ratio (number or off, default 0.1)",
+        "  max_symbol_word_ratio (number or off, at least 0.0, default 0.1)",
+        "  max_bullet_lines_ratio (number or off, 0.0 to 1.0, default 0.9)",
         "  stop_words (list of strings, default [\"the\", \"be\", \"to\", \"of\", \"and\", \"that\", \"have\", \"with\"])",
     ] {
         assert!(s.contains(line), "{line:?} missing from:\n{s}");

@@ -39,7 +39,7 @@ params! {
         /// The largest fraction of characters in duplicate lines: `char_dup_ratio`.
         char_duplicates_ratio: Rule<f64> [0.0, 1.0] = 0.01,
         /// The most newlines per word: `list_ratio`.
-        new_line_ratio: Rule<f64> [0.0, 1e9] = 0.3,
+        new_line_ratio: Rule<f64> [0.0, f64::INFINITY] = 0.3,
     }
 }
 

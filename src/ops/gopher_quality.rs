@@ -31,12 +31,12 @@ params! {
         /// More words: `gopher_long_doc`.
         max_doc_words: Rule<usize> = 100000,
         /// A lower mean word length: `gopher_below_avg_threshold`.
-        min_avg_word_length: Rule<f64> [0.0, 1e9] = 3.0,
+        min_avg_word_length: Rule<f64> [0.0, f64::INFINITY] = 3.0,
         /// A higher mean word length: `gopher_above_avg_threshold`.
-        max_avg_word_length: Rule<f64> [0.0, 1e9] = 10.0,
+        max_avg_word_length: Rule<f64> [0.0, f64::INFINITY] = 10.0,
         /// More `#` and ellipsis symbols per word: `gopher_too_many_hashes` /
         /// `gopher_too_many_ellipsis`.
-        max_symbol_word_ratio: Rule<f64> [0.0, 1e9] = 0.1,
+        max_symbol_word_ratio: Rule<f64> [0.0, f64::INFINITY] = 0.1,
         /// More lines starting with a bullet: `gopher_too_many_bullets`.
         max_bullet_lines_ratio: Rule<f64> [0.0, 1.0] = 0.9,
         /// More lines ending with an ellipsis: `gopher_too_many_end_ellipsis`.

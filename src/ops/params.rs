@@ -324,7 +324,15 @@ pub fn ranged<T: ParamType + Bounded + Clone>(
         && o.new_rules
         && (*x < min || *x > max)
     {
-        o.error(key, format!("must be between {min} and {max}, found {x}"));
+        let max = max.to_string();
+        o.error(
+            key,
+            if max == "inf" {
+                format!("must be at least {min}, found {x}")
+            } else {
+                format!("must be between {min} and {max}, found {x}")
+            },
+        );
         return default.or_else(T::absent);
     }
     Some(v)
@@ -426,11 +434,21 @@ impl Params for NoParams {
     }
 }
 
+/// A declared range as the docs show it: `, 1 to 64`, or `, at least 0.0` when it
+/// has no upper bound.
+pub fn range_text(min: &str, max: &str) -> String {
+    if max == "f64::INFINITY" {
+        format!(", at least {min}")
+    } else {
+        format!(", {min} to {max}")
+    }
+}
+
 /// A param's type, range and default in one phrase: `integer, 1 to 64, default 5`.
 pub fn type_line(p: &ParamDoc) -> String {
     let mut s = p.ty.to_string();
     if let Some((a, b)) = p.range {
-        s += &format!(", {a} to {b}");
+        s += &range_text(a, b);
     }
     match (p.required, p.default) {
         (true, _) => s += ", required",

@@ -74,7 +74,7 @@ fn section(d: &OpDef) -> String {
         for p in &params {
             let mut ty = p.ty.to_string();
             if let Some((a, b)) = p.range {
-                ty += &format!(", {a} to {b}");
+                ty += &super::params::range_text(a, b);
             }
             let default = match (p.required, p.default) {
                 (true, _) => "required".to_string(),
