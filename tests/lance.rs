@@ -273,3 +273,70 @@ fn the_embed_example_writes_embeddings_to_lance() {
         "the bundled set has undecodable files"
     );
 }
+
+/// Overwriting a Lance output (found by review): Lance's own folders are the old
+/// dataset's, but nothing else is (a note under `_rejects/`, `_mine/` or `data/` is
+/// refused, not swept); a Parquet output is never overwritten by a Lance dataset
+/// (its files would stay beside it); a Lance output of no rows is still replaced.
+#[test]
+fn overwriting_a_lance_output_sweeps_only_the_old_dataset() {
+    let d = tempfile::tempdir().unwrap();
+    write_lines(&d.path().join("in/0.jsonl"), &docs(60, 30));
+    let out = d.path().join("ds");
+    let jobs = d.path().join("jobs");
+    let run = |format: &str, extra: &str| {
+        let s = spec(d.path(), &out, format, extra);
+        mdf()
+            .args(["run", s.to_str().unwrap(), "--workers", "1", "--job-root"])
+            .arg(&jobs)
+            .output()
+            .unwrap()
+    };
+    let o = run("lance", "");
+    assert!(o.status.success(), "{}", stderr(&o));
+    for note in ["_rejects/NOTES.txt", "_mine/notes.txt", "data/README.txt"] {
+        let p = out.join(note);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "mine").unwrap();
+        let o = run(
+            "lance",
+            "  - op: throttle\n    params: {records_per_sec: 100000}\n",
+        );
+        assert_eq!(o.status.code(), Some(2), "{note}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("did not write"),
+            "{note}: {}",
+            stderr(&o)
+        );
+        assert!(p.exists(), "{note}");
+        std::fs::remove_file(&p).unwrap();
+    }
+    // Lance over Lance: replaced.
+    let o = run(
+        "lance",
+        "  - op: throttle\n    params: {records_per_sec: 100000}\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Parquet over Lance is fine (the whole prefix is the old dataset's); Lance over
+    // that Parquet output is refused.
+    let o = run("parquet", "");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(
+        "lance",
+        "  - op: throttle\n    params: {records_per_sec: 99999}\n",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a Lance dataset cannot replace it"),
+        "{}",
+        stderr(&o)
+    );
+    // The first job, run again: its output is another job's now, and it says so.
+    let o = run("lance", "");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("now holds the output of job"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -98,7 +98,7 @@ pub async fn run_local(
     print!("{}", render(&st));
     println!("elapsed: {:.2}s", t0.elapsed().as_secs_f64());
     println!("job: {}", s.job_uri);
-    if st.succeeded && !output_intact(&spec, &reg, &st.output, &s.job_uri).await {
+    if st.succeeded && !output_intact(&spec, &reg, &st.output, &s.job_id).await {
         return Ok(ExitCode::from(1));
     }
     // Stopped by a signal before the job finished: the run was interrupted, no task
@@ -120,20 +120,31 @@ pub async fn run_local(
 /// and succeed over nothing. Missing rejects files are a warning. Formats whose files
 /// change after the job (Lance compaction) or that keep no file list (Iceberg) are
 /// not checked.
-async fn output_intact(spec: &Spec, reg: &Registry, output: &str, job_uri: &str) -> bool {
+async fn output_intact(spec: &Spec, reg: &Registry, output: &str, job_id: &str) -> bool {
     use crate::spec::OutputFormat;
+    let rerun = "Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec";
+    // The prefix's owner marker: another job took it with overwrite (finished or
+    // not). Compared by job id: one job root can be spelled two ways (a symlink).
+    if let Ok(Some(owner)) = crate::report::output::owner(reg, output).await
+        && owner.job_id != job_id
+    {
+        eprintln!(
+            "mdf: the job is complete, but its output {output} now holds the output of job {} (written over it with output.overwrite). {rerun}",
+            owner.job_id
+        );
+        return false;
+    }
     if matches!(
         spec.output.format,
         OutputFormat::Iceberg | OutputFormat::Lance
     ) {
         return true;
     }
-    let rerun = "Rerunning a finished job recomputes nothing; to write the output again, run with another --job-root, or change the spec";
     match crate::report::output::missing_files(reg, output).await {
-        Ok(m) if m.job_uri != job_uri => {
+        Ok(m) if m.job_id != job_id => {
             eprintln!(
                 "mdf: the job is complete, but its output {output} now holds the output of job {} (written over it with output.overwrite). {rerun}",
-                m.job_uri
+                m.job_id
             );
             false
         }

@@ -215,11 +215,19 @@ pub async fn check(
         // object a console made. A prefix without a valid manifest may hold markers
         // only (a job that never came to exist).
         let previous = if overwrite {
-            previous_output(reg, prefix, retry).await?
+            match previous_output(spec, reg, prefix, retry).await? {
+                Ok(p) => p,
+                Err(why) => {
+                    err(format!("{shown} {why}"));
+                    continue;
+                }
+            }
         } else {
             None
         };
         let mut other: Option<String> = None;
+        // Empty objects not yet known to be folders.
+        let mut zero: Vec<String> = Vec::new();
         while let Some(m) = listing.next().await {
             let m = m.map_err(|e| ProtoError::store(&prefix.path, e))?;
             let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
@@ -242,10 +250,21 @@ pub async fn check(
                 }
                 continue;
             }
-            let folder =
-                m.size == 0 && (m.location == prefix.path || m.location.as_ref().ends_with('/'));
+            // An empty "folder" object a console made (S3 lists `out/` as `out`): the
+            // prefix's own, or one with objects under it (the listing is sorted, so
+            // they come after it). Only an empty object no other key lies under is a
+            // file.
+            let loc = m.location.as_ref().to_string();
+            zero.retain(|z: &String| !loc.starts_with(&format!("{z}/")));
+            if m.size == 0 && (m.location == prefix.path || loc.ends_with('/')) {
+                continue;
+            }
             let theirs = previous.as_ref().is_some_and(|p| p.names(&m.location));
-            if other.is_none() && !folder && !theirs {
+            if m.size == 0 && !theirs {
+                zero.push(loc);
+                continue;
+            }
+            if other.is_none() && !theirs {
                 other = Some(
                     Uri {
                         store: prefix.store.clone(),
@@ -271,6 +290,30 @@ pub async fn check(
                 break;
             }
         }
+        // Empty objects that held nothing are files like any other.
+        let first_zero = || {
+            zero.first().map(|z| {
+                Uri {
+                    store: prefix.store.clone(),
+                    path: object_store::path::Path::from(z.as_str()),
+                }
+                .to_uri_string()
+            })
+        };
+        if blocker.is_none()
+            && !overwrite
+            && let Some(z) = first_zero()
+        {
+            blocker = Some(format!(
+                "{shown} is not empty (it holds {z}); choose an empty prefix{}",
+                if *field == "output.uri" {
+                    " or set output.overwrite: true"
+                } else {
+                    " (output.overwrite never applies to a rejects prefix of its own)"
+                }
+            ));
+        }
+        let other = other.or_else(first_zero);
         if blocker.is_none()
             && overwrite
             && let Some(o) = other
@@ -301,71 +344,123 @@ struct Previous {
     job_id: String,
     /// Object paths it names (data, side tables, and rejects inside the prefix).
     files: std::collections::BTreeSet<String>,
-    /// A Lance dataset's directory (the prefix): its own `_versions/`,
-    /// `_transactions/`, `_indices/`, ... and `data/` (rewritten by compaction) are
-    /// the dataset's, whatever the manifest lists.
+    /// The prefix's path when that output is a Lance dataset: Lance's own
+    /// `_versions/`, `_transactions/`, `_deletions/`, `_indices/` and `data/*.lance`
+    /// (rewritten by compaction) are the dataset's, whatever the manifest lists.
     lance: Option<String>,
 }
 
+/// The folders a Lance dataset writes at its root.
+const LANCE_DIRS: [&str; 4] = ["_versions/", "_transactions/", "_deletions/", "_indices/"];
+
 impl Previous {
-    /// Whether `path` is one of its files, or inside one (a Lance dataset's files
-    /// under its directory).
+    /// Whether `path` is one of its files, or a Lance dataset's own file.
     fn names(&self, path: &object_store::path::Path) -> bool {
         let p = path.as_ref();
         if let Some(dir) = &self.lance
             && let Some(rest) = p
                 .strip_prefix(dir.as_str())
-                .map(|r| r.trim_start_matches('/'))
-            && (rest.starts_with('_') || rest.starts_with("data/"))
+                .and_then(|r| r.strip_prefix('/'))
+            && (LANCE_DIRS.iter().any(|d| rest.starts_with(d))
+                || (rest.starts_with("data/") && rest.ends_with(".lance")))
         {
             return true;
         }
         self.files.contains(p)
-            || p.match_indices('/')
-                .any(|(i, _)| self.files.contains(&p[..i]))
     }
 }
 
-/// Reads `<prefix>/_manifest.json`; `None` when there is none or it is not an mdf
-/// output manifest (another tool's file of that name proves nothing).
+/// Reads `<prefix>/_manifest.json`; `None` when there is none, it is not an mdf
+/// output manifest (another tool's file of that name proves nothing), or a marker at
+/// the prefix names another job than it does (a manifest copied with the files).
+/// `Err` (as a refusal) when the previous output is not a Lance dataset and this job
+/// writes one: Lance's finalize keeps what is not its own, so the old files would
+/// stay beside the new dataset.
 async fn previous_output(
+    spec: &Spec,
     reg: &Registry,
     prefix: &Uri,
     retry: &Retry,
-) -> Result<Option<Previous>, ProtoError> {
-    use crate::protocol::records::OutputManifest;
+) -> Result<Result<Option<Previous>, String>, ProtoError> {
+    use crate::protocol::records::{JobManifest, OutputManifest};
     let Ok((store, _)) = reg.resolve(&prefix.to_uri_string()) else {
-        return Ok(None);
+        return Ok(Ok(None));
+    };
+    // Keys as finalize publishes them: the prefix's text and the relative path.
+    let key = |base: &Uri, rel: &str| {
+        Uri::parse(&format!(
+            "{}/{rel}",
+            base.to_uri_string().trim_end_matches('/')
+        ))
+        .map(|u| u.path.to_string())
+        .ok()
     };
     let at = prefix.child(MANIFEST);
     let Some(bytes) = get_bytes(store.as_ref(), &at.path, retry).await? else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
     let Ok(m) = serde_json::from_slice::<OutputManifest>(&bytes) else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
+    if let Some(owner) = read_marker(reg, &marker_of(prefix), retry).await?
+        && owner.job_id != m.job_id
+    {
+        return Ok(Ok(None));
+    }
+    // The previous job's format, from its job.json (a Lance job may have no data
+    // file at all); from the data files' names when the job is gone.
+    let stored_format = match reg.resolve(&m.job_uri) {
+        Ok((s, u)) => get_json::<JobManifest>(
+            s.as_ref(),
+            &crate::protocol::JobPaths::new(u).job_json(),
+            retry,
+        )
+        .await?
+        .and_then(|j| {
+            j.spec
+                .pointer("/output/format")
+                .and_then(|f| f.as_str())
+                .map(str::to_string)
+        }),
+        Err(_) => None,
+    };
+    let was_lance = match stored_format {
+        Some(f) => f == "lance",
+        None => m.files.iter().any(|f| f.path.ends_with(".lance")),
+    };
+    let is_lance = spec.output.format == crate::spec::OutputFormat::Lance;
+    if is_lance && !was_lance && !m.files.is_empty() {
+        return Ok(Err(format!(
+            "holds job {}'s {} output: a Lance dataset cannot replace it (its files would stay beside the dataset); choose an empty prefix",
+            m.job_id,
+            m.files
+                .first()
+                .and_then(|f| f.path.rsplit('.').next())
+                .unwrap_or("other")
+        )));
+    }
     let mut files = std::collections::BTreeSet::new();
     files.insert(at.path.to_string());
     for f in m.files.iter().chain(m.tables.values().flatten()) {
-        files.insert(prefix.child(&f.path).path.to_string());
+        // An empty or `.` path would name the prefix itself.
+        if !f.path.is_empty() && f.path != "." {
+            files.extend(key(prefix, &f.path));
+        }
     }
     if let Ok(r) = Uri::parse(&m.rejects_uri)
         && within(&r, prefix)
     {
         for f in &m.rejects {
-            files.insert(r.child(&f.path).path.to_string());
+            if !f.path.is_empty() && f.path != "." {
+                files.extend(key(&r, &f.path));
+            }
         }
     }
-    let lance = m
-        .files
-        .iter()
-        .any(|f| f.path.ends_with(".lance"))
-        .then(|| prefix.path.to_string());
-    Ok(Some(Previous {
+    Ok(Ok(Some(Previous {
         job_id: m.job_id,
         files,
-        lance,
-    }))
+        lance: was_lance.then(|| prefix.path.to_string()),
+    })))
 }
 
 /// Whether the job a marker names has finished (its finalize task committed), or never

@@ -138,11 +138,27 @@ pub async fn manifest(reg: &Registry, uri: &str) -> Result<OutputManifest, Outpu
 #[derive(Debug)]
 pub struct Missing {
     /// The job the manifest names (another job's, after an overwrite).
-    pub job_uri: String,
+    pub job_id: String,
     /// Data files and side tables.
     pub data: Vec<String>,
     /// Rejects files (deleting reviewed rejects is ordinary: a warning, not a failure).
     pub rejects: Vec<String>,
+}
+
+/// The `_mdf_owner.json` at an output prefix: the job that owns it now.
+pub async fn owner(
+    reg: &Registry,
+    uri: &str,
+) -> Result<Option<crate::protocol::records::OwnerMarker>, OutputError> {
+    let base = Uri::parse(uri)?;
+    let store = reg.open(&base)?;
+    let retry = Retry::new(crate::clock::Entropy::from_os());
+    Ok(get_json(
+        store.as_ref(),
+        &base.child(crate::protocol::records::OWNER_MARKER).path,
+        &retry,
+    )
+    .await?)
 }
 
 /// [`Missing`] for the output at `uri`: one LIST of the output and one of the rejects
@@ -206,7 +222,7 @@ pub async fn missing_files(reg: &Registry, uri: &str) -> Result<Missing, OutputE
         gone(&found, &rbase, &mut m.rejects.iter())
     };
     Ok(Missing {
-        job_uri: m.job_uri,
+        job_id: m.job_id,
         data,
         rejects,
     })
