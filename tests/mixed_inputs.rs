@@ -248,12 +248,14 @@ fn parquet_files_with_different_columns_lose_no_row_and_no_column() {
     }
 }
 
-/// Found by review: int64 and float64 files made the column float64 and rounded ids
-/// above 2^53; an all-null column (pyarrow's `null` type) rejected every row of its
-/// file. Large integers stay exact, a float that is not a whole number is a reject,
-/// and a `null`-typed column reads as nulls in either file order.
+/// Found by two reviews: int64 and float64 files made the column float64 and rounded
+/// ids above 2^53 silently; keeping int64 instead rejected every fractional float; an
+/// all-null column (pyarrow's `null` type) rejected every row of its file. Now the
+/// column is float64, a value it cannot hold exactly is a reject (never rounded),
+/// -0.0 and fractions are kept, and a `null`-typed column reads as nulls in either
+/// file order.
 #[test]
-fn parquet_numbers_stay_exact_and_null_typed_columns_read_as_null() {
+fn parquet_numbers_are_never_rounded_and_null_typed_columns_read_as_null() {
     use arrow_array::{Float64Array, Int64Array, NullArray, StringArray};
     use std::sync::Arc;
     for order in [["a", "b"], ["b", "a"]] {
@@ -265,16 +267,20 @@ fn parquet_numbers_stay_exact_and_null_typed_columns_read_as_null() {
             RecordBatch::try_from_iter([
                 (
                     "text",
-                    Arc::new(StringArray::from(vec!["one", "two"])) as arrow_array::ArrayRef,
+                    Arc::new(StringArray::from(vec!["one", "two", "six"])) as arrow_array::ArrayRef,
                 ),
                 (
                     "uid",
                     Arc::new(Int64Array::from(vec![
                         1234567890123456789,
                         9007199254740993,
+                        7,
                     ])),
                 ),
-                ("note", Arc::new(StringArray::from(vec![Some("n1"), None]))),
+                (
+                    "note",
+                    Arc::new(StringArray::from(vec![Some("n1"), None, Some("n6")])),
+                ),
             ])
             .unwrap(),
         );
@@ -283,14 +289,19 @@ fn parquet_numbers_stay_exact_and_null_typed_columns_read_as_null() {
             RecordBatch::try_from_iter([
                 (
                     "text",
-                    Arc::new(StringArray::from(vec!["three", "four", "five"]))
+                    Arc::new(StringArray::from(vec!["three", "four", "five", "seven"]))
                         as arrow_array::ArrayRef,
                 ),
                 (
                     "uid",
-                    Arc::new(Float64Array::from(vec![Some(1.0), None, Some(2.5)])),
+                    Arc::new(Float64Array::from(vec![
+                        Some(1.0),
+                        None,
+                        Some(2.5),
+                        Some(-0.0),
+                    ])),
                 ),
-                ("note", Arc::new(NullArray::new(3))),
+                ("note", Arc::new(NullArray::new(4))),
             ])
             .unwrap(),
         );
@@ -298,22 +309,67 @@ fn parquet_numbers_stay_exact_and_null_typed_columns_read_as_null() {
         let got = rows(&out);
         let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
             got.iter().map(|(t, m)| (t.as_str(), m)).collect();
-        assert_eq!(by["one"]["uid"], "1234567890123456789", "{order:?}");
-        assert_eq!(by["two"]["uid"], "9007199254740993", "{order:?}");
-        assert_eq!(by["three"]["uid"], "1", "{order:?}");
+        assert_eq!(by["six"]["uid"], "7.0", "{order:?}");
+        assert_eq!(by["three"]["uid"], "1.0", "{order:?}");
         assert_eq!(by["four"]["uid"], "null", "{order:?}");
-        assert_eq!(by["one"]["note"], "n1", "{order:?}");
+        assert_eq!(by["five"]["uid"], "2.5", "{order:?}");
+        assert_eq!(by["seven"]["uid"], "-0.0", "{order:?}");
+        assert_eq!(by["six"]["note"], "n6", "{order:?}");
         assert_eq!(by["three"]["note"], "null", "{order:?}");
-        assert!(!by.contains_key("five"), "{order:?}");
-        let rj = rejects(&out);
-        assert_eq!(rj.len(), 1, "{order:?} {rj:?}");
-        assert_eq!(rj[0].0, "schema_mismatch");
+        // The two ids a float64 would round are rejects, not rounded rows.
         assert!(
-            rj[0].1.contains("2.5 is not exactly a Int64"),
-            "{}",
-            rj[0].1
+            !by.contains_key("one") && !by.contains_key("two"),
+            "{order:?}"
         );
+        let rj = rejects(&out);
+        assert_eq!(rj.len(), 2, "{order:?} {rj:?}");
+        for (why, detail) in &rj {
+            assert_eq!(why, "schema_mismatch");
+            assert!(detail.contains("is not exactly a Float64"), "{detail}");
+        }
     }
+}
+
+/// Timestamps of two units read in the finer one, never truncated.
+#[test]
+fn parquet_timestamps_of_two_units_keep_the_finer() {
+    use arrow_array::{StringArray, TimestampMillisecondArray, TimestampNanosecondArray};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in");
+    std::fs::create_dir_all(&inp).unwrap();
+    write_parquet(
+        &inp.join("a.parquet"),
+        RecordBatch::try_from_iter([
+            (
+                "text",
+                Arc::new(StringArray::from(vec!["ms"])) as arrow_array::ArrayRef,
+            ),
+            ("ts", Arc::new(TimestampMillisecondArray::from(vec![1_000]))),
+        ])
+        .unwrap(),
+    );
+    write_parquet(
+        &inp.join("b.parquet"),
+        RecordBatch::try_from_iter([
+            (
+                "text",
+                Arc::new(StringArray::from(vec!["ns"])) as arrow_array::ArrayRef,
+            ),
+            (
+                "ts",
+                Arc::new(TimestampNanosecondArray::from(vec![1_500_000])),
+            ),
+        ])
+        .unwrap(),
+    );
+    let (out, _) = run_jsonl_like(d.path(), &format!("{}/*.parquet", inp.display()), "parquet");
+    let got = rows(&out);
+    let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
+        got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+    assert_eq!(by["ns"]["ts"], "1970-01-01T00:00:00.001500", "{got:?}");
+    assert_eq!(by["ms"]["ts"], "1970-01-01T00:00:01", "{got:?}");
+    assert!(rejects(&out).is_empty());
 }
 
 /// Past 16 files the columns are inferred from the first 16: the run says so, once,

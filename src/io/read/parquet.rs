@@ -461,17 +461,40 @@ fn apply_plan(
                     column: want.name().clone(),
                     source,
                 })?;
-            // A number that does not survive the cast whole (a fraction cut, a large
-            // integer rounded): cast back and compare.
-            let numeric = |t: &DataType| t.is_integer() || t.is_floating();
-            if numeric(col.data_type()) && numeric(want.data_type()) {
+            // A value that does not survive the cast whole (a fraction cut, a large
+            // integer or a decimal rounded, a finer time truncated): cast back and
+            // compare (floats by value: -0.0 is 0.0, NaN is NaN).
+            let exact = |t: &DataType| t.is_numeric() || t.is_temporal();
+            if exact(col.data_type())
+                && exact(want.data_type())
+                && arrow_cast::can_cast_types(want.data_type(), col.data_type())
+            {
                 let back = arrow_cast::cast(&cast, col.data_type()).map_err(|source| {
                     ConformError::Cast {
                         column: want.name().clone(),
                         source,
                     }
                 })?;
-                let same = arrow_ord::cmp::not_distinct(col, &back)?;
+                let same = if col.data_type().is_floating() {
+                    let f = |a: &ArrayRef| arrow_cast::cast(a, &DataType::Float64);
+                    let (a, b) = (f(col)?, f(&back)?);
+                    let (a, b) = (
+                        a.as_any()
+                            .downcast_ref::<arrow_array::Float64Array>()
+                            .expect("float64"),
+                        b.as_any()
+                            .downcast_ref::<arrow_array::Float64Array>()
+                            .expect("float64"),
+                    );
+                    (0..a.len())
+                        .map(|r| {
+                            let (x, y) = (a.value(r), b.value(r));
+                            Some(x == y || (x.is_nan() && y.is_nan()))
+                        })
+                        .collect::<arrow_array::BooleanArray>()
+                } else {
+                    arrow_ord::cmp::not_distinct(col, &back)?
+                };
                 for r in 0..col.len() {
                     if !same.value(r) && col.is_valid(r) && cast.is_valid(r) {
                         let detail = format!(
@@ -558,21 +581,38 @@ pub fn union_columns(union: &mut Vec<(String, DataType)>, cols: Vec<(String, Dat
             Some((_, cur)) if *cur == DataType::Null => *cur = dt,
             Some(_) if dt == DataType::Null => {}
             Some((_, cur)) => {
-                let number = |t: &DataType| t.is_integer() || t.is_floating();
-                let wide_int = |t: &DataType| {
-                    matches!(t, DataType::Int64 | DataType::UInt64 | DataType::UInt32)
+                let number = |t: &DataType| {
+                    t.is_integer()
+                        || t.is_floating()
+                        || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
                 };
-                if number(cur) && number(&dt) && (cur.is_floating() || dt.is_floating()) {
-                    // A float64 holds every 32-bit integer exactly, not every 64-bit
-                    // one (ids, nanosecond times): those stay int64, and a float that
-                    // is not a whole number in range is a reject.
-                    *cur = if wide_int(cur) || wide_int(&dt) {
-                        DataType::Int64
-                    } else {
-                        DataType::Float64
-                    };
+                let unsigned = |t: &DataType| t.is_unsigned_integer();
+                if number(cur) && number(&dt) && !(cur.is_integer() && dt.is_integer()) {
+                    // Numbers of any kind with a float or decimal: float64. A value it
+                    // cannot hold exactly (an int64 id beyond 2^53, a decimal's digits)
+                    // is a reject, found by the read's round trip, never rounded.
+                    *cur = DataType::Float64;
+                } else if unsigned(cur) && unsigned(&dt) {
+                    *cur = DataType::UInt64;
                 } else if number(cur) && number(&dt) {
                     *cur = DataType::Int64;
+                } else if let (DataType::Timestamp(a, tza), DataType::Timestamp(b, tzb)) =
+                    (&*cur, &dt)
+                    && tza == tzb
+                {
+                    // The finer unit holds both.
+                    let rank = |u: &arrow_schema::TimeUnit| {
+                        use arrow_schema::TimeUnit::*;
+                        match u {
+                            Second => 0,
+                            Millisecond => 1,
+                            Microsecond => 2,
+                            Nanosecond => 3,
+                        }
+                    };
+                    if rank(b) > rank(a) {
+                        *cur = DataType::Timestamp(*b, tzb.clone());
+                    }
                 } else if matches!(
                     (&*cur, &dt),
                     (DataType::Binary, DataType::Utf8) | (DataType::Utf8, DataType::Binary)
