@@ -74,6 +74,30 @@ pub fn input_column(f: &Field) -> &str {
     }
 }
 
+/// A JSON number as an int64 column holds it: an integer in range, or a float that is
+/// a whole number in range (`2.0`).
+fn whole(n: &serde_json::Number) -> Option<i64> {
+    if let Some(i) = n.as_i64() {
+        return Some(i);
+    }
+    let f = n.as_f64()?;
+    (f.fract() == 0.0 && f >= -(2f64.powi(63)) && f < 2f64.powi(63)).then_some(f as i64)
+}
+
+/// A JSON number as a float64 column holds it: a float, or an integer a float64
+/// represents exactly.
+fn exact_f64(n: &serde_json::Number) -> Option<f64> {
+    if let Some(i) = n.as_i64() {
+        let f = i as f64;
+        return (f as i64 == i && f < 2f64.powi(63)).then_some(f);
+    }
+    if let Some(u) = n.as_u64() {
+        let f = u as f64;
+        return (f < 2f64.powi(64) && f as u64 == u).then_some(f);
+    }
+    n.as_f64()
+}
+
 /// Infers column types from sample JSON objects: the union of keys in first-seen
 /// order; int and float mixed → float64 (int64 where an integer is beyond 2^53, which
 /// a float64 would round); anything else mixed, nested or null → string.
@@ -87,7 +111,8 @@ pub fn infer_schema<'a>(
     for row in rows {
         for (k, v) in row {
             if let Value::Number(n) = v
-                && n.as_i64().is_some_and(|i| i.unsigned_abs() > 1 << 53)
+                && (n.as_i64().is_some_and(|i| i.unsigned_abs() > 1 << 53)
+                    || n.as_u64().is_some_and(|u| u > 1 << 53))
             {
                 big.insert(k.clone());
             }
@@ -95,6 +120,8 @@ pub fn infer_schema<'a>(
                 Value::Null => None,
                 Value::Bool(_) => Some(DataType::Boolean),
                 Value::Number(n) if n.is_i64() => Some(DataType::Int64),
+                // Beyond int64 (a 64-bit hash): kept as its digits, exactly.
+                Value::Number(n) if n.is_u64() => Some(DataType::Utf8),
                 Value::Number(_) => Some(DataType::Float64),
                 _ => Some(DataType::Utf8),
             };
@@ -183,12 +210,19 @@ impl JsonBatchBuilder {
             let fits = match (b, v) {
                 (_, Value::Null) => true,
                 (ColBuilder::Str(_), _) => true,
-                (ColBuilder::Int(_), Value::Number(n)) => n.is_i64(),
-                (ColBuilder::Float(_), Value::Number(_)) => true,
+                (ColBuilder::Int(_), Value::Number(n)) => whole(n).is_some(),
+                // An integer a float64 would round (beyond 2^53) is refused, not
+                // rounded.
+                (ColBuilder::Float(_), Value::Number(n)) => exact_f64(n).is_some(),
                 (ColBuilder::Bool(_), Value::Bool(_)) => true,
                 _ => false,
             };
             if !fits {
+                if let (ColBuilder::Float(_), Value::Number(n)) = (b, v) {
+                    return Err(format!(
+                        "column {key:?} is float64, and {n} is not exactly a float64 (it would be rounded)"
+                    ));
+                }
                 return Err(format!(
                     "column {key:?} expects {}, found {}",
                     match b {
@@ -207,10 +241,10 @@ impl JsonBatchBuilder {
                 (ColBuilder::Str(b), Value::Null) => b.append_null(),
                 (ColBuilder::Str(b), Value::String(s)) => b.append_value(s),
                 (ColBuilder::Str(b), other) => b.append_value(other.to_string()),
-                (ColBuilder::Int(b), Value::Number(n)) => b.append_value(n.as_i64().unwrap_or(0)),
+                (ColBuilder::Int(b), Value::Number(n)) => b.append_value(whole(n).unwrap_or(0)),
                 (ColBuilder::Int(b), _) => b.append_null(),
                 (ColBuilder::Float(b), Value::Number(n)) => {
-                    b.append_value(n.as_f64().unwrap_or(0.0))
+                    b.append_value(exact_f64(n).unwrap_or(0.0))
                 }
                 (ColBuilder::Float(b), _) => b.append_null(),
                 (ColBuilder::Bool(b), Value::Bool(x)) => b.append_value(*x),
@@ -450,6 +484,35 @@ mod tests {
         assert_eq!(
             infer_schema(rows.iter()),
             vec![("uid".into(), DataType::Int64)]
+        );
+    }
+
+    /// Numbers are never rounded into a column (found by review): an int64 column
+    /// takes a whole float, a float64 column refuses an integer it would round, and
+    /// an integer beyond int64 infers as its digits.
+    #[test]
+    fn numbers_are_kept_exactly_or_refused() {
+        let schema = with_id_column(&[
+            ("i".into(), DataType::Int64),
+            ("f".into(), DataType::Float64),
+        ]);
+        let mut b = JsonBatchBuilder::new(schema);
+        b.push("a", &obj(json!({"i": 2.0, "f": 3}))).unwrap();
+        assert!(b.push("b", &obj(json!({"i": 2.5}))).is_err());
+        let e = b
+            .push("c", &obj(json!({"f": 9007199254740993u64})))
+            .unwrap_err();
+        assert!(e.contains("would be rounded"), "{e}");
+        b.push("d", &obj(json!({"f": 9007199254740992u64})))
+            .unwrap();
+        assert_eq!(b.len(), 2);
+        let rows = [
+            obj(json!({"h": 18446744073709551615u64})),
+            obj(json!({"h": 5})),
+        ];
+        assert_eq!(
+            infer_schema(rows.iter()),
+            vec![("h".into(), DataType::Utf8)]
         );
     }
 

@@ -68,6 +68,28 @@ pub fn read(
         Ok(r) => r,
         Err(rejected) => return Ok(rejected),
     };
+    // A UTF-8 byte order mark (files saved as "UTF-8 with BOM") is not part of the
+    // first line's text, but the line still starts at byte 0: the range holding
+    // byte 0 owns it, however short.
+    let (decoded, mut bom_line) = if from == 0 {
+        match strip_bom(decoded) {
+            Ok(x) => x,
+            Err(e) => {
+                out(Item::Rejects(vec![file_reject(
+                    slice,
+                    0,
+                    "corrupt_input",
+                    e.to_string(),
+                )]));
+                return Ok(SliceStats {
+                    rejected: 1,
+                    ..Default::default()
+                });
+            }
+        }
+    } else {
+        (decoded, false)
+    };
     let mut r = BufReader::with_capacity(1 << 16, decoded);
     let key = file_key(&slice.uri);
     let cap = ctx.max_record_bytes;
@@ -89,19 +111,13 @@ pub fn read(
             }
         }
     }
-    // A UTF-8 byte order mark (files saved as "UTF-8 with BOM") is not part of the
-    // first line's text, but the line still starts at byte 0: the range holding
-    // byte 0 owns it, however short.
-    let mut bom_line = false;
-    if pos == 0 {
-        match r.fill_buf() {
-            Ok(head) if head.starts_with(BOM) => {
-                r.consume(BOM.len());
-                pos += BOM.len() as u64;
-                stats.bytes += BOM.len() as u64;
-                bom_line = true;
-            }
-            _ => {}
+    if bom_line {
+        pos += BOM.len() as u64;
+        if ranged && slice.start > 0 {
+            // Line 1 (the BOM's) was skipped as the previous range's.
+            bom_line = false;
+        } else {
+            stats.bytes += BOM.len() as u64;
         }
     }
     // Line numbers are known when this slice reads from the file's first line.
@@ -225,6 +241,29 @@ pub fn read(
 /// The UTF-8 byte order mark, skipped at the start of a file.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The stream without a leading BOM, and whether it had one. Reads the first three
+/// bytes however the stream delivers them (a decompressor may give one at a time).
+fn strip_bom(mut r: Box<dyn Read + Send>) -> std::io::Result<(Box<dyn Read + Send>, bool)> {
+    let mut head = [0u8; 3];
+    let mut n = 0;
+    while n < head.len() {
+        match r.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if head[..n] == *BOM {
+        Ok((r, true))
+    } else {
+        Ok((
+            Box::new(std::io::Cursor::new(head[..n].to_vec()).chain(r)),
+            false,
+        ))
+    }
+}
+
 /// Reads up to `max_rows` JSON objects from the start of a file (schema inference).
 pub fn sample_rows(
     ctx: &ReadCtx,
@@ -237,12 +276,13 @@ pub fn sample_rows(
         uri: uri.to_string(),
         message: e.to_string(),
     })?;
+    let (decoded, _) = strip_bom(decoded).map_err(|e| ReadError::Storage {
+        uri: uri.to_string(),
+        message: e.to_string(),
+    })?;
     let mut r = BufReader::new(decoded.take(max_bytes));
     let mut rows = Vec::new();
     let mut buf = Vec::new();
-    if r.fill_buf().is_ok_and(|h| h.starts_with(BOM)) {
-        r.consume(BOM.len());
-    }
     while rows.len() < max_rows {
         match read_line_capped(&mut r, &mut buf, 1 << 24) {
             Ok((0, _)) | Err(_) => break,
