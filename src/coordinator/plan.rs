@@ -1029,6 +1029,9 @@ fn bind_dropping(
 
 pub use crate::protocol::hash16;
 
+/// The version of the JSONL and Parquet readers' rules, in their phase-0 fingerprint.
+pub const READER_RULES: &str = "2";
+
 /// Phase fingerprints: what the phase computes, chained through earlier phases. Every
 /// input that changes a phase's output is in it: the mdf version, the input format,
 /// schema and download settings, each stage's operator and parameters, the version of
@@ -1058,6 +1061,16 @@ pub fn fingerprints(
     // Jobs without a limit keep the fingerprints they always had.
     if let Some(n) = spec.input.limit {
         prev = hash16(&[&prev, "limit", &n.to_string()]);
+    }
+    // The JSONL and Parquet readers' rules changed (session 35: a BOM line kept,
+    // values a cast cannot hold rejected, not nulled or rounded): `--reuse` of a
+    // job read by the old rules recomputes its first phase.
+    use crate::spec::Format;
+    if matches!(
+        spec.input.format,
+        Format::Jsonl | Format::Parquet | Format::Laion
+    ) {
+        prev = hash16(&[&prev, "reader", READER_RULES]);
     }
     let mut out = Vec::new();
     for (pi, idxs) in phases.iter().enumerate() {
