@@ -1688,6 +1688,8 @@ mod tests {
             "download": builtin.input.download, "mdf": env!("CARGO_PKG_VERSION"),
         }))
         .unwrap();
+        // A JSONL input: the readers' rules version follows.
+        let prev = hash16(&[&prev, "reader", READER_RULES]);
         let what = |with: bool| {
             let mut st = serde_json::json!({"name": builtin.stages[0].name, "op": builtin.stages[0].op,
                 "params": builtin.stages[0].params});

@@ -185,7 +185,13 @@ pub async fn missing_files(reg: &Registry, uri: &str) -> Result<Missing, OutputE
          files: &mut dyn Iterator<Item = &crate::protocol::records::ManifestFile>| {
             let mut v = Vec::new();
             for f in files {
-                let at = base.child(&f.path);
+                // The key as finalize published it: the prefix's text and the path.
+                let at = Uri::parse(&format!(
+                    "{}/{}",
+                    base.to_uri_string().trim_end_matches('/'),
+                    f.path
+                ))
+                .unwrap_or_else(|_| base.child(&f.path));
                 let key = at.path.to_string();
                 let here = match found.get(&key) {
                     Some(&size) => size == f.bytes,
