@@ -365,7 +365,7 @@ fn an_empty_compressed_file_is_a_reject() {
     std::fs::write(inp.join("zero.jsonl.zst"), b"").unwrap();
     std::fs::write(inp.join("empty.jsonl"), b"").unwrap();
     let out = d.path().join("out");
-    let spec = write_spec(
+    let (_, st) = run_spec(
         d.path(),
         &format!(
             "name: zero\ninput: {{uris: [\"{}/*\"], format: jsonl}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\n",
@@ -373,12 +373,6 @@ fn an_empty_compressed_file_is_a_reject() {
             out.display()
         ),
     );
-    let o = run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let st = status_json(&job_uri(&o));
     // The two compressed ones; an empty plain file is just empty.
     assert_eq!(
         st["phases"][0]["stats"]["rejects_by_reason"]["corrupt_input"], 2,
@@ -388,7 +382,7 @@ fn an_empty_compressed_file_is_a_reject() {
     let wd = d.path().join("w");
     std::fs::create_dir_all(&wd).unwrap();
     std::fs::write(wd.join("zero.warc.gz"), b"").unwrap();
-    let spec = write_spec(
+    let (_, st) = run_spec(
         d.path(),
         &format!(
             "name: zerowarc\ninput: {{uris: [\"{}/*\"], format: warc}}\nstages: []\noutput: {{uri: \"{}\", drop_columns: [html]}}\n",
@@ -396,12 +390,6 @@ fn an_empty_compressed_file_is_a_reject() {
             d.path().join("out2").display()
         ),
     );
-    let o = run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs")),
-    );
-    let st = status_json(&job_uri(&o));
     assert_eq!(
         st["phases"][0]["stats"]["rejects_by_reason"]["corrupt_input"], 1,
         "{st:#}"

@@ -19,19 +19,13 @@ fn run_with_job(
     job: &str,
 ) -> (std::path::PathBuf, serde_json::Value) {
     let out = dir.join("out");
-    let spec = write_spec(
+    let (_, st) = run_spec(
         dir,
         &format!(
             "name: mixed\ninput: {{uris: [\"{glob}\"], format: {format}}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\njob: {{{job}}}\n",
             out.display()
         ),
     );
-    let o = run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--job-root"])
-            .arg(dir.join("jobs")),
-    );
-    let st = status_json(&job_uri(&o));
     assert_eq!(st["succeeded"], true, "{st:#}");
     (out, st)
 }
@@ -387,18 +381,13 @@ fn a_run_over_more_files_than_are_sampled_says_so() {
         .unwrap();
     }
     let out = d.path().join("out");
-    let spec = write_spec(
+    let (o, _) = run_spec(
         d.path(),
         &format!(
             "name: many\ninput: {{uris: [\"{}/*.jsonl\"]}}\nstages: [{{op: text_length}}]\noutput: {{uri: \"{}\"}}\n",
             inp.display(),
             out.display()
         ),
-    );
-    let o = run_ok(
-        mdf()
-            .args(["run", spec.to_str().unwrap(), "--job-root"])
-            .arg(d.path().join("jobs")),
     );
     assert!(
         stderr(&o).contains("read from the first 16 of 17 files"),

@@ -60,6 +60,19 @@ pub fn write_lines(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
 }
 
+/// Writes `text` as the spec in `dir`, runs it to the end with its jobs under
+/// `dir/jobs` (the run must succeed), and returns the run's output and its status.
+pub fn run_spec(dir: &Path, text: &str) -> (Output, serde_json::Value) {
+    let spec = write_spec(dir, text);
+    let o = run_ok(
+        mdf()
+            .args(["run", spec.to_str().unwrap(), "--job-root"])
+            .arg(dir.join("jobs")),
+    );
+    let st = status_json(&job_uri(&o));
+    (o, st)
+}
+
 pub fn write_spec(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("spec.yaml");
     std::fs::write(&p, text).unwrap();
