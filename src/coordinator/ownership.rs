@@ -225,17 +225,34 @@ pub async fn check(
         } else {
             None
         };
+        let shown_object = |path: &object_store::path::Path| {
+            Uri {
+                store: prefix.store.clone(),
+                path: path.clone(),
+            }
+            .to_uri_string()
+        };
+        let not_empty = |object: &str| {
+            format!(
+                "{shown} is not empty (it holds {object}); choose an empty prefix{}",
+                if *field == "output.uri" {
+                    " or set output.overwrite: true"
+                } else {
+                    " (output.overwrite never applies to a rejects prefix of its own)"
+                }
+            )
+        };
         let mut other: Option<String> = None;
         // Empty objects not yet known to be folders.
-        let mut zero: Vec<String> = Vec::new();
+        let mut zero: Vec<object_store::path::Path> = Vec::new();
         while let Some(m) = listing.next().await {
             let m = m.map_err(|e| ProtoError::store(&prefix.path, e))?;
-            let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
             if m.location.filename() == Some(OWNER_MARKER) {
                 let at = Uri {
                     store: prefix.store.clone(),
                     path: m.location.clone(),
                 };
+                let here = m.location.prefix_match(&prefix.path).map(|r| r.count()) == Some(1);
                 if let Some(t) = read_marker(reg, &at, retry).await?
                     && t.job_uri != job_uri.to_uri_string()
                     && !(here && overwrite)
@@ -254,66 +271,32 @@ pub async fn check(
             // prefix's own, or one with objects under it (the listing is sorted, so
             // they come after it). Only an empty object no other key lies under is a
             // file.
-            let loc = m.location.as_ref().to_string();
-            zero.retain(|z: &String| !loc.starts_with(&format!("{z}/")));
+            let loc = m.location.as_ref();
+            zero.retain(|z| !loc.starts_with(&format!("{z}/")));
             if m.size == 0 && (m.location == prefix.path || loc.ends_with('/')) {
                 continue;
             }
             let theirs = previous.as_ref().is_some_and(|p| p.names(&m.location));
             if m.size == 0 && !theirs {
-                zero.push(loc);
+                zero.push(m.location);
                 continue;
             }
-            if other.is_none() && !theirs {
-                other = Some(
-                    Uri {
-                        store: prefix.store.clone(),
-                        path: m.location.clone(),
-                    }
-                    .to_uri_string(),
-                );
+            if !theirs {
+                other.get_or_insert_with(|| shown_object(&m.location));
             }
             if !overwrite {
-                let object = Uri {
-                    store: prefix.store.clone(),
-                    path: m.location.clone(),
-                };
-                blocker = Some(format!(
-                    "{shown} is not empty (it holds {}); choose an empty prefix{}",
-                    object.to_uri_string(),
-                    if *field == "output.uri" {
-                        " or set output.overwrite: true"
-                    } else {
-                        " (output.overwrite never applies to a rejects prefix of its own)"
-                    }
-                ));
+                blocker = Some(not_empty(&shown_object(&m.location)));
                 break;
             }
         }
         // Empty objects that held nothing are files like any other.
-        let first_zero = || {
-            zero.first().map(|z| {
-                Uri {
-                    store: prefix.store.clone(),
-                    path: object_store::path::Path::from(z.as_str()),
-                }
-                .to_uri_string()
-            })
-        };
+        let other = other.or_else(|| zero.first().map(&shown_object));
         if blocker.is_none()
             && !overwrite
-            && let Some(z) = first_zero()
+            && let Some(o) = &other
         {
-            blocker = Some(format!(
-                "{shown} is not empty (it holds {z}); choose an empty prefix{}",
-                if *field == "output.uri" {
-                    " or set output.overwrite: true"
-                } else {
-                    " (output.overwrite never applies to a rejects prefix of its own)"
-                }
-            ));
+            blocker = Some(not_empty(o));
         }
-        let other = other.or_else(first_zero);
         if blocker.is_none()
             && overwrite
             && let Some(o) = other
