@@ -31,7 +31,7 @@ fn run_with_job(
 }
 
 /// Rows of the output as (text, column → value rendered as a string, "null" for null).
-fn rows(out: &Path) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
+fn rows(out: &Path) -> Vec<Row> {
     let batches = output_batches(out);
     let mut v = Vec::new();
     for b in &batches {
@@ -50,6 +50,15 @@ fn rows(out: &Path) -> Vec<(String, std::collections::BTreeMap<String, String>)>
     }
     v.sort();
     v
+}
+
+type Row = (String, std::collections::BTreeMap<String, String>);
+
+/// [`rows`] by their text.
+fn by_text(
+    rows: &[Row],
+) -> std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> {
+    rows.iter().map(|(t, m)| (t.as_str(), m)).collect()
 }
 
 fn rejects(out: &Path) -> Vec<(String, String)> {
@@ -94,8 +103,7 @@ fn jsonl_columns_come_from_every_sampled_file_and_numbers_widen_across_files() {
         texts,
         ["alpha doc", "beta doc", "delta doc", "eps doc", "gamma doc"]
     );
-    let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
-        got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+    let by = by_text(&got);
     assert_eq!(by["gamma doc"]["score"], "1.5");
     assert_eq!(by["alpha doc"]["score"], "1.0");
     assert_eq!(by["gamma doc"]["url"], "http://x/1");
@@ -215,8 +223,7 @@ fn parquet_files_with_different_columns_lose_no_row_and_no_column() {
             "x"
         ]
     );
-    let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
-        got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+    let by = by_text(&got);
     assert_eq!(by["one doc"]["score"], "0.1");
     assert_eq!(by["x"]["score"], "null");
     assert_eq!(by["x"]["extra"], "2");
@@ -301,8 +308,7 @@ fn parquet_numbers_are_never_rounded_and_null_typed_columns_read_as_null() {
         );
         let (out, _) = run_jsonl_like(d.path(), &format!("{}/*.parquet", inp.display()), "parquet");
         let got = rows(&out);
-        let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
-            got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+        let by = by_text(&got);
         assert_eq!(by["six"]["uid"], "7.0", "{order:?}");
         assert_eq!(by["three"]["uid"], "1.0", "{order:?}");
         assert_eq!(by["four"]["uid"], "null", "{order:?}");
@@ -359,8 +365,7 @@ fn parquet_timestamps_of_two_units_keep_the_finer() {
     );
     let (out, _) = run_jsonl_like(d.path(), &format!("{}/*.parquet", inp.display()), "parquet");
     let got = rows(&out);
-    let by: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
-        got.iter().map(|(t, m)| (t.as_str(), m)).collect();
+    let by = by_text(&got);
     assert_eq!(by["ns"]["ts"], "1970-01-01T00:00:00.001500", "{got:?}");
     assert_eq!(by["ms"]["ts"], "1970-01-01T00:00:01", "{got:?}");
     assert!(rejects(&out).is_empty());
